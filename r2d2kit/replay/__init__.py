@@ -1,0 +1,19 @@
+"""Replay buffers with one interface: ``add``/``add_batch``, ``sample``, ``update_priorities``,
+``save``/``load``, ``as_dataset``. Importing this package does not import TensorFlow.
+"""
+
+from r2d2kit.replay.base import BaseReplayBuffer
+from r2d2kit.replay.nstep import NStepAccumulator
+from r2d2kit.replay.prioritized import PrioritizedReplayBuffer
+from r2d2kit.replay.rank_based import RankBasedReplayBuffer
+from r2d2kit.replay.schedules import LinearSchedule
+from r2d2kit.replay.uniform import ReplayBuffer
+
+__all__ = [
+    "BaseReplayBuffer",
+    "ReplayBuffer",
+    "PrioritizedReplayBuffer",
+    "RankBasedReplayBuffer",
+    "NStepAccumulator",
+    "LinearSchedule",
+]

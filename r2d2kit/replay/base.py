@@ -1,0 +1,187 @@
+"""What every transition buffer shares: ring storage, add/sample verbs, persistence, a lock.
+
+Subclasses decide only how indices are drawn and what a priority means (three hooks below).
+The lock makes each verb atomic, so a ``tf.data`` pipeline may sample in its own thread while the
+training loop adds items and updates priorities.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from r2d2kit._validation import as_generator, as_index_array, check_float, check_positive_int
+from r2d2kit.replay.fields import RingStorage, fields_from_json
+from r2d2kit.replay.persistence import read_npz, require_arrays, rng_from_json, rng_to_json, write_npz
+
+Beta = float | Callable[[int], float]
+
+
+class BaseReplayBuffer:
+    """Ring storage of fixed-shape items with the public verbs of every r2d2kit buffer.
+
+    Args:
+        capacity: number of items kept; the oldest is overwritten first.
+        fields: ``{"name": (shape, dtype)}`` for one item, e.g. ``{"obs": ((4,), "float32")}``.
+        seed: int seed, ``None`` or a ``np.random.Generator`` (used as is) for sampling.
+    """
+
+    def __init__(self, capacity: int, fields: Mapping[str, Any], seed: Any = None) -> None:
+        self._storage = RingStorage(capacity, fields)
+        self._rng = as_generator(seed)
+        self._lock = threading.RLock()
+
+    # ----------------------------------------------------------------- properties
+    @property
+    def capacity(self) -> int:
+        """Maximum number of items held."""
+        return self._storage.capacity
+
+    @property
+    def fields(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+        """``{"name": (shape, dtype)}`` of one item per field."""
+        return {name: (spec.shape, spec.dtype) for name, spec in self._storage.specs.items()}
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of preallocated field storage (priority structures not included)."""
+        return self._storage.nbytes
+
+    def __len__(self) -> int:
+        return self._storage.size
+
+    # ----------------------------------------------------------------- writing
+    def add(self, **fields: Any) -> None:
+        """Add one item: one keyword per field, each of exactly the field's shape."""
+        batch = self._storage.check_item(fields)
+        with self._lock:
+            self._write(batch, 1)
+
+    def add_batch(self, **fields: Any) -> None:
+        """Add ``n`` items: one keyword per field, each of shape ``[n, *field_shape]``."""
+        batch, count = self._storage.check_batch(fields)
+        with self._lock:
+            self._write(batch, count)
+
+    def _write(self, batch: Mapping[str, np.ndarray], count: int) -> None:
+        for start, stop in self._storage.write(batch, count):
+            self._on_written(start, stop)
+
+    # ----------------------------------------------------------------- sampling
+    def sample(self, batch_size: int, beta: float = 0.4) -> dict[str, np.ndarray]:
+        """Sample ``batch_size`` items (with replacement).
+
+        Args:
+            batch_size: number of items.
+            beta: importance-sampling exponent in ``[0, 1]`` (ignored by the uniform buffer, whose
+                weights are all 1).
+
+        Returns:
+            ``{field: [batch_size, *shape]}`` plus ``"indices"`` (int64, for
+            ``update_priorities``) and ``"weights"`` (float32 importance weights, max 1).
+        """
+        batch_size = check_positive_int("batch_size", batch_size)
+        beta = check_float("beta", beta, 0.0, 1.0)
+        with self._lock:
+            if self._storage.size == 0:
+                raise ValueError(f"cannot sample from an empty {type(self).__name__}: add items first")
+            indices, weights = self._sample_indices(batch_size, beta)
+            batch = self._storage.gather(indices)
+        batch["indices"] = indices
+        batch["weights"] = weights
+        return batch
+
+    def update_priorities(self, indices: Any, priorities: Any) -> None:
+        """Set new priorities (typically ``|TD error|``) for sampled ``indices``.
+
+        A repeated index: the last value wins. Raises ``IndexError`` for an index that holds no
+        item and ``ValueError`` naming the first NaN, infinite or negative priority.
+        """
+        with self._lock:
+            leaf_indices = as_index_array("indices", indices, self._storage.size)
+            self._set_priorities(leaf_indices, priorities)
+
+    # ----------------------------------------------------------------- hooks
+    def _on_written(self, start: int, stop: int) -> None:
+        """Slots ``[start, stop)`` now hold new items."""
+
+    def _sample_indices(self, batch_size: int, beta: float) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def _set_priorities(self, leaf_indices: np.ndarray, priorities: Any) -> None:
+        raise NotImplementedError
+
+    # ----------------------------------------------------------------- persistence
+    def _params(self) -> dict[str, Any]:
+        """Constructor keyword arguments (besides capacity, fields, seed) that ``load`` passes back."""
+        return {}
+
+    def _state(self, size: int) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """Scalars (JSON) and arrays beyond the fields that ``load`` must restore."""
+        return {}, {}
+
+    def _restore(self, scalars: Mapping[str, Any], arrays: Mapping[str, np.ndarray], path: str) -> None:
+        """Inverse of ``_state`` on a freshly constructed buffer."""
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the whole buffer to ``path`` (``.npz``, no pickle, atomic replace).
+
+        Data, priorities, write position and the random state are kept, so sampling after
+        ``load`` gives exactly what sampling without the round trip would.
+        """
+        with self._lock:
+            size = self._storage.size
+            scalars, extra = self._state(size)
+            meta = {
+                "class": type(self).__name__,
+                "capacity": self.capacity,
+                "fields": {name: spec.to_json() for name, spec in self._storage.specs.items()},
+                "params": self._params(),
+                "position": self._storage.position,
+                "size": size,
+                "rng": rng_to_json(self._rng),
+                "state": scalars,
+            }
+            arrays = {f"field.{name}": array[:size] for name, array in self._storage.arrays.items()}
+            arrays.update(extra)
+            write_npz(path, meta, arrays)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "BaseReplayBuffer":
+        """Read a buffer written by ``save``; a missing, truncated or foreign file raises, naming it."""
+        path = os.fspath(path)
+        meta, arrays = read_npz(path, cls.__name__)
+        try:
+            buffer = cls(meta["capacity"], fields_from_json(meta["fields"]), seed=0, **meta["params"])
+            size, position = int(meta["size"]), int(meta["position"])
+            if not (0 <= size <= buffer.capacity and 0 <= position < buffer.capacity):
+                raise ValueError(f"size {size} / position {position} do not fit capacity {buffer.capacity}")
+            storage = buffer._storage
+            require_arrays(path, arrays, {
+                f"field.{name}": (size,) + spec.shape for name, spec in storage.specs.items()
+            })
+            for name, array in storage.arrays.items():
+                array[:size] = arrays[f"field.{name}"]
+            storage.size, storage.position = size, position
+            buffer._rng = rng_from_json(meta["rng"])
+            buffer._restore(meta["state"], arrays, path)
+        except (KeyError, TypeError) as error:
+            raise ValueError(f"{path!r}: saved buffer metadata is incomplete or malformed ({error!r})") from error
+        return buffer
+
+    # ----------------------------------------------------------------- tf.data
+    def as_dataset(self, batch_size: int, beta: Beta = 0.4, prefetch: int = 2):
+        """A ``tf.data.Dataset`` of endless ``sample(batch_size, beta)`` batches with a fixed spec.
+
+        ``beta`` may be a float or a callable ``beta(sample_count)`` such as
+        :class:`~r2d2kit.replay.LinearSchedule`. Imports TensorFlow on first use only.
+        """
+        from r2d2kit.replay.dataset import buffer_dataset
+
+        return buffer_dataset(self, batch_size, beta=beta, prefetch=prefetch)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(capacity={self.capacity}, size={len(self)}, fields={list(self.fields)})"

@@ -1,0 +1,82 @@
+"""``tf.data`` adapters: the only module in ``r2d2kit.replay`` that imports TensorFlow.
+
+Two pieces let any Keras/TensorFlow training loop use an r2d2kit buffer:
+
+* :func:`buffer_dataset` (``buffer.as_dataset``): an endless dataset of sampled batches with a
+  fixed element spec and prefetch. Prefetched batches were sampled before the newest priority
+  updates; with ``prefetch=2`` that is at most two steps of staleness, which PER tolerates.
+* :func:`priority_updater`: a function usable inside ``tf.function`` that writes new priorities
+  back into the buffer (through ``tf.numpy_function``), so the update can live in the compiled
+  train step.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import tensorflow as tf
+
+from r2d2kit._validation import check_float, check_positive_int
+from r2d2kit.replay.base import BaseReplayBuffer, Beta
+
+
+def element_spec(buffer: BaseReplayBuffer, batch_size: int) -> dict[str, tf.TensorSpec]:
+    """The ``tf.TensorSpec`` of one sampled batch: every field plus ``indices`` and ``weights``."""
+    spec = {
+        name: tf.TensorSpec((batch_size,) + shape, tf.as_dtype(dtype), name=name)
+        for name, (shape, dtype) in buffer.fields.items()
+    }
+    spec["indices"] = tf.TensorSpec((batch_size,), tf.int64, name="indices")
+    spec["weights"] = tf.TensorSpec((batch_size,), tf.float32, name="weights")
+    return spec
+
+
+def buffer_dataset(buffer: BaseReplayBuffer, batch_size: int, beta: Beta = 0.4, prefetch: int = 2) -> tf.data.Dataset:
+    """An endless ``tf.data.Dataset`` of ``buffer.sample(batch_size, beta)`` batches.
+
+    Args:
+        buffer: any r2d2kit buffer (it must hold at least one item when iteration starts).
+        batch_size: items per batch.
+        beta: a float, or a callable ``beta(sample_count)`` (e.g. ``LinearSchedule``) evaluated
+            at each draw.
+        prefetch: batches sampled ahead in a background thread (0 disables prefetching).
+    """
+    batch_size = check_positive_int("batch_size", batch_size)
+    prefetch = check_positive_int("prefetch", prefetch, minimum=0)
+    if callable(beta):
+        beta_at: Callable[[int], float] = beta
+    else:
+        fixed = check_float("beta", beta, 0.0, 1.0)
+        beta_at = lambda _count: fixed  # noqa: E731
+
+    def batches():
+        count = 0
+        while True:
+            yield buffer.sample(batch_size, beta=beta_at(count))
+            count += 1
+
+    dataset = tf.data.Dataset.from_generator(batches, output_signature=element_spec(buffer, batch_size))
+    return dataset.prefetch(prefetch) if prefetch else dataset
+
+
+def priority_updater(buffer: BaseReplayBuffer) -> Callable[[tf.Tensor, tf.Tensor], tf.Operation]:
+    """A function ``update(indices, priorities)`` callable eagerly or inside ``tf.function``.
+
+    Example:
+        >>> update = priority_updater(buffer)
+        >>> @tf.function
+        ... def train_step(batch):
+        ...     td = ...                      # [B]
+        ...     update(batch["indices"], tf.abs(td))
+    """
+
+    def _update(indices: np.ndarray, priorities: np.ndarray) -> np.ndarray:
+        buffer.update_priorities(indices, priorities.astype(np.float64))
+        return np.int64(indices.shape[0])
+
+    def update(indices, priorities):
+        return tf.numpy_function(_update, [tf.cast(indices, tf.int64), tf.cast(priorities, tf.float64)],
+                                 tf.int64, stateful=True, name="update_priorities")
+
+    return update

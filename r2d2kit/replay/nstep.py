@@ -1,0 +1,168 @@
+"""Actor-side n-step accumulation for a batch of environments.
+
+For one env and ``n_step = 3``, steps ``s0 a0 r0 -> s1 a1 r1 -> s2 a2 r2 -> s3 ...`` become::
+
+    (s0, a0, r0 + g r1 + g^2 r2, s3, discount = g^3)          # full window
+    ... episode ends at step t:
+    (s_{t-1}, a_{t-1}, r_{t-1}, s_t, discount = g   or 0)    # shortened windows, flushed at once
+                                         truncated   terminated
+
+so a learner computes ``y = reward + discount * Q(next_obs)``: termination stops bootstrapping,
+truncation (a time limit) does not.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from r2d2kit._validation import check_float, check_positive_int
+
+_MODES = {"nextstep": "next_step", "samestep": "same_step", "disabled": "disabled"}
+
+
+def _autoreset_mode(mode: Any) -> str:
+    raw = getattr(mode, "value", mode)
+    key = str(raw).lower().replace("_", "").replace("-", "")
+    if key not in _MODES:
+        raise ValueError(f"autoreset_mode must be one of {sorted(_MODES.values())} (or gymnasium's AutoresetMode), "
+                         f"got {mode!r}")
+    return _MODES[key]
+
+
+class NStepAccumulator:
+    """Turns a stream of vector-env steps into n-step transitions with their discounts.
+
+    Call :meth:`step` once per ``envs.step``; it returns the transitions completed by that step
+    as a dict of arrays (``obs``, ``action``, ``reward``, ``next_obs``, ``discount``, ``env``),
+    ready for ``buffer.add_batch(**{k: v for k, v in out.items() if k in buffer.fields})``.
+
+    Args:
+        num_envs: number of environments in the vector env.
+        n_step: steps summed per transition (1 = ordinary one-step transitions).
+        gamma: discount factor.
+        autoreset_mode: gymnasium's vector autoreset mode. ``"next_step"`` (the gymnasium >= 1.0
+            default): the step after an episode ends only carries the reset observation, so it is
+            ignored for that env. ``"same_step"`` / ``"disabled"``: every step is a transition; pass
+            the true final observation (``infos["final_obs"]``) as ``next_obs`` on episode ends.
+    """
+
+    def __init__(self, num_envs: int, n_step: int, gamma: float, autoreset_mode: Any = "next_step") -> None:
+        self.num_envs = check_positive_int("num_envs", num_envs)
+        self.n_step = check_positive_int("n_step", n_step)
+        self.gamma = check_float("gamma", gamma, 0.0, 1.0)
+        self.autoreset_mode = _autoreset_mode(autoreset_mode)
+        self._powers = self.gamma ** np.arange(self.n_step + 1)  # [n + 1]
+        self._obs: np.ndarray | None = None  # [n, E, *obs_shape]
+        self._action: np.ndarray | None = None  # [n, E, *action_shape]
+        self._reward = np.zeros((self.n_step, self.num_envs), dtype=np.float64)  # [n, E]
+        self._head = np.zeros(self.num_envs, dtype=np.int64)  # next ring slot per env (mod n)
+        self._count = np.zeros(self.num_envs, dtype=np.int64)  # pending steps per env
+        self._skip = np.zeros(self.num_envs, dtype=bool)  # next step only carries a reset obs
+
+    def reset(self) -> None:
+        """Drop all pending steps (e.g. after resetting the envs by hand)."""
+        self._count[:] = 0
+        self._skip[:] = False
+
+    def pending(self) -> np.ndarray:
+        """Steps per env that wait for more steps before they become transitions."""
+        return self._count.copy()
+
+    def step(self, obs: Any, action: Any, reward: Any, next_obs: Any, terminated: Any,
+             truncated: Any) -> dict[str, np.ndarray]:
+        """Feed one vector-env step (``obs`` is where ``action`` was taken); return finished transitions."""
+        obs, action, next_obs = np.asarray(obs), np.asarray(action), np.asarray(next_obs)
+        reward = self._per_env("reward", reward, np.float64)
+        terminated = self._per_env("terminated", terminated, bool)
+        truncated = self._per_env("truncated", truncated, bool)
+        for name, array in (("obs", obs), ("action", action), ("next_obs", next_obs)):
+            if array.ndim == 0 or array.shape[0] != self.num_envs:
+                raise ValueError(f"{name} must have a leading axis of num_envs={self.num_envs}, got shape {array.shape}")
+        if next_obs.shape != obs.shape:
+            raise ValueError(f"next_obs has shape {next_obs.shape} but obs has shape {obs.shape}")
+        self._allocate(obs, action)
+
+        active = ~self._skip  # [E]
+        self._skip[:] = False
+        envs = np.flatnonzero(active)
+        slots = self._head[envs] % self.n_step
+        self._obs[slots, envs] = obs[envs]
+        self._action[slots, envs] = action[envs]
+        self._reward[slots, envs] = reward[envs]
+        self._head[envs] += 1
+        self._count[envs] += 1
+
+        done = active & (terminated | truncated)
+        full = np.flatnonzero(active & ~done & (self._count == self.n_step))
+        parts = [self._emit_full(full, next_obs)] if full.size else []
+        for env in np.flatnonzero(done):
+            parts.append(self._emit_episode_end(env, next_obs[env], bool(terminated[env])))
+            self._count[env] = 0
+            self._skip[env] = self.autoreset_mode == "next_step"
+        return self._concatenate(parts, obs, action)
+
+    def _emit_full(self, envs: np.ndarray, next_obs: np.ndarray) -> dict[str, np.ndarray]:
+        n = self.n_step
+        first = (self._head[envs] - n) % n  # [m] oldest slot
+        returns = np.zeros(envs.size)
+        for k in range(n):
+            returns += self._powers[k] * self._reward[(first + k) % n, envs]
+        self._count[envs] -= 1
+        return {
+            "obs": self._obs[first, envs],
+            "action": self._action[first, envs],
+            "reward": returns,
+            "next_obs": next_obs[envs],
+            "discount": np.full(envs.size, self._powers[n]),
+            "env": envs.astype(np.int64),
+        }
+
+    def _emit_episode_end(self, env: int, final_obs: np.ndarray, terminated: bool) -> dict[str, np.ndarray]:
+        n, count = self.n_step, int(self._count[env])
+        slots = (self._head[env] - count + np.arange(count)) % n  # [count] oldest first
+        rewards = self._reward[slots, env]
+        returns = np.array([np.dot(self._powers[:count - j], rewards[j:]) for j in range(count)])
+        horizons = count - np.arange(count)
+        discount = np.zeros(count) if terminated else self._powers[horizons]
+        return {
+            "obs": self._obs[slots, env],
+            "action": self._action[slots, env],
+            "reward": returns,
+            "next_obs": np.repeat(final_obs[np.newaxis], count, axis=0),
+            "discount": discount,
+            "env": np.full(count, env, dtype=np.int64),
+        }
+
+    def _concatenate(self, parts: list[dict[str, np.ndarray]], obs: np.ndarray,
+                     action: np.ndarray) -> dict[str, np.ndarray]:
+        if not parts:
+            return {
+                "obs": np.empty((0,) + obs.shape[1:], obs.dtype),
+                "action": np.empty((0,) + action.shape[1:], action.dtype),
+                "reward": np.empty(0, np.float32),
+                "next_obs": np.empty((0,) + obs.shape[1:], obs.dtype),
+                "discount": np.empty(0, np.float32),
+                "env": np.empty(0, np.int64),
+            }
+        out = {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
+        out["reward"] = out["reward"].astype(np.float32)
+        out["discount"] = out["discount"].astype(np.float32)
+        return out
+
+    def _per_env(self, name: str, values: Any, dtype: type) -> np.ndarray:
+        array = np.asarray(values)
+        if array.shape != (self.num_envs,):
+            raise ValueError(f"{name} must have shape ({self.num_envs},), got {array.shape}")
+        return array.astype(dtype, copy=False)
+
+    def _allocate(self, obs: np.ndarray, action: np.ndarray) -> None:
+        if self._obs is None:
+            self._obs = np.zeros((self.n_step,) + obs.shape, dtype=obs.dtype)
+            self._action = np.zeros((self.n_step,) + action.shape, dtype=action.dtype)
+        elif self._obs.shape[1:] != obs.shape or self._action.shape[1:] != action.shape:
+            raise ValueError(
+                f"obs/action shapes changed from {self._obs.shape[1:]}/{self._action.shape[1:]} "
+                f"to {obs.shape}/{action.shape}"
+            )

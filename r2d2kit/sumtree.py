@@ -1,0 +1,187 @@
+"""SumTree and MinTree: validated Python API over the flat-array kernels in ``r2d2kit.kernels``.
+
+Every call checks its input (dtype, shape, range, finiteness) and then hands contiguous arrays to a
+compiled kernel. The first construction in a fresh environment compiles the kernels (about 2-4 s);
+``numba`` caches them on disk, so later processes load them in well under a second.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from r2d2kit._validation import (
+    as_generator,
+    as_index_array,
+    as_priority_array,
+    check_positive_int,
+)
+from r2d2kit.kernels import sumtree as kernels
+
+__all__ = ["SumTree", "MinTree"]
+
+
+def _padded_layout(capacity: int) -> tuple[int, int]:
+    """Leaf offset (capacity rounded up to a power of two) and depth of the flat tree."""
+    depth = max(0, (capacity - 1).bit_length())
+    return 1 << depth, depth
+
+
+class SumTree:
+    """Sum tree over ``capacity`` non-negative priorities, with O(1) total and minimum.
+
+    ``update`` of a batch costs O(batch * log capacity); ``sample`` draws one index per equal slice
+    of the total mass (stratified, as in the PER paper). A leaf with priority 0 holds no mass: it is
+    never sampled and is left out of ``min()``.
+
+    Args:
+        capacity: number of leaves, any integer >= 1 (storage is padded to a power of two).
+
+    Example:
+        >>> tree = SumTree(5)
+        >>> tree.update([0, 3, 3], [1.0, 9.0, 2.0])   # a repeated index: the last value wins
+        >>> tree.total(), tree.min()
+        (3.0, 1.0)
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = check_positive_int("capacity", capacity)
+        self._leaf_offset, self._depth = _padded_layout(self._capacity)
+        self._sum = np.zeros(2 * self._leaf_offset, dtype=np.float64)
+        self._min = np.full(2 * self._leaf_offset, np.inf, dtype=np.float64)
+
+    @property
+    def capacity(self) -> int:
+        """Number of leaves (valid indices are ``0 .. capacity - 1``)."""
+        return self._capacity
+
+    def update(self, indices: Any, priorities: Any) -> None:
+        """Set the priorities at ``indices``; a repeated index: the last value wins.
+
+        Raises:
+            IndexError: an index is outside ``[0, capacity)``.
+            ValueError: a priority is NaN, infinite or negative (the first one is named).
+        """
+        leaf_indices = as_index_array("indices", indices, self._capacity)
+        values = as_priority_array("priorities", priorities, leaf_indices.shape[0])
+        kernels.priority_trees_update(self._sum, self._min, self._leaf_offset, self._depth, leaf_indices, values)
+
+    def fill(self, start: int, stop: int, priority: float) -> None:
+        """Set every leaf in ``[start, stop)`` to one priority in O(stop - start)."""
+        if not 0 <= start <= stop <= self._capacity:
+            raise IndexError(f"fill range [{start}, {stop}) must lie within [0, {self._capacity}]")
+        value = as_priority_array("priority", priority, 1)[0]
+        if stop > start:
+            kernels.priority_trees_fill(self._sum, self._min, self._leaf_offset, start, stop, value)
+
+    def total(self) -> float:
+        """Sum of all priorities, O(1)."""
+        return float(self._sum[1])
+
+    def min(self) -> float:
+        """Smallest positive priority, O(1); ``inf`` while the tree holds no mass."""
+        return float(self._min[1])
+
+    def get(self, indices: Any) -> np.ndarray:
+        """Priorities at ``indices`` as a float64 array."""
+        leaf_indices = as_index_array("indices", indices, self._capacity)
+        return self._sum[self._leaf_offset + leaf_indices]
+
+    def find(self, prefix_sums: Any) -> np.ndarray:
+        """Leaf index per prefix sum: the smallest ``i`` with ``cumsum(priorities)[i] > prefix_sum``.
+
+        A prefix sum equal to ``total()`` maps to the last leaf with mass; leaves with zero mass
+        are never returned.
+
+        Raises:
+            ValueError: the tree holds no mass, or a prefix sum is outside ``[0, total()]``.
+        """
+        total = self._require_mass("find")
+        sums = np.asarray(prefix_sums, dtype=np.float64)
+        if sums.ndim == 0:
+            sums = sums.reshape(1)
+        elif sums.ndim != 1:
+            raise ValueError(f"prefix_sums must be a scalar or a 1-D array, got shape {sums.shape}")
+        outside = np.flatnonzero(~((sums >= 0.0) & (sums <= total)))
+        if outside.size:
+            i = int(outside[0])
+            raise ValueError(f"prefix_sums[{i}] = {sums[i]!r} is outside [0, total()] = [0, {total!r}]")
+        return kernels.sum_tree_find(self._sum, self._leaf_offset, self._depth, sums)
+
+    def sample(self, batch_size: int, rng: Any = None) -> np.ndarray:
+        """Stratified sample: one index per equal slice of the total mass, in non-decreasing order.
+
+        Args:
+            batch_size: number of indices (>= 1).
+            rng: a ``np.random.Generator`` (advanced in place), an int seed, or None.
+
+        Raises:
+            ValueError: the tree holds no mass (nothing added yet, or every priority is 0).
+        """
+        batch_size = check_positive_int("batch_size", batch_size)
+        self._require_mass("sample")
+        uniforms = as_generator(rng).random(batch_size)
+        return kernels.sum_tree_sample(self._sum, self._leaf_offset, self._depth, uniforms)
+
+    def leaves(self) -> np.ndarray:
+        """A copy of all ``capacity`` priorities (for saving and inspection)."""
+        return self._sum[self._leaf_offset:self._leaf_offset + self._capacity].copy()
+
+    def set_leaves(self, priorities: Any) -> None:
+        """Replace all priorities at once and rebuild the tree in O(capacity) (for loading)."""
+        values = as_priority_array("priorities", priorities, self._capacity)
+        self._sum[:] = 0.0
+        self._min[:] = np.inf
+        self._sum[self._leaf_offset:self._leaf_offset + self._capacity] = values
+        self._min[self._leaf_offset:self._leaf_offset + self._capacity] = np.where(values > 0, values, np.inf)
+        kernels.sum_tree_rebuild(self._sum, self._leaf_offset)
+        kernels.min_tree_rebuild(self._min, self._leaf_offset)
+
+    def _require_mass(self, verb: str) -> float:
+        total = float(self._sum[1])
+        if not total > 0.0:
+            raise ValueError(
+                f"cannot {verb} in a SumTree with total priority 0: add items (or set a positive "
+                "priority) first"
+            )
+        return total
+
+    def __repr__(self) -> str:
+        return f"SumTree(capacity={self._capacity}, total={self.total():.6g})"
+
+
+class MinTree:
+    """Min tree over ``capacity`` values with O(1) minimum; unset leaves hold ``+inf``.
+
+    Args:
+        capacity: number of leaves, any integer >= 1.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = check_positive_int("capacity", capacity)
+        self._leaf_offset, self._depth = _padded_layout(self._capacity)
+        self._min = np.full(2 * self._leaf_offset, np.inf, dtype=np.float64)
+
+    @property
+    def capacity(self) -> int:
+        """Number of leaves."""
+        return self._capacity
+
+    def update(self, indices: Any, values: Any) -> None:
+        """Set ``values`` at ``indices`` (finite, >= 0); a repeated index: the last value wins."""
+        leaf_indices = as_index_array("indices", indices, self._capacity)
+        array = as_priority_array("values", values, leaf_indices.shape[0])
+        kernels.min_tree_update(self._min, self._leaf_offset, self._depth, leaf_indices, array)
+
+    def min(self) -> float:
+        """Smallest value, O(1); ``inf`` while no leaf is set."""
+        return float(self._min[1])
+
+    def get(self, indices: Any) -> np.ndarray:
+        """Values at ``indices`` (``inf`` where unset)."""
+        leaf_indices = as_index_array("indices", indices, self._capacity)
+        return self._min[self._leaf_offset + leaf_indices]
+
+    def __repr__(self) -> str:
+        return f"MinTree(capacity={self._capacity}, min={self.min():.6g})"
