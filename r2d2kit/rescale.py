@@ -1,0 +1,61 @@
+"""Value rescaling ``h`` and its exact inverse (Pohlen et al. 2018, used by R2D2), numpy and TensorFlow.
+
+    h(x)     = sign(x) (sqrt(|x| + 1) - 1) + eps x
+    h^-1(x)  = sign(x) (((sqrt(1 + 4 eps (|x| + 1 + eps)) - 1) / (2 eps))^2 - 1)
+
+Both are written in cancellation-free forms, so ``h^-1(h(x))`` returns ``x`` to float64 precision
+from 1e-12 to 1e6 (the textbook forms lose all digits for tiny ``x``):
+
+    sqrt(|x| + 1) - 1             = |x| / (sqrt(|x| + 1) + 1)
+    ((s - 1) / (2 eps))^2 - 1      = d (d + 2),   d = 2 |x| / (s + 1 + 2 eps),   s = sqrt(1 + 4 eps (|x| + 1 + eps))
+
+R2D2 targets apply ``h`` to the whole n-step return, ``h(R + gamma^n h^-1(Q))``; the shortcut
+``h(r) + gamma Q`` found in some ports is a different (wrong) target.
+TensorFlow is imported only when a ``tf_`` function is first called.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+DEFAULT_EPS = 1e-3
+
+
+def value_rescale(x: Any, eps: float = DEFAULT_EPS) -> np.ndarray:
+    """``h(x) = sign(x)(sqrt(|x| + 1) - 1) + eps x`` (numpy, float64 unless given float32)."""
+    x = np.asarray(x, dtype=np.result_type(x, np.float32))
+    magnitude = np.abs(x)
+    return np.sign(x) * magnitude / (np.sqrt(magnitude + 1.0) + 1.0) + eps * x
+
+
+def inverse_value_rescale(x: Any, eps: float = DEFAULT_EPS) -> np.ndarray:
+    """Exact closed-form inverse of :func:`value_rescale` (numpy)."""
+    x = np.asarray(x, dtype=np.result_type(x, np.float32))
+    magnitude = np.abs(x)
+    if eps == 0.0:
+        return np.sign(x) * magnitude * (magnitude + 2.0)
+    root = np.sqrt(1.0 + 4.0 * eps * (magnitude + 1.0 + eps))
+    d = 2.0 * magnitude / (root + 1.0 + 2.0 * eps)
+    return np.sign(x) * d * (d + 2.0)
+
+
+def tf_value_rescale(x, eps: float = DEFAULT_EPS):
+    """TensorFlow twin of :func:`value_rescale` (differentiable, usable inside ``tf.function``)."""
+    import tensorflow as tf
+
+    magnitude = tf.abs(x)
+    return tf.sign(x) * magnitude / (tf.sqrt(magnitude + 1.0) + 1.0) + eps * x
+
+
+def tf_inverse_value_rescale(x, eps: float = DEFAULT_EPS):
+    """TensorFlow twin of :func:`inverse_value_rescale`."""
+    import tensorflow as tf
+
+    magnitude = tf.abs(x)
+    if eps == 0.0:
+        return tf.sign(x) * magnitude * (magnitude + 2.0)
+    root = tf.sqrt(1.0 + 4.0 * eps * (magnitude + 1.0 + eps))
+    d = 2.0 * magnitude / (root + 1.0 + 2.0 * eps)
+    return tf.sign(x) * d * (d + 2.0)
