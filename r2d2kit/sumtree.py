@@ -69,6 +69,9 @@ class SumTree:
 
     def fill(self, start: int, stop: int, priority: float) -> None:
         """Set every leaf in ``[start, stop)`` to one priority in O(stop - start)."""
+        for name, bound in (("start", start), ("stop", stop)):
+            if isinstance(bound, (bool, np.bool_)) or not isinstance(bound, (int, np.integer)):
+                raise TypeError(f"{name} must be an integer, got {bound!r} ({type(bound).__name__})")
         if not 0 <= start <= stop <= self._capacity:
             raise IndexError(f"fill range [{start}, {stop}) must lie within [0, {self._capacity}]")
         value = as_priority_array("priority", priority, 1)[0]

@@ -164,13 +164,18 @@ def min_tree_rebuild(tree, leaf_offset):
 def sum_tree_find(tree, leaf_offset, depth, prefix_sums):
     """Leaf index per prefix sum: the leaf whose cumulative-sum interval holds it.
 
-    The batch descends one level at a time. Guard: go right only where the right child has mass,
-    so rounding in ``prefix - left`` (or a prefix equal to the total) can never land on a leaf
-    with zero mass or on padding (baselines #171, torchrl #2230).
+    The batch descends one level at a time. Guards: go right only where the right child has mass,
+    so rounding in ``prefix - left`` can never land on a leaf with zero mass or on padding
+    (baselines #171, torchrl #2230); a prefix >= total becomes +inf, so it reaches the last leaf
+    with mass however the subtractions round.
     """
     n = prefix_sums.shape[0]
     nodes = np.ones(n, dtype=np.int64)
     remaining = prefix_sums.copy()
+    total = tree[1]
+    for i in range(n):
+        if remaining[i] >= total:  # at the end: rounding in the subtractions must not pull it back
+            remaining[i] = np.inf
     for _ in range(depth):
         for i in range(n):
             left_child = 2 * nodes[i]
