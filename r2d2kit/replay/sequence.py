@@ -1,0 +1,312 @@
+"""SequenceReplayBuffer: prioritized R2D2 windows over a flat ring of steps stored once.
+
+Overlapping windows share most of their rows. Rows live once in a ring of ``capacity`` steps;
+a window is a row of slot indices into it (plus its stored recurrent state)::
+
+    step ring:   ... | a3 a4 a5 | b0 b1 | a6 a7 | b2 b3 | ...      (envs a, b interleaved)
+    window a@2:  slots of a2 a3 a4 a5 a6 a7 ...                    (one int32 per row)
+    window a@4:  slots of a4 a5 a6 a7 ...                          (a4.. not stored again)
+    padding:     slot ``capacity``, a row of zeros that is never written
+
+A window remembers the write index of its oldest row. When the ring overwrites that row, the
+window's priority drops to 0 at once (it can never be sampled again), so a sampled window never
+mixes rows of two episodes. Sampling is proportional over windows (a sum tree) and returns dense
+batch-major arrays ``[B, L, ...]`` with ``L = burn_in + trace_length + n_step``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+from typing import Any, Mapping
+
+import numpy as np
+
+from r2d2kit._validation import (
+    as_generator,
+    as_index_array,
+    as_priority_array,
+    check_float,
+    check_positive_int,
+)
+from r2d2kit.kernels import sumtree as tree_kernels
+from r2d2kit.replay.fields import parse_fields
+from r2d2kit.sumtree import SumTree
+
+ROW_FLAGS = {"reward": ((), "float32"), "prev_reward": ((), "float32"), "terminated": ((), "bool"),
+             "truncated": ((), "bool"), "mask": ((), "bool")}
+
+
+def sequence_priorities(abs_td: Any, mask: Any, eta: float = 0.9) -> np.ndarray:
+    """R2D2 priority per sequence: ``eta * max|delta| + (1 - eta) * mean|delta|`` over valid steps.
+
+    Args:
+        abs_td: ``[B, T]`` absolute TD errors of the trained rows.
+        mask: ``[B, T]`` true where a row holds a transition.
+        eta: mix between max and mean (R2D2: 0.9).
+
+    Returns:
+        ``[B]`` float64 priorities (0 for a sequence without valid steps).
+    """
+    abs_td = np.abs(np.asarray(abs_td, dtype=np.float64))
+    mask = np.asarray(mask, dtype=bool)
+    if abs_td.shape != mask.shape or abs_td.ndim != 2:
+        raise ValueError(f"abs_td {abs_td.shape} and mask {mask.shape} must both be [B, T]")
+    eta = check_float("eta", eta, 0.0, 1.0)
+    counts = mask.sum(axis=1)
+    masked = np.where(mask, abs_td, 0.0)
+    mean = masked.sum(axis=1) / np.maximum(counts, 1)
+    return eta * masked.max(axis=1, initial=0.0) + (1.0 - eta) * mean
+
+
+class SequenceReplayBuffer:
+    """Prioritized replay of fixed-length windows from :class:`~r2d2kit.replay.SequenceBuilder`.
+
+    Args:
+        capacity: steps held in the ring (the memory bound).
+        fields: per-step fields from the builder, at least ``obs`` and ``action`` and
+            ``prev_action`` is added with the action's spec, e.g.
+            ``{"obs": ((84, 84), "uint8"), "action": ((), "int64")}``.
+        state: per-window recurrent state fields, e.g. ``{"state_h": ((512,), "float32"),
+            "state_c": ((512,), "float32")}``; ``{}`` for a feed-forward learner.
+        burn_in, trace_length, n_step: the window layout (must match the builder's).
+        max_sequences: windows kept; default ``2 * capacity // period`` is enough for the ring
+            unless episodes are much shorter than ``period``. The oldest window goes first.
+        period: the builder's window period (only used for the default ``max_sequences``).
+        alpha: priority exponent (R2D2: 0.9).
+        eps: added to every priority.
+        seed: int seed, ``None`` or a ``np.random.Generator``.
+    """
+
+    def __init__(self, capacity: int, fields: Mapping[str, Any], state: Mapping[str, Any] | None = None, *,
+                 burn_in: int, trace_length: int, n_step: int, period: int | None = None,
+                 max_sequences: int | None = None, alpha: float = 0.9, eps: float = 1e-6, seed: Any = None) -> None:
+        self.capacity = check_positive_int("capacity", capacity)
+        self.burn_in = check_positive_int("burn_in", burn_in, minimum=0)
+        self.trace_length = check_positive_int("trace_length", trace_length)
+        self.n_step = check_positive_int("n_step", n_step, minimum=0)
+        self.length = self.burn_in + self.trace_length + self.n_step
+        period = self.trace_length if period is None else check_positive_int("period", period)
+        default_sequences = max(1, 2 * self.capacity // period)
+        self.max_sequences = check_positive_int(
+            "max_sequences", default_sequences if max_sequences is None else max_sequences)
+        self.alpha = check_float("alpha", alpha, 0.0)
+        self.eps = check_float("eps", eps, 0.0)
+
+        user_fields = dict(fields)
+        for required in ("obs", "action"):
+            if required not in user_fields:
+                raise ValueError(f"fields must include {required!r}, got {list(user_fields)}")
+        user_fields.setdefault("prev_action", user_fields["action"])
+        for name in ROW_FLAGS:
+            if name in user_fields:
+                raise ValueError(f"field {name!r} is added by the buffer; remove it from fields")
+        self._row_specs = parse_fields({**user_fields, **ROW_FLAGS})
+        self._state_specs = parse_fields(state) if state else {}
+        # one extra all-zero row at index `capacity` serves as padding
+        self._rows = {name: np.zeros((self.capacity + 1,) + spec.shape, spec.dtype)
+                      for name, spec in self._row_specs.items()}
+        self._row_write_index = np.full(self.capacity + 1, -1, dtype=np.int64)
+        self._rows_written = 0
+
+        self._slots = np.full((self.max_sequences, self.length), self.capacity, dtype=np.int32)  # [S, L]
+        self._oldest_write = np.full(self.max_sequences, -1, dtype=np.int64)
+        self._generation = np.zeros(self.max_sequences, dtype=np.int64)
+        self._valid = np.zeros(self.max_sequences, dtype=bool)
+        self._states = {name: np.zeros((self.max_sequences,) + spec.shape, spec.dtype)
+                        for name, spec in self._state_specs.items()}
+        self._sequences_written = 0
+        self._expiry: list[tuple[int, int, int]] = []  # heap of (oldest write index, slot, generation)
+        self._last_window: dict[tuple[int, int], tuple[int, int, np.ndarray]] = {}
+
+        self._tree = SumTree(self.max_sequences)
+        self._max_priority = 1.0
+        self._rng = as_generator(seed)
+        self._lock = threading.RLock()
+
+    # ------------------------------------------------------------------ properties
+    def __len__(self) -> int:
+        """Windows that can be sampled now."""
+        return int(self._valid.sum())
+
+    @property
+    def steps_stored(self) -> int:
+        """Distinct steps currently in the ring."""
+        return min(self._rows_written, self.capacity)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of preallocated storage: rows, slot table, states."""
+        return (sum(a.nbytes for a in self._rows.values()) + self._slots.nbytes
+                + sum(a.nbytes for a in self._states.values()) + self._row_write_index.nbytes)
+
+    @property
+    def tree(self) -> SumTree:
+        """Sum tree of ``(priority + eps)^alpha`` per window slot (read only)."""
+        return self._tree
+
+    # ------------------------------------------------------------------ adding
+    def add_sequences(self, windows: Mapping[str, np.ndarray], priorities: Any = None, source: int = 0) -> np.ndarray:
+        """Store windows from ``SequenceBuilder.step``; rows already stored are referenced, not copied.
+
+        Args:
+            windows: the builder's output dict (``[W, L, ...]`` arrays plus ``env``, ``episode``,
+                ``start`` and the state fields).
+            priorities: ``[W]`` initial priorities (e.g. computed by the actor); default: the
+                running max priority.
+            source: id of the producing builder (actor); windows are matched with earlier ones
+                of the same ``(source, env)`` to find shared rows.
+
+        Returns:
+            The window slots used (``[W]`` int64).
+        """
+        count = self._check_windows(windows)
+        if priorities is not None:
+            priorities = as_priority_array("priorities", priorities, count)
+        with self._lock:
+            used = np.empty(count, dtype=np.int64)
+            for w in range(count):
+                used[w] = self._add_window(windows, w, source)
+            self._expire()
+            values = np.full(count, self._max_priority) if priorities is None else priorities + self.eps
+            if priorities is not None and count:
+                self._max_priority = max(self._max_priority, float(values.max()))
+            alive = self._valid[used]
+            t = self._tree
+            tree_kernels.priority_trees_update(t._sum, t._min, t._leaf_offset, t._depth, used,
+                                               np.where(alive, values ** self.alpha, 0.0))
+            return used
+
+    def _add_window(self, windows: Mapping[str, np.ndarray], w: int, source: int) -> int:
+        env, episode, start = int(windows["env"][w]), int(windows["episode"][w]), int(windows["start"][w])
+        present = np.asarray(windows["obs_mask"][w], dtype=bool)  # [L]
+        key = (source, env)
+        previous = self._last_window.get(key)
+        row_index = np.full(self.length, -1, dtype=np.int64)  # write index of each row, -1 = padding
+        oldest_alive = self._rows_written - self.capacity
+        for t in np.flatnonzero(present):
+            time = start + t
+            if previous is not None and previous[0] == episode:
+                offset = time - previous[1]
+                if 0 <= offset < self.length and previous[2][offset] >= max(oldest_alive, 0):
+                    row_index[t] = previous[2][offset]
+                    continue
+            row_index[t] = self._write_row(windows, w, t)
+            oldest_alive = self._rows_written - self.capacity
+        self._last_window[key] = (episode, start, row_index)
+
+        slot = self._sequences_written % self.max_sequences
+        self._sequences_written += 1
+        self._generation[slot] += 1
+        stored = row_index >= 0
+        self._slots[slot] = np.where(stored, row_index % self.capacity, self.capacity)
+        oldest = int(row_index[stored].min()) if stored.any() else self._rows_written
+        self._oldest_write[slot] = oldest
+        self._valid[slot] = oldest >= self._rows_written - self.capacity
+        for name, array in self._states.items():
+            array[slot] = windows[name][w]
+        heapq.heappush(self._expiry, (oldest, slot, int(self._generation[slot])))
+        return slot
+
+    def _write_row(self, windows: Mapping[str, np.ndarray], w: int, t: int) -> int:
+        write_index = self._rows_written
+        row = write_index % self.capacity
+        for name, array in self._rows.items():
+            array[row] = windows[name][w, t]
+        self._row_write_index[row] = write_index
+        self._rows_written += 1
+        return write_index
+
+    def _expire(self) -> None:
+        """Zero the priority of every window whose oldest row the ring has overwritten."""
+        threshold = self._rows_written - self.capacity
+        expired = []
+        while self._expiry and self._expiry[0][0] < threshold:
+            _, slot, generation = heapq.heappop(self._expiry)
+            if self._generation[slot] == generation and self._valid[slot]:
+                self._valid[slot] = False
+                expired.append(slot)
+        if expired:
+            t = self._tree
+            slots = np.array(expired, dtype=np.int64)
+            tree_kernels.priority_trees_update(t._sum, t._min, t._leaf_offset, t._depth, slots,
+                                               np.zeros(slots.size))
+
+    # ------------------------------------------------------------------ sampling
+    def sample(self, batch_size: int, beta: float = 0.6) -> dict[str, np.ndarray]:
+        """Sample windows in proportion to priority.
+
+        Returns:
+            Every row field as ``[B, L, ...]``, ``obs_mask`` (row present) and ``mask`` (row is a
+            transition) as ``[B, L]``, the state fields ``[B, ...]``, ``indices`` (int64) and
+            ``weights`` (float32 importance weights, max 1).
+        """
+        batch_size = check_positive_int("batch_size", batch_size)
+        beta = check_float("beta", beta, 0.0, 1.0)
+        with self._lock:
+            t = self._tree
+            if not t.total() > 0.0:
+                raise ValueError("cannot sample from an empty SequenceReplayBuffer: add windows first")
+            uniforms = self._rng.random(batch_size)
+            indices, weights = tree_kernels.sum_tree_sample_weighted(
+                t._sum, t._min, t._leaf_offset, t._depth, uniforms, beta)
+            rows = self._slots[indices]  # [B, L]
+            batch = {name: array[rows] for name, array in self._rows.items()}
+            batch["obs_mask"] = rows != self.capacity
+            for name, array in self._states.items():
+                batch[name] = array[indices]
+        batch["indices"] = indices
+        batch["weights"] = weights
+        return batch
+
+    def update_priorities(self, indices: Any, priorities: Any) -> None:
+        """Set new priorities for sampled windows (see :func:`sequence_priorities`).
+
+        Windows that expired since they were sampled are skipped: their rows are gone.
+        """
+        with self._lock:
+            slots = as_index_array("indices", indices, self.max_sequences)
+            values = as_priority_array("priorities", priorities, slots.shape[0])
+            alive = self._valid[slots]
+            if not alive.all():
+                slots, values = slots[alive], values[alive]
+            t = self._tree
+            largest = tree_kernels.priority_trees_update_scaled(
+                t._sum, t._min, t._leaf_offset, t._depth, slots, values, self.eps, self.alpha)
+            self._max_priority = max(self._max_priority, largest)
+
+    def update_states(self, indices: Any, **states: Any) -> None:
+        """Refresh stored recurrent states of sampled windows (R2D2's "stored state" refresh)."""
+        with self._lock:
+            slots = as_index_array("indices", indices, self.max_sequences)
+            for name, value in states.items():
+                if name not in self._states:
+                    raise ValueError(f"unknown state field {name!r}; the buffer's are {list(self._states)}")
+                array = np.asarray(value)
+                expected = (slots.shape[0],) + self._state_specs[name].shape
+                if array.shape != expected:
+                    raise ValueError(f"state {name!r} must have shape {expected}, got {array.shape}")
+                alive = self._valid[slots]
+                self._states[name][slots[alive]] = array[alive]
+
+    # ------------------------------------------------------------------ checks
+    def _check_windows(self, windows: Mapping[str, np.ndarray]) -> int:
+        needed = set(self._row_specs) | set(self._state_specs) | {"obs_mask", "env", "episode", "start"}
+        missing = sorted(needed - set(windows))
+        if missing:
+            raise ValueError(f"windows are missing {missing}; pass the dict SequenceBuilder.step returns")
+        count = int(np.asarray(windows["env"]).shape[0])
+        for name, spec in self._row_specs.items():
+            shape = np.shape(windows[name])
+            if shape != (count, self.length) + spec.shape:
+                raise ValueError(f"windows[{name!r}] has shape {shape}, expected {(count, self.length) + spec.shape} "
+                                 "(burn_in + trace_length + n_step must match the builder's)")
+        for name, spec in self._state_specs.items():
+            shape = np.shape(windows[name])
+            if shape != (count,) + spec.shape:
+                raise ValueError(f"windows[{name!r}] has shape {shape}, expected {(count,) + spec.shape}")
+        return count
+
+    def __repr__(self) -> str:
+        return (f"SequenceReplayBuffer(capacity={self.capacity}, windows={len(self)}, "
+                f"length={self.length}, steps_stored={self.steps_stored})")

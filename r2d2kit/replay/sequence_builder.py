@@ -1,0 +1,230 @@
+"""Actor-side SequenceBuilder: vector-env steps -> overlapping fixed-length R2D2 windows.
+
+One episode of ``T`` transitions, fed through gymnasium's default NEXT_STEP autoreset, gives the
+rows ``0 .. T``: row ``t < T`` holds ``(obs_t, action_t, reward_t)``; row ``T`` holds the final
+observation only (the obs of the autoreset step), needed to bootstrap a truncated episode.
+
+Windows of ``L = burn_in + trace_length + n_step`` rows start every ``period`` rows at
+``t0 = -burn_in + k * period`` (k = 0, 1, ...), as long as their trace holds a transition
+(``t0 + burn_in < T``). The first window's burn-in is all padding, so training starts at the first
+step of the episode. Example: burn_in 2, trace_length 3, n_step 1, period 2, T = 4::
+
+    row:        -2  -1   0   1   2   3   4   5   6
+    episode:             o0  o1  o2  o3  o4f               (o4f: final obs, no action)
+    window 0:   [p   p | 0   1   2 | 3 ]                   burn-in | trace | n-step
+    window 1:           [0   1 | 2   3   4f| p ]
+    window 2:                   [2   3 | 4f  p   p | p ]   trace holds no transition -> not emitted
+
+    obs_mask: the row holds an observation (0 <= t <= T); the LSTM steps only over these rows.
+    mask:     the row holds a transition (0 <= t < T); losses and priorities use only these.
+
+Each window carries the recurrent state given with its first real row (row ``max(t0, 0)``), which
+for ``t0 <= 0`` is the state at the episode's start. Terminated and truncated are kept apart:
+the learner bootstraps from the final observation after a truncation, never after a termination.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from r2d2kit._validation import check_positive_int
+
+_ROW_KEYS = ("obs", "action", "reward", "prev_action", "prev_reward", "terminated", "truncated")
+
+
+class _Episode:
+    """Rows of one env's current episode, dropped once no pending window needs them."""
+
+    def __init__(self, episode_id: int) -> None:
+        self.episode_id = episode_id
+        self.rows: list[tuple] = []  # (obs, action, reward, prev_action, prev_reward, terminated, truncated)
+        self.first_row = 0  # episode time of rows[0]
+        self.states: dict[int, tuple] = {}  # episode time -> recurrent state before that row
+        self.transitions: int | None = None  # T, known once the episode ended
+        self.next_window = 0  # k of the next window to emit
+
+    @property
+    def known_rows(self) -> int:
+        return self.first_row + len(self.rows)
+
+
+class SequenceBuilder:
+    """Cuts the step stream of a vector env into overlapping windows with stored recurrent state.
+
+    Call :meth:`step` once per ``envs.step`` with the observation the action was taken in, the
+    action, the step's reward/terminated/truncated and the recurrent state *before* the step
+    (e.g. ``(h, c)``, each ``[num_envs, units]``). It returns the windows completed by that step as
+    a dict of dense arrays ``[W, L, ...]`` (see the module docstring for the layout), or ``None``.
+
+    Args:
+        num_envs: environments in the vector env.
+        burn_in: rows used only to warm up the recurrent state (R2D2: 40).
+        trace_length: rows trained on (R2D2: 80).
+        n_step: extra rows needed to bootstrap the last trained rows (R2D2: 5).
+        period: rows between consecutive window starts (R2D2: 40).
+    """
+
+    def __init__(self, num_envs: int, burn_in: int, trace_length: int, n_step: int, period: int) -> None:
+        self.num_envs = check_positive_int("num_envs", num_envs)
+        self.burn_in = check_positive_int("burn_in", burn_in, minimum=0)
+        self.trace_length = check_positive_int("trace_length", trace_length)
+        self.n_step = check_positive_int("n_step", n_step, minimum=0)
+        self.period = check_positive_int("period", period)
+        if self.period > self.trace_length:
+            raise ValueError(
+                f"period ({period}) must be <= trace_length ({trace_length}); otherwise some steps would "
+                "never be trained on"
+            )
+        self.length = self.burn_in + self.trace_length + self.n_step
+        self._episodes = [_Episode(env) for env in range(self.num_envs)]
+        self._episodes_started = self.num_envs
+        self._ended = np.zeros(self.num_envs, dtype=bool)
+        self._templates: dict[str, np.ndarray] | None = None  # zero rows for padding
+
+    # ------------------------------------------------------------------ feeding
+    def step(self, obs: Any, action: Any, reward: Any, terminated: Any, truncated: Any,
+             state: Sequence[Any] | None = None) -> dict[str, np.ndarray] | None:
+        """Feed one vector step; return the windows it completed (dense ``[W, L, ...]``) or None."""
+        obs = np.asarray(obs)
+        action = np.asarray(action)
+        reward = self._per_env("reward", reward, np.float32)
+        terminated = self._per_env("terminated", terminated, bool)
+        truncated = self._per_env("truncated", truncated, bool)
+        for name, array in (("obs", obs), ("action", action)):
+            if array.ndim == 0 or array.shape[0] != self.num_envs:
+                raise ValueError(f"{name} must have a leading axis of num_envs={self.num_envs}, got {array.shape}")
+        states = self._check_state(state)
+        self._ensure_templates(obs, action, states)
+
+        windows: list[dict[str, Any]] = []
+        for env in range(self.num_envs):
+            episode = self._episodes[env]
+            row_state = None if states is None else tuple(np.array(part[env]) for part in states)
+            if self._ended[env]:
+                # NEXT_STEP autoreset: this obs is the final observation; the action is ignored.
+                self._append_row(episode, obs[env], None, 0.0, False, False, row_state)
+                episode.transitions = episode.known_rows - 1
+                windows.extend(self._ready_windows(env, episode))
+                self._episodes[env] = _Episode(self._episodes_started)
+                self._episodes_started += 1
+                self._ended[env] = False
+                continue
+            self._append_row(episode, obs[env], action[env], reward[env], terminated[env], truncated[env], row_state)
+            self._ended[env] = terminated[env] or truncated[env]
+            windows.extend(self._ready_windows(env, episode))
+        return self._stack(windows) if windows else None
+
+    def _append_row(self, episode: _Episode, obs, action, reward, terminated, truncated, state) -> None:
+        time = episode.known_rows
+        if episode.rows:
+            previous = episode.rows[-1]
+            prev_action, prev_reward = previous[1], previous[2]
+        else:
+            prev_action, prev_reward = self._templates["action"], np.float32(0.0)
+        if action is None:
+            action = self._templates["action"]
+        episode.rows.append((np.array(obs), np.array(action), np.float32(reward), np.array(prev_action),
+                             np.float32(prev_reward), bool(terminated), bool(truncated)))
+        if state is not None and self._starts_window(time):
+            episode.states[time] = state
+
+    def _starts_window(self, time: int) -> bool:
+        """Is ``time`` the first real row of some window (``max(t0, 0)``)?"""
+        return time == 0 or (time + self.burn_in) % self.period == 0
+
+    # ------------------------------------------------------------------ windows
+    def _ready_windows(self, env: int, episode: _Episode) -> list[dict[str, Any]]:
+        ready = []
+        while True:
+            start = -self.burn_in + episode.next_window * self.period
+            ended = episode.transitions is not None
+            if ended and start + self.burn_in >= episode.transitions:
+                break  # the trace would hold no transition
+            if not ended and start + self.length > episode.known_rows:
+                break  # rows still missing
+            ready.append(self._window(env, episode, start))
+            episode.next_window += 1
+        self._forget_rows(episode)
+        return ready
+
+    def _window(self, env: int, episode: _Episode, start: int) -> dict[str, Any]:
+        first_real = max(start, 0)
+        last_known = episode.known_rows - 1
+        rows = []
+        for time in range(start, start + self.length):
+            rows.append(episode.rows[time - episode.first_row] if 0 <= time <= last_known else None)
+        window = {"rows": rows, "env": env, "episode": episode.episode_id, "start": start,
+                  "transitions": -1 if episode.transitions is None else episode.transitions}
+        if episode.states:
+            window["state"] = episode.states[first_real]
+        return window
+
+    def _forget_rows(self, episode: _Episode) -> None:
+        keep_from = max(0, -self.burn_in + episode.next_window * self.period)
+        drop = keep_from - episode.first_row
+        if drop > 0:
+            del episode.rows[:drop]
+            episode.first_row = keep_from
+            for time in [t for t in episode.states if t < keep_from]:
+                del episode.states[time]
+
+    def _stack(self, windows: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+        count, length = len(windows), self.length
+        out = {key: np.zeros((count, length) + self._templates[key].shape, self._templates[key].dtype)
+               for key in _ROW_KEYS}
+        out["mask"] = np.zeros((count, length), dtype=bool)
+        out["obs_mask"] = np.zeros((count, length), dtype=bool)
+        for w, window in enumerate(windows):
+            for t, row in enumerate(window["rows"]):
+                if row is None:
+                    continue
+                for key, value in zip(_ROW_KEYS, row):
+                    out[key][w, t] = value
+                out["obs_mask"][w, t] = True
+                time = window["start"] + t
+                ended_at = window["transitions"]
+                out["mask"][w, t] = ended_at < 0 or time < ended_at
+        out["env"] = np.array([w["env"] for w in windows], dtype=np.int64)
+        out["episode"] = np.array([w["episode"] for w in windows], dtype=np.int64)
+        out["start"] = np.array([w["start"] for w in windows], dtype=np.int64)
+        if "state" in windows[0]:
+            for part, name in enumerate(self._state_names):
+                out[name] = np.stack([w["state"][part] for w in windows])
+        return out
+
+    # ------------------------------------------------------------------ checks
+    def _per_env(self, name: str, values: Any, dtype: type) -> np.ndarray:
+        array = np.asarray(values)
+        if array.shape != (self.num_envs,):
+            raise ValueError(f"{name} must have shape ({self.num_envs},), got {array.shape}")
+        return array.astype(dtype, copy=False)
+
+    def _check_state(self, state: Sequence[Any] | None) -> tuple[np.ndarray, ...] | None:
+        if state is None:
+            return None
+        parts = tuple(np.asarray(part) for part in state)
+        for i, part in enumerate(parts):
+            if part.ndim == 0 or part.shape[0] != self.num_envs:
+                raise ValueError(f"state[{i}] must have a leading axis of num_envs={self.num_envs}, got {part.shape}")
+        return parts
+
+    def _ensure_templates(self, obs: np.ndarray, action: np.ndarray, states) -> None:
+        if self._templates is None:
+            self._templates = {
+                "obs": np.zeros(obs.shape[1:], obs.dtype),
+                "action": np.zeros(action.shape[1:], action.dtype),
+                "reward": np.zeros((), np.float32),
+                "prev_action": np.zeros(action.shape[1:], action.dtype),
+                "prev_reward": np.zeros((), np.float32),
+                "terminated": np.zeros((), bool),
+                "truncated": np.zeros((), bool),
+            }
+            count = 0 if states is None else len(states)
+            self._state_names = ("state_h", "state_c") if count == 2 else tuple(f"state_{i}" for i in range(count))
+        elif obs.shape[1:] != self._templates["obs"].shape or action.shape[1:] != self._templates["action"].shape:
+            raise ValueError(
+                f"obs/action shapes changed from {self._templates['obs'].shape}/{self._templates['action'].shape} "
+                f"to {obs.shape[1:]}/{action.shape[1:]}"
+            )
