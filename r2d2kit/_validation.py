@@ -83,7 +83,7 @@ def as_priority_array(name: str, priorities: Any, count: int) -> np.ndarray:
     bad = first_invalid_priority(array)
     if bad >= 0:
         raise ValueError(
-            f"{name}[{bad}] = {array[bad]!r} is not a valid priority: priorities must be finite and >= 0 "
+            f"{name}[{bad}] = {float(array[bad])!r} is not a valid priority: priorities must be finite and >= 0 "
             "(use np.abs(td_error) and check the loss for NaN/inf)"
         )
     return array

@@ -109,7 +109,7 @@ class SumTree:
         outside = np.flatnonzero(~((sums >= 0.0) & (sums <= total)))
         if outside.size:
             i = int(outside[0])
-            raise ValueError(f"prefix_sums[{i}] = {sums[i]!r} is outside [0, total()] = [0, {total!r}]")
+            raise ValueError(f"prefix_sums[{i}] = {float(sums[i])!r} is outside [0, total()] = [0, {total!r}]")
         return kernels.sum_tree_find(self._sum, self._leaf_offset, self._depth, sums)
 
     def sample(self, batch_size: int, rng: Any = None) -> np.ndarray:

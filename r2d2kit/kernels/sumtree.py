@@ -236,7 +236,12 @@ def priority_trees_update_scaled(sum_tree, min_tree, leaf_offset, depth, leaf_in
         shifted = priorities[i] + eps
         if shifted > largest:
             largest = shifted
-        value = shifted if alpha == 1.0 else shifted ** alpha
+        if shifted == 0.0:
+            value = 0.0  # zero priority: zero mass, even with alpha = 0 (where 0 ** 0 would be 1)
+        elif alpha == 1.0:
+            value = shifted
+        else:
+            value = shifted ** alpha
         node = leaf_offset + leaf_indices[i]
         sum_tree[node] = value
         min_tree[node] = value if value > 0.0 else np.inf

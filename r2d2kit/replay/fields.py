@@ -79,11 +79,11 @@ def fields_from_json(data: Mapping[str, Any]) -> dict[str, tuple[tuple[int, ...]
 
 def _check_cast(spec: FieldSpec, array: np.ndarray) -> np.ndarray:
     """Return ``array`` in the field's dtype if the conversion loses no kind of information."""
-    if array.dtype == spec.dtype:
-        return array
-    if np.can_cast(array.dtype, spec.dtype, casting="same_kind"):
+    if array.dtype == spec.dtype or np.can_cast(array.dtype, spec.dtype, casting="safe"):
         return array
     both_integer = array.dtype.kind in "iu" and spec.dtype.kind in "iu"
+    if not both_integer and np.can_cast(array.dtype, spec.dtype, casting="same_kind"):
+        return array  # e.g. float64 -> float32, int -> float: no kind of information is lost
     if both_integer and array.size:
         info = np.iinfo(spec.dtype)
         low, high = array.min(), array.max()

@@ -52,10 +52,15 @@ def read_npz(path: str | os.PathLike, expected_class: str) -> tuple[dict[str, An
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no saved buffer at {path!r}")
     try:
-        with np.load(path, allow_pickle=False) as archive:
+        loaded = np.load(path, allow_pickle=False)
+        if not isinstance(loaded, np.lib.npyio.NpzFile):
+            raise _Foreign(f"{path!r} is a single .npy array, not an r2d2kit buffer (.npz)")
+        with loaded as archive:
             if META_KEY not in archive.files:
                 raise _Foreign(f"{path!r} is an .npz file but not an r2d2kit buffer (no {META_KEY!r} entry)")
             meta = json.loads(str(archive[META_KEY]))
+            if not isinstance(meta, dict):
+                raise _Foreign(f"{path!r}: the {META_KEY!r} entry is not a JSON object; not an r2d2kit buffer")
             arrays = {name: archive[name] for name in archive.files if name != META_KEY}
     except _Foreign as error:
         raise ValueError(str(error)) from None

@@ -25,5 +25,7 @@ class LinearSchedule:
         check_positive_int("steps", self.steps)
 
     def __call__(self, step: int) -> float:
-        fraction = min(max(step, 0) / self.steps, 1.0)
+        if step >= self.steps:
+            return self.end
+        fraction = max(step, 0) / self.steps
         return self.start + fraction * (self.end - self.start)
