@@ -44,6 +44,8 @@ class _Episode:
         self.states: dict[int, tuple] = {}  # episode time -> recurrent state before that row
         self.transitions: int | None = None  # T, known once the episode ended
         self.next_window = 0  # k of the next window to emit
+        self.last_action = None  # previous row's action and reward (rows may already be dropped)
+        self.last_reward = np.float32(0.0)
 
     @property
     def known_rows(self) -> int:
@@ -118,15 +120,12 @@ class SequenceBuilder:
 
     def _append_row(self, episode: _Episode, obs, action, reward, terminated, truncated, state) -> None:
         time = episode.known_rows
-        if episode.rows:
-            previous = episode.rows[-1]
-            prev_action, prev_reward = previous[1], previous[2]
-        else:
-            prev_action, prev_reward = self._templates["action"], np.float32(0.0)
-        if action is None:
-            action = self._templates["action"]
-        episode.rows.append((np.array(obs), np.array(action), np.float32(reward), np.array(prev_action),
-                             np.float32(prev_reward), bool(terminated), bool(truncated)))
+        prev_action = self._templates["action"] if episode.last_action is None else episode.last_action
+        prev_reward = episode.last_reward
+        action = self._templates["action"] if action is None else np.array(action)
+        episode.rows.append((np.array(obs), action, np.float32(reward), prev_action,
+                             prev_reward, bool(terminated), bool(truncated)))
+        episode.last_action, episode.last_reward = action, np.float32(reward)
         if state is not None and self._starts_window(time):
             episode.states[time] = state
 
@@ -202,9 +201,17 @@ class SequenceBuilder:
         return array.astype(dtype, copy=False)
 
     def _check_state(self, state: Sequence[Any] | None) -> tuple[np.ndarray, ...] | None:
+        expected = None if self._templates is None else len(self._state_names)
         if state is None:
+            if expected:
+                raise ValueError("state is None but earlier steps passed a recurrent state; pass it every step")
             return None
+        if isinstance(state, np.ndarray) or not isinstance(state, (tuple, list)):
+            raise TypeError("state must be a tuple of arrays such as (h, c), each [num_envs, units]; "
+                            f"got {type(state).__name__} (wrap a single array as (state,))")
         parts = tuple(np.asarray(part) for part in state)
+        if expected is not None and len(parts) != expected:
+            raise ValueError(f"state has {len(parts)} parts but earlier steps passed {expected}")
         for i, part in enumerate(parts):
             if part.ndim == 0 or part.shape[0] != self.num_envs:
                 raise ValueError(f"state[{i}] must have a leading axis of num_envs={self.num_envs}, got {part.shape}")
