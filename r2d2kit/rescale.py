@@ -23,16 +23,22 @@ import numpy as np
 DEFAULT_EPS = 1e-3
 
 
+def _as_float_array(x: Any) -> np.ndarray:
+    """Floating arrays keep their precision; anything else (ints, Python floats) becomes float64."""
+    array = np.asarray(x)
+    return array if np.issubdtype(array.dtype, np.floating) else array.astype(np.float64)
+
+
 def value_rescale(x: Any, eps: float = DEFAULT_EPS) -> np.ndarray:
-    """``h(x) = sign(x)(sqrt(|x| + 1) - 1) + eps x`` (numpy, float64 unless given float32)."""
-    x = np.asarray(x, dtype=np.result_type(x, np.float32))
+    """``h(x) = sign(x)(sqrt(|x| + 1) - 1) + eps x`` (numpy; float inputs keep their dtype, others become float64)."""
+    x = _as_float_array(x)
     magnitude = np.abs(x)
     return np.sign(x) * magnitude / (np.sqrt(magnitude + 1.0) + 1.0) + eps * x
 
 
 def inverse_value_rescale(x: Any, eps: float = DEFAULT_EPS) -> np.ndarray:
     """Exact closed-form inverse of :func:`value_rescale` (numpy)."""
-    x = np.asarray(x, dtype=np.result_type(x, np.float32))
+    x = _as_float_array(x)
     magnitude = np.abs(x)
     if eps == 0.0:
         return np.sign(x) * magnitude * (magnitude + 2.0)
