@@ -37,6 +37,8 @@ class SumTree:
 
     Args:
         capacity: number of leaves, any integer >= 1 (storage is padded to a power of two).
+        track_min: keep a companion min tree so ``min()`` is O(1). Updates then write two trees;
+            pass False when you never need ``min()`` (about half the update cost).
 
     Example:
         >>> tree = SumTree(5)
@@ -45,11 +47,12 @@ class SumTree:
         (3.0, 1.0)
     """
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, track_min: bool = True) -> None:
         self._capacity = check_positive_int("capacity", capacity)
         self._leaf_offset, self._depth = _padded_layout(self._capacity)
         self._sum = np.zeros(2 * self._leaf_offset, dtype=np.float64)
-        self._min = np.full(2 * self._leaf_offset, np.inf, dtype=np.float64)
+        self._track_min = bool(track_min)
+        self._min = np.full(2 * self._leaf_offset if self._track_min else 2, np.inf, dtype=np.float64)
 
     @property
     def capacity(self) -> int:
@@ -65,7 +68,10 @@ class SumTree:
         """
         leaf_indices = as_index_array("indices", indices, self._capacity)
         values = as_priority_array("priorities", priorities, leaf_indices.shape[0])
-        kernels.priority_trees_update(self._sum, self._min, self._leaf_offset, self._depth, leaf_indices, values)
+        if self._track_min:
+            kernels.priority_trees_update(self._sum, self._min, self._leaf_offset, self._depth, leaf_indices, values)
+        else:
+            kernels.sum_tree_update(self._sum, self._leaf_offset, self._depth, leaf_indices, values)
 
     def fill(self, start: int, stop: int, priority: float) -> None:
         """Set every leaf in ``[start, stop)`` to one priority in O(stop - start)."""
@@ -76,7 +82,11 @@ class SumTree:
             raise IndexError(f"fill range [{start}, {stop}) must lie within [0, {self._capacity}]")
         value = as_priority_array("priority", priority, 1)[0]
         if stop > start:
-            kernels.priority_trees_fill(self._sum, self._min, self._leaf_offset, start, stop, value)
+            if self._track_min:
+                kernels.priority_trees_fill(self._sum, self._min, self._leaf_offset, start, stop, value)
+            else:
+                self._sum[self._leaf_offset + start:self._leaf_offset + stop] = value
+                kernels.sum_tree_rebuild_range(self._sum, self._leaf_offset, start, stop)
 
     def total(self) -> float:
         """Sum of all priorities, O(1)."""
@@ -84,6 +94,8 @@ class SumTree:
 
     def min(self) -> float:
         """Smallest positive priority, O(1); ``inf`` while the tree holds no mass."""
+        if not self._track_min:
+            raise RuntimeError("this SumTree was built with track_min=False; build it with track_min=True for min()")
         return float(self._min[1])
 
     def get(self, indices: Any) -> np.ndarray:
@@ -101,7 +113,10 @@ class SumTree:
             ValueError: the tree holds no mass, or a prefix sum is outside ``[0, total()]``.
         """
         total = self._require_mass("find")
-        sums = np.asarray(prefix_sums, dtype=np.float64)
+        sums = np.asarray(prefix_sums)
+        if not (np.issubdtype(sums.dtype, np.floating) or np.issubdtype(sums.dtype, np.integer)):
+            raise TypeError(f"prefix_sums must hold real numbers, got dtype {sums.dtype}")
+        sums = sums.astype(np.float64, copy=False)
         if sums.ndim == 0:
             sums = sums.reshape(1)
         elif sums.ndim != 1:
@@ -135,11 +150,12 @@ class SumTree:
         """Replace all priorities at once and rebuild the tree in O(capacity) (for loading)."""
         values = as_priority_array("priorities", priorities, self._capacity)
         self._sum[:] = 0.0
-        self._min[:] = np.inf
         self._sum[self._leaf_offset:self._leaf_offset + self._capacity] = values
-        self._min[self._leaf_offset:self._leaf_offset + self._capacity] = np.where(values > 0, values, np.inf)
         kernels.sum_tree_rebuild(self._sum, self._leaf_offset)
-        kernels.min_tree_rebuild(self._min, self._leaf_offset)
+        if self._track_min:
+            self._min[:] = np.inf
+            self._min[self._leaf_offset:self._leaf_offset + self._capacity] = np.where(values > 0, values, np.inf)
+            kernels.min_tree_rebuild(self._min, self._leaf_offset)
 
     def _require_mass(self, verb: str) -> float:
         total = float(self._sum[1])
@@ -151,7 +167,7 @@ class SumTree:
         return total
 
     def __repr__(self) -> str:
-        return f"SumTree(capacity={self._capacity}, total={self.total():.6g})"
+        return f"SumTree(capacity={self._capacity}, total={self.total():.6g}, track_min={self._track_min})"
 
 
 class MinTree:

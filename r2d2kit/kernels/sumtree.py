@@ -134,6 +134,12 @@ def _recompute_range(tree, leaf_offset, start, stop, use_min):
 
 
 @njit(cache=True)
+def sum_tree_rebuild_range(tree, leaf_offset, start, stop):
+    """Recompute the ancestors of leaves ``[start, stop)`` of a sum tree, O(stop - start)."""
+    _recompute_range(tree, leaf_offset, start, stop, False)
+
+
+@njit(cache=True)
 def priority_trees_fill(sum_tree, min_tree, leaf_offset, start, stop, tree_value):
     """Set the leaves ``[start, stop)`` of both trees to one value (new items at max priority)."""
     min_value = tree_value if tree_value > 0.0 else np.inf
@@ -180,11 +186,10 @@ def sum_tree_find(tree, leaf_offset, depth, prefix_sums):
         for i in range(n):
             left_child = 2 * nodes[i]
             left_mass = tree[left_child]
-            if remaining[i] >= left_mass and tree[left_child + 1] > 0.0:
-                remaining[i] -= left_mass
-                nodes[i] = left_child + 1
-            else:
-                nodes[i] = left_child
+            # branch-free: the direction is a coin flip per sample, which a branch predictor loses
+            go_right = (remaining[i] >= left_mass) & (tree[left_child + 1] > 0.0)
+            remaining[i] -= left_mass * go_right
+            nodes[i] = left_child + go_right
     return nodes - leaf_offset
 
 

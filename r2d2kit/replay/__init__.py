@@ -7,6 +7,8 @@ from r2d2kit.replay.nstep import NStepAccumulator
 from r2d2kit.replay.prioritized import PrioritizedReplayBuffer
 from r2d2kit.replay.rank_based import RankBasedReplayBuffer
 from r2d2kit.replay.schedules import LinearSchedule
+from r2d2kit.replay.sequence import SequenceReplayBuffer, sequence_priorities
+from r2d2kit.replay.sequence_builder import SequenceBuilder
 from r2d2kit.replay.uniform import ReplayBuffer
 
 __all__ = [
@@ -16,4 +18,7 @@ __all__ = [
     "RankBasedReplayBuffer",
     "NStepAccumulator",
     "LinearSchedule",
+    "SequenceBuilder",
+    "SequenceReplayBuffer",
+    "sequence_priorities",
 ]

@@ -53,6 +53,13 @@ class BaseReplayBuffer:
     def __len__(self) -> int:
         return self._storage.size
 
+    def batch_spec(self, batch_size: int) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+        """Shape and dtype of every array ``sample(batch_size)`` returns."""
+        spec = {name: ((batch_size,) + shape, dtype) for name, (shape, dtype) in self.fields.items()}
+        spec["indices"] = ((batch_size,), np.dtype(np.int64))
+        spec["weights"] = ((batch_size,), np.dtype(np.float32))
+        return spec
+
     # ----------------------------------------------------------------- writing
     def add(self, **fields: Any) -> None:
         """Add one item: one keyword per field, each of exactly the field's shape."""

@@ -22,14 +22,11 @@ from r2d2kit.replay.base import BaseReplayBuffer, Beta
 
 
 def element_spec(buffer: BaseReplayBuffer, batch_size: int) -> dict[str, tf.TensorSpec]:
-    """The ``tf.TensorSpec`` of one sampled batch: every field plus ``indices`` and ``weights``."""
-    spec = {
-        name: tf.TensorSpec((batch_size,) + shape, tf.as_dtype(dtype), name=name)
-        for name, (shape, dtype) in buffer.fields.items()
+    """The ``tf.TensorSpec`` of one sampled batch, from ``buffer.batch_spec`` (fields, indices, weights)."""
+    return {
+        name: tf.TensorSpec(shape, tf.as_dtype(dtype), name=name)
+        for name, (shape, dtype) in buffer.batch_spec(batch_size).items()
     }
-    spec["indices"] = tf.TensorSpec((batch_size,), tf.int64, name="indices")
-    spec["weights"] = tf.TensorSpec((batch_size,), tf.float32, name="weights")
-    return spec
 
 
 def buffer_dataset(buffer: BaseReplayBuffer, batch_size: int, beta: Beta = 0.4, prefetch: int = 2) -> tf.data.Dataset:

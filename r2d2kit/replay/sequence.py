@@ -17,6 +17,7 @@ batch-major arrays ``[B, L, ...]`` with ``L = burn_in + trace_length + n_step``.
 from __future__ import annotations
 
 import heapq
+import os
 import threading
 from typing import Any, Mapping
 
@@ -30,7 +31,8 @@ from r2d2kit._validation import (
     check_positive_int,
 )
 from r2d2kit.kernels import sumtree as tree_kernels
-from r2d2kit.replay.fields import parse_fields
+from r2d2kit.replay.fields import fields_from_json, parse_fields
+from r2d2kit.replay.persistence import read_npz, require_arrays, rng_from_json, rng_to_json, write_npz
 from r2d2kit.sumtree import SumTree
 
 ROW_FLAGS = {"reward": ((), "float32"), "prev_reward": ((), "float32"), "terminated": ((), "bool"),
@@ -306,6 +308,98 @@ class SequenceReplayBuffer:
             if shape != (count,) + spec.shape:
                 raise ValueError(f"windows[{name!r}] has shape {shape}, expected {(count,) + spec.shape}")
         return count
+
+    # ------------------------------------------------------------------ tf.data
+    def batch_spec(self, batch_size: int) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+        """Shape and dtype of every array ``sample(batch_size)`` returns."""
+        spec = {name: ((batch_size, self.length) + s.shape, s.dtype) for name, s in self._row_specs.items()}
+        spec["obs_mask"] = ((batch_size, self.length), np.dtype(bool))
+        spec.update({name: ((batch_size,) + s.shape, s.dtype) for name, s in self._state_specs.items()})
+        spec["indices"] = ((batch_size,), np.dtype(np.int64))
+        spec["weights"] = ((batch_size,), np.dtype(np.float32))
+        return spec
+
+    def as_dataset(self, batch_size: int, beta: Any = 0.6, prefetch: int = 2):
+        """An endless ``tf.data.Dataset`` of ``sample(batch_size, beta)`` (imports TensorFlow)."""
+        from r2d2kit.replay.dataset import buffer_dataset
+
+        return buffer_dataset(self, batch_size, beta=beta, prefetch=prefetch)
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path: str | os.PathLike) -> None:
+        """Write rows, windows, priorities, counters and the random state to ``.npz`` (no pickle)."""
+        with self._lock:
+            rows = min(self._rows_written, self.capacity)
+            sequences = min(self._sequences_written, self.max_sequences)
+            user_fields = {name: spec.to_json() for name, spec in self._row_specs.items() if name not in ROW_FLAGS}
+            meta = {
+                "class": type(self).__name__,
+                "capacity": self.capacity,
+                "fields": user_fields,
+                "state": {name: spec.to_json() for name, spec in self._state_specs.items()},
+                "params": {"burn_in": self.burn_in, "trace_length": self.trace_length, "n_step": self.n_step,
+                           "max_sequences": self.max_sequences, "alpha": self.alpha, "eps": self.eps},
+                "rows_written": self._rows_written,
+                "sequences_written": self._sequences_written,
+                "max_priority": self._max_priority,
+                "rng": rng_to_json(self._rng),
+            }
+            arrays = {f"row.{name}": array[:rows] for name, array in self._rows.items()}
+            arrays["row_write_index"] = self._row_write_index[:rows]
+            arrays.update({f"state.{name}": array[:sequences] for name, array in self._states.items()})
+            arrays.update(slots=self._slots[:sequences], oldest_write=self._oldest_write[:sequences],
+                          generation=self._generation[:sequences], valid=self._valid[:sequences],
+                          tree_values=self._tree.leaves()[:sequences])
+            keys = sorted(self._last_window)
+            arrays["last_window_key"] = np.array([[s, e, self._last_window[(s, e)][0], self._last_window[(s, e)][1]]
+                                                  for s, e in keys], dtype=np.int64).reshape(-1, 4)
+            arrays["last_window_rows"] = np.array([self._last_window[k][2] for k in keys],
+                                                  dtype=np.int64).reshape(-1, self.length)
+            write_npz(path, meta, arrays)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "SequenceReplayBuffer":
+        """Read a buffer written by ``save``; a missing, truncated or foreign file raises, naming it."""
+        path = os.fspath(path)
+        meta, arrays = read_npz(path, cls.__name__)
+        try:
+            buffer = cls(meta["capacity"], fields_from_json(meta["fields"]), fields_from_json(meta["state"]),
+                         seed=0, **meta["params"])
+            rows = min(int(meta["rows_written"]), buffer.capacity)
+            sequences = min(int(meta["sequences_written"]), buffer.max_sequences)
+            expected = {f"row.{name}": (rows,) + spec.shape for name, spec in buffer._row_specs.items()}
+            expected.update({f"state.{name}": (sequences,) + spec.shape for name, spec in buffer._state_specs.items()})
+            expected.update(row_write_index=(rows,), slots=(sequences, buffer.length), oldest_write=(sequences,),
+                            generation=(sequences,), valid=(sequences,), tree_values=(sequences,))
+            require_arrays(path, arrays, expected)
+            for name, array in buffer._rows.items():
+                array[:rows] = arrays[f"row.{name}"]
+            for name, array in buffer._states.items():
+                array[:sequences] = arrays[f"state.{name}"]
+            buffer._row_write_index[:rows] = arrays["row_write_index"]
+            slots = arrays["slots"]
+            if slots.size and (slots.min() < 0 or slots.max() > buffer.capacity):
+                raise ValueError(f"{path!r}: window slot table points outside the step ring")
+            buffer._slots[:sequences] = slots
+            buffer._oldest_write[:sequences] = arrays["oldest_write"]
+            buffer._generation[:sequences] = arrays["generation"]
+            buffer._valid[:sequences] = arrays["valid"]
+            leaves = np.zeros(buffer.max_sequences)
+            leaves[:sequences] = arrays["tree_values"]
+            buffer._tree.set_leaves(leaves)
+            buffer._rows_written = int(meta["rows_written"])
+            buffer._sequences_written = int(meta["sequences_written"])
+            buffer._max_priority = check_float("max_priority", meta["max_priority"], 0.0)
+            buffer._expiry = [(int(buffer._oldest_write[s]), int(s), int(buffer._generation[s]))
+                              for s in np.flatnonzero(buffer._valid)]
+            heapq.heapify(buffer._expiry)
+            for (source, env, episode, start), row_index in zip(arrays["last_window_key"].tolist(),
+                                                                arrays["last_window_rows"]):
+                buffer._last_window[(source, env)] = (episode, start, row_index.copy())
+            buffer._rng = rng_from_json(meta["rng"])
+        except (KeyError, TypeError) as error:
+            raise ValueError(f"{path!r}: saved buffer metadata is incomplete or malformed ({error!r})") from error
+        return buffer
 
     def __repr__(self) -> str:
         return (f"SequenceReplayBuffer(capacity={self.capacity}, windows={len(self)}, "
