@@ -185,16 +185,26 @@ class SequenceReplayBuffer:
         key = (source, env)
         previous = self._last_window.get(key)
         row_index = np.full(self.length, -1, dtype=np.int64)  # write index of each row, -1 = padding
-        oldest_alive = self._rows_written - self.capacity
-        for t in np.flatnonzero(present):
-            time = start + t
-            if previous is not None and previous[0] == episode:
-                offset = time - previous[1]
-                if 0 <= offset < self.length and previous[2][offset] >= max(oldest_alive, 0):
-                    row_index[t] = previous[2][offset]
-                    continue
-            row_index[t] = self._write_row(windows, w, t)
-            oldest_alive = self._rows_written - self.capacity
+        if previous is not None and previous[0] == episode:
+            # rows this window shares with the previous window of the same env and episode
+            offsets = np.arange(self.length) + (start - previous[1])  # [L]
+            inside = (offsets >= 0) & (offsets < self.length)
+            shared = np.full(self.length, -1, dtype=np.int64)
+            shared[inside] = previous[2][offsets[inside]]
+            reuse = present & (shared >= max(self._rows_written - self.capacity, 0))
+            row_index[reuse] = shared[reuse]
+            new = present & ~reuse
+        else:
+            new = present
+        new_rows = np.flatnonzero(new)
+        if new_rows.size:
+            write_indices = self._rows_written + np.arange(new_rows.size)
+            ring_slots = write_indices % self.capacity
+            for name, array in self._rows.items():
+                array[ring_slots] = windows[name][w, new_rows]
+            self._row_write_index[ring_slots] = write_indices
+            self._rows_written += int(new_rows.size)
+            row_index[new_rows] = write_indices
         self._last_window[key] = (episode, start, row_index)
 
         slot = self._sequences_written % self.max_sequences
@@ -209,15 +219,6 @@ class SequenceReplayBuffer:
             array[slot] = windows[name][w]
         heapq.heappush(self._expiry, (oldest, slot, int(self._generation[slot])))
         return slot
-
-    def _write_row(self, windows: Mapping[str, np.ndarray], w: int, t: int) -> int:
-        write_index = self._rows_written
-        row = write_index % self.capacity
-        for name, array in self._rows.items():
-            array[row] = windows[name][w, t]
-        self._row_write_index[row] = write_index
-        self._rows_written += 1
-        return write_index
 
     def _expire(self) -> None:
         """Zero the priority of every window whose oldest row the ring has overwritten."""
