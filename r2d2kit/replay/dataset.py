@@ -54,7 +54,12 @@ def buffer_dataset(buffer: BaseReplayBuffer, batch_size: int, beta: Beta = 0.4, 
             count += 1
 
     dataset = tf.data.Dataset.from_generator(batches, output_signature=element_spec(buffer, batch_size))
-    return dataset.prefetch(prefetch) if prefetch else dataset
+    if prefetch:
+        return dataset.prefetch(prefetch)
+    # tf.data would otherwise inject a prefetch of its own and sample ahead of priority updates
+    options = tf.data.Options()
+    options.experimental_optimization.inject_prefetch = False
+    return dataset.with_options(options)
 
 
 def priority_updater(buffer: BaseReplayBuffer) -> Callable[[tf.Tensor, tf.Tensor], tf.Operation]:
