@@ -77,12 +77,16 @@ class SequenceReplayBuffer:
         period: the builder's window period (only used for the default ``max_sequences``).
         alpha: priority exponent (R2D2: 0.9).
         eps: added to every priority.
+        initial_state: ``"stored"`` returns each window's stored recurrent state (R2D2's choice);
+            ``"zero"`` returns zeros (the paper's "zero start state" baseline). Combine either with
+            ``burn_in > 0`` or ``0`` for the paper's four variants.
         seed: int seed, ``None`` or a ``np.random.Generator``.
     """
 
     def __init__(self, capacity: int, fields: Mapping[str, Any], state: Mapping[str, Any] | None = None, *,
                  burn_in: int, trace_length: int, n_step: int, period: int | None = None,
-                 max_sequences: int | None = None, alpha: float = 0.9, eps: float = 1e-6, seed: Any = None) -> None:
+                 max_sequences: int | None = None, alpha: float = 0.9, eps: float = 1e-6,
+                 initial_state: str = "stored", seed: Any = None) -> None:
         self.capacity = check_positive_int("capacity", capacity)
         self.burn_in = check_positive_int("burn_in", burn_in, minimum=0)
         self.trace_length = check_positive_int("trace_length", trace_length)
@@ -94,6 +98,9 @@ class SequenceReplayBuffer:
             "max_sequences", default_sequences if max_sequences is None else max_sequences)
         self.alpha = check_float("alpha", alpha, 0.0)
         self.eps = check_float("eps", eps, 0.0)
+        if initial_state not in ("stored", "zero"):
+            raise ValueError(f"initial_state must be 'stored' or 'zero', got {initial_state!r}")
+        self.initial_state = initial_state
 
         user_fields = dict(fields)
         for required in ("obs", "action"):
@@ -257,7 +264,7 @@ class SequenceReplayBuffer:
             batch = {name: array[rows] for name, array in self._rows.items()}
             batch["obs_mask"] = rows != self.capacity
             for name, array in self._states.items():
-                batch[name] = array[indices]
+                batch[name] = array[indices] if self.initial_state == "stored" else np.zeros_like(array[indices])
         batch["indices"] = indices
         batch["weights"] = weights
         return batch
@@ -339,7 +346,8 @@ class SequenceReplayBuffer:
                 "fields": user_fields,
                 "state": {name: spec.to_json() for name, spec in self._state_specs.items()},
                 "params": {"burn_in": self.burn_in, "trace_length": self.trace_length, "n_step": self.n_step,
-                           "max_sequences": self.max_sequences, "alpha": self.alpha, "eps": self.eps},
+                           "max_sequences": self.max_sequences, "alpha": self.alpha, "eps": self.eps,
+                           "initial_state": self.initial_state},
                 "rows_written": self._rows_written,
                 "sequences_written": self._sequences_written,
                 "max_priority": self._max_priority,

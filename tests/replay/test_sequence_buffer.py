@@ -135,3 +135,25 @@ def test_batch_spec_matches_sample():
     assert set(spec) == set(batch)
     for key, (shape, dtype) in spec.items():
         assert batch[key].shape == shape and batch[key].dtype == dtype, key
+
+
+def test_zero_initial_state_option_returns_zeros_and_keeps_stored_states():
+    buffer, _ = drive(2, 2, 4, 1, 2, capacity=50, steps=60, seed=4, check_every=1000)
+    stored = buffer.sample(16)
+    assert np.abs(stored["state_h"]).sum() > 0
+    buffer.initial_state = "zero"
+    zero = buffer.sample(16)
+    np.testing.assert_array_equal(zero["state_h"], 0.0)
+    np.testing.assert_array_equal(zero["state_c"], 0.0)
+    with pytest.raises(ValueError, match="initial_state"):
+        SequenceReplayBuffer(10, {"obs": ((1,), "float32"), "action": ((), "int64")}, burn_in=1,
+                             trace_length=2, n_step=1, initial_state="random")
+
+
+def test_as_dataset_yields_batches_with_the_sample_spec():
+    buffer, _ = drive(2, 2, 4, 1, 2, capacity=50, steps=60, seed=6, check_every=1000)
+    dataset = buffer.as_dataset(4, beta=0.6)
+    batch = next(iter(dataset))
+    for key, (shape, dtype) in buffer.batch_spec(4).items():
+        assert tuple(batch[key].shape) == shape and batch[key].dtype.as_numpy_dtype == dtype, key
+    assert np.all(buffer._valid[batch["indices"].numpy()])
