@@ -1,0 +1,47 @@
+"""CueMemory: the smallest task that needs memory.
+
+The first observation shows a cue (+1 or -1); the next ``delay`` observations show nothing; then
+the agent is told "now" and is paid +1 for the action matching the cue (action 0 for -1, action 1
+for +1) and -1 otherwise. Earlier actions do nothing. A feed-forward Q-network sees the same "now"
+observation either way and earns 0 on average; a recurrent one that keeps the cue earns 1.
+
+Observation: ``[cue, now]`` as float32. Episode length: ``delay + 2`` steps.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+
+
+class CueMemoryEnv(gym.Env):
+    """Remember a cue over ``delay`` blank steps, then act on it."""
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, delay: int = 4) -> None:
+        if not isinstance(delay, int) or delay < 0:
+            raise ValueError(f"delay must be an integer >= 0, got {delay!r}")
+        self.delay = delay
+        self.observation_space = gym.spaces.Box(-1.0, 1.0, shape=(2,), dtype=np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        self._cue = 1.0
+        self._time = 0
+
+    def _observation(self) -> np.ndarray:
+        cue = self._cue if self._time == 0 else 0.0
+        now = 1.0 if self._time == self.delay + 1 else 0.0
+        return np.array([cue, now], dtype=np.float32)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self._cue = 1.0 if self.np_random.random() < 0.5 else -1.0
+        self._time = 0
+        return self._observation(), {}
+
+    def step(self, action):
+        if self._time == self.delay + 1:
+            reward = 1.0 if int(action) == (1 if self._cue > 0 else 0) else -1.0
+            return np.zeros(2, dtype=np.float32), reward, True, False, {}
+        self._time += 1
+        return self._observation(), 0.0, False, False, {}

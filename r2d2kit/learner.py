@@ -1,0 +1,188 @@
+"""R2D2 learner: one compiled train step on a batch of windows from SequenceReplayBuffer.
+
+Reads like Acme's TF ``_step``: load stored states -> burn in (no gradient) -> unroll the trace
+(with gradient) -> value-rescaled n-step double-Q targets from the target network -> importance
+weighted loss over valid rows -> |TD| per row -> priority ``eta * max + (1 - eta) * mean``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from r2d2kit.models.qnetwork import QNetwork
+from r2d2kit.targets import tf_nstep_targets
+
+
+@dataclass
+class R2D2Config:
+    """Hyper-parameters, defaulting to the R2D2 paper's (Kapturowski et al. 2019, table 2)."""
+
+    # --- sequences
+    burn_in: int = 40
+    trace_length: int = 80
+    period: int = 40
+    n_step: int = 5
+    # --- targets
+    gamma: float = 0.997
+    value_rescaling: bool = True
+    rescale_eps: float = 1e-3
+    target_update_period: int = 2500
+    # --- replay
+    batch_size: int = 64
+    priority_exponent: float = 0.9
+    importance_exponent: float = 0.6
+    eta: float = 0.9
+    # --- optimiser
+    learning_rate: float = 1e-4
+    adam_epsilon: float = 1e-3
+    max_gradient_norm: float = 40.0
+
+    def __post_init__(self) -> None:
+        for name in ("trace_length", "period", "n_step", "target_update_period", "batch_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"R2D2Config.{name} must be an integer >= 1, got {value!r}")
+        if not isinstance(self.burn_in, int) or self.burn_in < 0:
+            raise ValueError(f"R2D2Config.burn_in must be an integer >= 0, got {self.burn_in!r}")
+        for name in ("gamma", "eta"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"R2D2Config.{name} must be in [0, 1], got {getattr(self, name)!r}")
+        if self.period > self.trace_length:
+            raise ValueError(f"R2D2Config.period ({self.period}) must be <= trace_length ({self.trace_length})")
+
+    @property
+    def length(self) -> int:
+        """Rows per window: ``burn_in + trace_length + n_step``."""
+        return self.burn_in + self.trace_length + self.n_step
+
+    def describe(self) -> str:
+        """One line per field, for the start-of-run printout."""
+        return "\n".join(f"  {f.name:22s} {getattr(self, f.name)}" for f in dataclasses.fields(self))
+
+
+def tf_sequence_priorities(abs_td, mask, eta: float):
+    """TensorFlow twin of :func:`r2d2kit.replay.sequence_priorities` over ``[B, T]``."""
+    mask = tf.cast(mask, abs_td.dtype)
+    masked = abs_td * mask
+    mean = tf.reduce_sum(masked, axis=1) / tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)
+    return eta * tf.reduce_max(masked, axis=1) + (1.0 - eta) * mean
+
+
+class R2D2Learner:
+    """Owns the online and target networks, the optimiser and the compiled train step.
+
+    Args:
+        network: the online :class:`QNetwork` (actors built from it share its weights).
+        config: hyper-parameters; the paper's by default.
+        optimizer: default Adam(learning_rate, epsilon=adam_epsilon) with global-norm clipping.
+    """
+
+    BATCH_KEYS = ("obs", "action", "reward", "prev_action", "prev_reward", "terminated", "mask", "obs_mask",
+                  "state_h", "state_c", "weights")
+
+    def __init__(self, network: QNetwork, config: R2D2Config | None = None,
+                 optimizer: keras.optimizers.Optimizer | None = None) -> None:
+        self.config = config or R2D2Config()
+        self.online = network
+        self.target = network.clone(name=f"{network.name}_target")
+        self.target.copy_weights_from(self.online)
+        self.optimizer = optimizer or keras.optimizers.Adam(
+            learning_rate=self.config.learning_rate, epsilon=self.config.adam_epsilon,
+            global_clipnorm=self.config.max_gradient_norm)
+        self.updates = 0
+        self._train_step = tf.function(self._step)
+        self._sync_target = tf.function(self._copy_online_to_target)
+
+    # ------------------------------------------------------------------ the step
+    def _unroll(self, network: QNetwork, batch, rows: slice, h, c):
+        return network.model([batch["obs"][:, rows], batch["prev_action"][:, rows], batch["prev_reward"][:, rows],
+                              batch["obs_mask"][:, rows], h, c])
+
+    def _forward(self, batch: Mapping[str, tf.Tensor]):
+        """Loss and per-row TD for a batch; call under a GradientTape to differentiate it."""
+        cfg = self.config
+        burn, rest = slice(0, cfg.burn_in), slice(cfg.burn_in, None)
+        h, c = batch["state_h"], batch["state_c"]
+        h_target, c_target = h, c
+
+        # --- burn-in: warm both LSTMs up from the stored state, no gradient
+        if cfg.burn_in > 0:
+            _, h, c = self._unroll(self.online, batch, burn, h, c)
+            _, h_target, c_target = self._unroll(self.target, batch, burn, h_target, c_target)
+            h, c = tf.stop_gradient(h), tf.stop_gradient(c)
+
+        # --- target network over trace + n-step rows
+        q_target, _, _ = self._unroll(self.target, batch, rest, h_target, c_target)  # [B, T + n, A]
+
+        # --- online network over trace + n-step rows, with gradient
+        q_online, _, _ = self._unroll(self.online, batch, rest, h, c)  # [B, T + n, A]
+        targets = tf.stop_gradient(tf_nstep_targets(
+            batch["reward"][:, rest], batch["mask"][:, rest], batch["terminated"][:, rest],
+            tf.stop_gradient(q_online), q_target, gamma=cfg.gamma, n_step=cfg.n_step, burn_in=0,
+            trace_length=cfg.trace_length, eps=cfg.rescale_eps, rescale=cfg.value_rescaling))  # [B, T]
+
+        # --- importance-weighted loss over the rows that hold transitions
+        trace = slice(0, cfg.trace_length)
+        actions = tf.cast(batch["action"][:, rest][:, trace], tf.int32)  # [B, T]
+        q_taken = tf.gather(q_online[:, trace], actions, axis=2, batch_dims=2)  # [B, T]
+        mask = tf.cast(batch["mask"][:, rest][:, trace], tf.float32)  # [B, T]
+        td = (targets - q_taken) * mask
+        valid = tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)  # [B]
+        per_sequence = tf.reduce_sum(0.5 * tf.square(td), axis=1) / valid  # [B]
+        loss = tf.reduce_mean(tf.cast(batch["weights"], tf.float32) * per_sequence)
+        abs_td = tf.abs(td)
+        return loss, {
+            "loss": loss,
+            "abs_td": abs_td,
+            "priorities": tf_sequence_priorities(abs_td, mask, cfg.eta),
+            "q_mean": tf.reduce_sum(q_taken * mask) / tf.maximum(tf.reduce_sum(mask), 1.0),
+        }
+
+    def _step(self, batch: Mapping[str, tf.Tensor]):
+        with tf.GradientTape() as tape:
+            loss, outputs = self._forward(batch)
+        variables = self.online.model.trainable_variables
+        self.optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
+        return outputs
+
+    def _copy_online_to_target(self):
+        for target, online in zip(self.target.variables, self.online.variables):
+            target.assign(online)
+
+    # ------------------------------------------------------------------ public
+    def _inputs(self, batch: Mapping[str, Any]) -> dict[str, tf.Tensor]:
+        missing = [key for key in self.BATCH_KEYS if key not in batch]
+        if missing:
+            raise ValueError(f"batch is missing {missing}; pass SequenceReplayBuffer.sample() output with "
+                             "state fields named state_h and state_c")
+        inputs = {key: tf.convert_to_tensor(batch[key]) for key in self.BATCH_KEYS}
+        inputs["prev_action"] = tf.cast(inputs["prev_action"], tf.int32)
+        return inputs
+
+    def gradients(self, batch: Mapping[str, Any]) -> tuple[float, list[np.ndarray]]:
+        """Loss and gradients w.r.t. the online weights, without applying them (diagnostics, tests)."""
+        inputs = self._inputs(batch)
+        with tf.GradientTape() as tape:
+            loss, _ = self._forward(inputs)
+        grads = tape.gradient(loss, self.online.model.trainable_variables)
+        return float(loss), [np.zeros(v.shape) if g is None else g.numpy() for g, v in
+                             zip(grads, self.online.model.trainable_variables)]
+
+    def train(self, batch: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """One update on a sampled batch (``SequenceReplayBuffer.sample`` output).
+
+        Returns numpy ``loss``, ``abs_td`` ``[B, T]``, ``priorities`` ``[B]`` (feed them to
+        ``update_priorities``) and ``q_mean``. Copies the online weights into the target network
+        every ``target_update_period`` updates.
+        """
+        out = {key: value.numpy() for key, value in self._train_step(self._inputs(batch)).items()}
+        self.updates += 1
+        if self.updates % self.config.target_update_period == 0:
+            self._sync_target()
+        return out

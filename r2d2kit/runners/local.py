@@ -1,0 +1,164 @@
+"""Single-process R2D2: vector env -> stateful actor -> SequenceBuilder -> replay -> learner.
+
+The actor and the learner share one set of weights in memory, so the actor always acts with the
+newest parameters. Per-env Ape-X epsilons give a spread of exploration within one vector env.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import gymnasium as gym
+import numpy as np
+from tqdm.auto import tqdm
+
+from r2d2kit.learner import R2D2Config, R2D2Learner
+from r2d2kit.models.qnetwork import QNetwork, StatefulActor
+from r2d2kit.policies import apex_epsilons, epsilon_greedy, greedy
+from r2d2kit.replay import SequenceBuilder, SequenceReplayBuffer
+
+
+@dataclass
+class LocalRunConfig:
+    """How long and how fast to run, independent of the R2D2 hyper-parameters."""
+
+    total_env_steps: int = 100_000
+    num_envs: int = 4
+    replay_capacity: int = 100_000  # steps
+    warmup_steps: int = 2_000  # env steps stored before the first update
+    updates_per_env_step: float = 0.25  # update-to-data ratio
+    epsilon: float = 0.4  # Ape-X: eps_i = epsilon ** (1 + alpha * i / (N - 1))
+    epsilon_alpha: float = 7.0
+    eval_every: int = 5_000  # env steps; 0 disables periodic evaluation
+    eval_episodes: int = 10
+    seed: int = 0
+    progress: bool = True
+    stop_when: Callable[[float], bool] | None = None  # e.g. lambda mean_return: mean_return >= 475
+
+
+@dataclass
+class RunResult:
+    """What a run measured: evaluation curve, counters and timings."""
+
+    env_steps: int = 0
+    updates: int = 0
+    seconds: float = 0.0
+    evaluations: list[tuple[int, float, float]] = field(default_factory=list)  # (env steps, mean, std)
+    episode_returns: list[float] = field(default_factory=list)
+    losses: list[float] = field(default_factory=list)
+
+    @property
+    def final_eval(self) -> float:
+        return self.evaluations[-1][1] if self.evaluations else float("nan")
+
+
+def evaluate(actor: StatefulActor, make_env: Callable[[], gym.Env], episodes: int, seed: int) -> np.ndarray:
+    """Greedy returns of ``episodes`` episodes, ``actor.num_envs`` at a time (the actor's state is reset)."""
+    envs = gym.vector.SyncVectorEnv([make_env] * actor.num_envs)
+    obs, _ = envs.reset(seed=seed)
+    actor.reset()
+    returns, running = [], np.zeros(actor.num_envs)
+    prev_action = np.zeros(actor.num_envs, np.int32)
+    prev_reward = np.zeros(actor.num_envs, np.float32)
+    in_autoreset = np.zeros(actor.num_envs, bool)
+    while len(returns) < episodes:
+        action = greedy(actor.q_values(obs, prev_action, prev_reward))
+        obs, reward, terminated, truncated, _ = envs.step(action)
+        running += np.where(in_autoreset, 0.0, reward)
+        ended = (terminated | truncated) & ~in_autoreset
+        returns.extend(running[ended].tolist())
+        running[ended] = 0.0
+        prev_action = np.where(in_autoreset, 0, action).astype(np.int32)
+        prev_reward = np.where(in_autoreset, 0.0, reward).astype(np.float32)
+        actor.reset(in_autoreset)
+        in_autoreset = ended
+    envs.close()
+    return np.asarray(returns[:episodes])
+
+
+def train_local(make_env: Callable[[], gym.Env], network: QNetwork, config: R2D2Config,
+                run: LocalRunConfig | None = None) -> RunResult:
+    """Train R2D2 in this process and return the measured curve.
+
+    Args:
+        make_env: builds one environment (a gymnasium vector env of ``run.num_envs`` is made from it).
+        network: the online Q-network; its observation shape and actions must match the env.
+        config: R2D2 hyper-parameters.
+        run: budget, exploration, evaluation and seed.
+    """
+    run = run or LocalRunConfig()
+    rng = np.random.default_rng(run.seed)
+    envs = gym.vector.SyncVectorEnv([make_env] * run.num_envs)
+    learner = R2D2Learner(network, config)
+    actor = network.actor(run.num_envs)
+    eval_actor = network.actor(min(run.eval_episodes, 8)) if run.eval_every else None
+    builder = SequenceBuilder(run.num_envs, config.burn_in, config.trace_length, config.n_step, config.period)
+    units = network.lstm_units
+    buffer = SequenceReplayBuffer(
+        run.replay_capacity,
+        {"obs": (network.obs_shape, network.obs_dtype), "action": ((), "int64")},
+        {"state_h": ((units,), "float32"), "state_c": ((units,), "float32")},
+        burn_in=config.burn_in, trace_length=config.trace_length, n_step=config.n_step, period=config.period,
+        alpha=config.priority_exponent, seed=run.seed)
+    epsilons = apex_epsilons(run.num_envs, run.epsilon, run.epsilon_alpha)
+
+    result = RunResult()
+    obs, _ = envs.reset(seed=run.seed)
+    prev_action = np.zeros(run.num_envs, np.int32)
+    prev_reward = np.zeros(run.num_envs, np.float32)
+    in_autoreset = np.zeros(run.num_envs, bool)  # this step only carries the final observation
+    running_return = np.zeros(run.num_envs)
+    update_credit = 0.0
+    next_eval = run.eval_every
+    start = time.perf_counter()
+    bar = tqdm(total=run.total_env_steps, disable=not run.progress, unit="step", dynamic_ncols=True)
+    while result.env_steps < run.total_env_steps:
+        # --- act
+        state = actor.get_state()
+        action = epsilon_greedy(actor.q_values(obs, prev_action, prev_reward), epsilons, rng)
+        next_obs, reward, terminated, truncated, _ = envs.step(action)
+        windows = builder.step(obs, action, reward, terminated, truncated, state)
+        if windows is not None:
+            buffer.add_sequences(windows)
+
+        # --- bookkeeping for the next step (a new episode starts after an autoreset step)
+        running_return += np.where(in_autoreset, 0.0, reward)
+        ended = (terminated | truncated) & ~in_autoreset
+        result.episode_returns.extend(running_return[ended].tolist())
+        running_return[ended] = 0.0
+        prev_action = np.where(in_autoreset, 0, action).astype(np.int32)
+        prev_reward = np.where(in_autoreset, 0.0, reward).astype(np.float32)
+        actor.reset(in_autoreset)
+        in_autoreset = ended
+        obs = next_obs
+        new_steps = run.num_envs  # vector steps x envs, as gymnasium and SB3 count them
+        result.env_steps += new_steps
+        bar.update(new_steps)
+
+        # --- learn
+        if buffer.steps_stored >= run.warmup_steps and len(buffer):
+            update_credit += run.updates_per_env_step * new_steps
+            while update_credit >= 1.0:
+                batch = buffer.sample(config.batch_size, beta=config.importance_exponent)
+                out = learner.train(batch)
+                buffer.update_priorities(batch["indices"], out["priorities"])
+                result.losses.append(float(out["loss"]))
+                update_credit -= 1.0
+            result.updates = learner.updates
+
+        # --- evaluate
+        if eval_actor is not None and result.env_steps >= next_eval:
+            returns = evaluate(eval_actor, make_env, run.eval_episodes, seed=run.seed + result.env_steps)
+            result.evaluations.append((result.env_steps, float(returns.mean()), float(returns.std())))
+            next_eval += run.eval_every
+            bar.set_postfix(eval=f"{returns.mean():.1f}", updates=learner.updates)
+            if run.stop_when is not None and run.stop_when(float(returns.mean())):
+                break
+        elif result.episode_returns and result.env_steps % (50 * run.num_envs) == 0:
+            bar.set_postfix(ret=f"{np.mean(result.episode_returns[-20:]):.1f}", updates=learner.updates)
+    bar.close()
+    envs.close()
+    result.seconds = time.perf_counter() - start
+    return result

@@ -1,0 +1,213 @@
+"""Q-network and learner: stored states go in exactly, burn-in gets no gradient, padding is ignored,
+the target network moves only on its period, and a user's ImageModel trains."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from r2d2kit.learner import R2D2Config, R2D2Learner
+from r2d2kit.models import ImageModel, MLPModel, QNetwork
+
+UNITS = 8
+
+
+def small_network(obs_shape=(3,), actions=2, encoder=None, **kwargs):
+    keras.utils.set_random_seed(0)
+    return QNetwork(obs_shape, actions, encoder or MLPModel((8,)), lstm_units=UNITS, head_units=8, **kwargs)
+
+
+def random_batch(rng, config, batch=4, obs_shape=(3,), actions=2, obs_dtype=np.float32):
+    """A window batch shaped like SequenceReplayBuffer.sample(): front padding, an episode end, padding."""
+    length = config.length
+    obs_mask = np.ones((batch, length), bool)
+    mask = np.ones((batch, length), bool)
+    terminated = np.zeros((batch, length), bool)
+    obs_mask[0, :2] = mask[0, :2] = False  # window starting before its episode
+    mask[1, length - 3] = False  # final observation row of a truncated episode ...
+    obs_mask[1, length - 2:] = mask[1, length - 2:] = False  # ... then padding
+    terminated[2, length - 4] = True
+    mask[2, length - 3:] = False
+    obs_mask[2, length - 2:] = False
+    if np.issubdtype(obs_dtype, np.integer):
+        obs = rng.integers(0, 255, size=(batch, length) + obs_shape).astype(obs_dtype)
+    else:
+        obs = rng.normal(size=(batch, length) + obs_shape).astype(obs_dtype)
+    obs[~obs_mask] = 0
+    return {
+        "obs": obs,
+        "action": rng.integers(0, actions, (batch, length)) * mask,
+        "reward": (rng.normal(size=(batch, length)) * mask).astype(np.float32),
+        "prev_action": rng.integers(0, actions, (batch, length)) * obs_mask,
+        "prev_reward": (rng.normal(size=(batch, length)) * obs_mask).astype(np.float32),
+        "terminated": terminated,
+        "mask": mask,
+        "obs_mask": obs_mask,
+        "state_h": rng.normal(size=(batch, UNITS)).astype(np.float32),
+        "state_c": rng.normal(size=(batch, UNITS)).astype(np.float32),
+        "weights": rng.uniform(0.2, 1.0, batch).astype(np.float32),
+    }
+
+
+def test_actor_and_sequence_model_share_the_same_weight_objects():
+    network = small_network()
+    actor = network.actor(3)
+    assert {id(v) for v in actor.model.weights} == {id(v) for v in network.variables}
+
+
+def test_stateful_actor_receives_exactly_the_stored_state():
+    """Assigning (h, c) into the stateful LSTM equals an explicit initial_state forward pass, step by step."""
+    rng = np.random.default_rng(0)
+    network = small_network()
+    actor = network.actor(2)
+    h, c = rng.normal(size=(2, UNITS)).astype(np.float32), rng.normal(size=(2, UNITS)).astype(np.float32)
+    obs = rng.normal(size=(2, 5, 3)).astype(np.float32)
+    prev_action = rng.integers(0, 2, (2, 5)).astype(np.int32)
+    prev_reward = rng.normal(size=(2, 5)).astype(np.float32)
+    actor.set_state(h, c)
+    stepped = np.stack([actor.q_values(obs[:, t], prev_action[:, t], prev_reward[:, t]) for t in range(5)], axis=1)
+    explicit, h_end, c_end = network.model([obs, prev_action, prev_reward, np.ones((2, 5), bool), h, c])
+    np.testing.assert_allclose(stepped, explicit.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(actor.get_state()[0], h_end.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(actor.get_state()[1], c_end.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_actor_reset_zeroes_only_the_masked_envs():
+    network = small_network()
+    actor = network.actor(3)
+    actor.set_state(np.ones((3, UNITS)), np.full((3, UNITS), 2.0))
+    actor.reset(np.array([False, True, False]))
+    h, c = actor.get_state()
+    np.testing.assert_array_equal(h[:, 0], [1.0, 0.0, 1.0])
+    np.testing.assert_array_equal(c[:, 0], [2.0, 0.0, 2.0])
+
+
+def test_masked_rows_leave_the_lstm_state_untouched():
+    """Front padding (obs_mask false) must not move the stored state: episode starts begin from it."""
+    rng = np.random.default_rng(1)
+    network = small_network()
+    obs = rng.normal(size=(1, 4, 3)).astype(np.float32)
+    h0, c0 = network.zero_state(1)
+    zeros = np.zeros((1, 4), np.int32), np.zeros((1, 4), np.float32)
+    padded, _, _ = network.model([obs, *zeros, np.array([[False, False, True, True]]), h0, c0])
+    plain, _, _ = network.model([obs[:, 2:], zeros[0][:, 2:], zeros[1][:, 2:], np.ones((1, 2), bool), h0, c0])
+    np.testing.assert_allclose(padded.numpy()[:, 2:], plain.numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_burn_in_rows_contribute_no_gradient():
+    """Gradients with burn-in equal those of a burn-in-free learner started from the burned-in state."""
+    config = R2D2Config(burn_in=3, trace_length=4, period=2, n_step=2, gamma=0.9, target_update_period=100)
+    learner = R2D2Learner(small_network(), config)
+    batch = random_batch(np.random.default_rng(2), config)
+    loss, grads = learner.gradients(batch)
+
+    rows = slice(0, config.burn_in)
+    inputs = [batch["obs"][:, rows], batch["prev_action"][:, rows].astype(np.int32), batch["prev_reward"][:, rows],
+              batch["obs_mask"][:, rows]]
+    _, h, c = learner.online.model([*inputs, batch["state_h"], batch["state_c"]])
+    _, ht, ct = learner.target.model([*inputs, batch["state_h"], batch["state_c"]])
+    np.testing.assert_allclose(h.numpy(), ht.numpy())  # target starts as a copy of online
+    no_burn_in = R2D2Config(burn_in=0, trace_length=4, period=2, n_step=2, gamma=0.9, target_update_period=100)
+    twin = R2D2Learner(learner.online, no_burn_in)
+    twin.target.copy_weights_from(learner.target)
+    rest = {key: (value[:, config.burn_in:] if np.ndim(value) >= 2 and key not in ("state_h", "state_c") else value)
+            for key, value in batch.items()}
+    rest["state_h"], rest["state_c"] = h.numpy(), c.numpy()
+    twin_loss, twin_grads = twin.gradients(rest)
+    assert loss == pytest.approx(twin_loss, rel=1e-5)
+    for mine, theirs in zip(grads, twin_grads):
+        np.testing.assert_allclose(mine, theirs, rtol=1e-4, atol=1e-6)
+
+
+def test_loss_and_gradients_ignore_padded_rows():
+    config = R2D2Config(burn_in=2, trace_length=5, period=2, n_step=2, gamma=0.9, target_update_period=100)
+    learner = R2D2Learner(small_network(), config)
+    rng = np.random.default_rng(3)
+    batch = random_batch(rng, config)
+    loss, grads = learner.gradients(batch)
+    noisy = {key: np.array(value) for key, value in batch.items()}
+    padding = ~batch["obs_mask"]
+    noisy["obs"][padding] = rng.normal(size=noisy["obs"][padding].shape) * 100
+    noisy["reward"][padding] = 1e3
+    noisy["action"][padding] = 1
+    noisy["prev_reward"][padding] = -50.0
+    noisy_loss, noisy_grads = learner.gradients(noisy)
+    assert noisy_loss == pytest.approx(loss, rel=1e-6)
+    for a, b in zip(grads, noisy_grads):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+    # ... while a real row does matter (the test can fail)
+    noisy["reward"][3, config.burn_in] += 5.0
+    assert learner.gradients(noisy)[0] != pytest.approx(loss, rel=1e-6)
+
+
+def test_target_network_changes_only_on_its_period():
+    config = R2D2Config(burn_in=1, trace_length=3, period=2, n_step=1, gamma=0.9, target_update_period=3,
+                        learning_rate=1e-2)
+    learner = R2D2Learner(small_network(), config)
+    batch = random_batch(np.random.default_rng(4), config)
+    initial = [v.numpy().copy() for v in learner.target.variables]
+    for update in range(1, 7):
+        learner.train(batch)
+        target = [v.numpy() for v in learner.target.variables]
+        online = [v.numpy() for v in learner.online.variables]
+        if update % 3 == 0:
+            for t, o in zip(target, online):
+                np.testing.assert_array_equal(t, o)
+            initial = [t.copy() for t in target]
+        else:
+            for t, before in zip(target, initial):
+                np.testing.assert_array_equal(t, before)
+            assert any(not np.array_equal(t, o) for t, o in zip(target, online))
+
+
+def test_train_returns_td_and_priorities_of_the_right_shape_and_mixing():
+    config = R2D2Config(burn_in=2, trace_length=4, period=2, n_step=2, gamma=0.9, target_update_period=100, eta=0.9)
+    learner = R2D2Learner(small_network(), config)
+    batch = random_batch(np.random.default_rng(5), config)
+    out = learner.train(batch)
+    assert out["abs_td"].shape == (4, config.trace_length)
+    trace_mask = batch["mask"][:, config.burn_in:config.burn_in + config.trace_length]
+    np.testing.assert_array_equal(out["abs_td"][~trace_mask], 0.0)
+    expected = [0.9 * row[m].max() + 0.1 * row[m].mean() if m.any() else 0.0 for row, m in zip(out["abs_td"], trace_mask)]
+    np.testing.assert_allclose(out["priorities"], expected, rtol=1e-5)
+
+
+class TinyConv(ImageModel):
+    """A user's encoder: one strided convolution over 8x8 gray frames."""
+
+    def create_image_model(self, x, time_steps):
+        x = self.scale_uint8(x)
+        x = keras.ops.expand_dims(x, -1)
+        x = self.per_frame(keras.layers.Conv2D(4, 3, strides=2, activation="relu"), x, time_steps)
+        return self.per_frame(keras.layers.Flatten(), x, time_steps)
+
+
+def test_custom_image_model_trains_a_step():
+    config = R2D2Config(burn_in=1, trace_length=3, period=2, n_step=1, gamma=0.9, target_update_period=100,
+                        learning_rate=1e-2)
+    network = small_network(obs_shape=(8, 8), actions=3, encoder=TinyConv(), obs_dtype="uint8")
+    learner = R2D2Learner(network, config)
+    batch = random_batch(np.random.default_rng(6), config, obs_shape=(8, 8), actions=3, obs_dtype=np.uint8)
+    conv_kernel = network.encoder.weights[0]
+    before = conv_kernel.numpy().copy()
+    out = learner.train(batch)
+    assert np.isfinite(out["loss"])
+    assert not np.array_equal(conv_kernel.numpy(), before), "the user's encoder weights must be trained"
+    q = network.actor(2).q_values(np.zeros((2, 8, 8), np.uint8), np.zeros(2), np.zeros(2))
+    assert q.shape == (2, 3)
+
+
+def test_image_model_must_return_features_per_time_step():
+    class Broken(ImageModel):
+        def create_image_model(self, x, time_steps):
+            return keras.layers.Flatten()(x)  # flattens time too
+
+    with pytest.raises(ValueError, match="batch, time, features"):
+        small_network(obs_shape=(4, 4), encoder=Broken())
+
+
+def test_config_validation_names_the_field():
+    with pytest.raises(ValueError, match="period"):
+        R2D2Config(trace_length=4, period=8)
+    with pytest.raises(ValueError, match="burn_in"):
+        R2D2Config(burn_in=-1)
