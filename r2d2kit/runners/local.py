@@ -51,6 +51,7 @@ class RunResult:
 
     @property
     def final_eval(self) -> float:
+        """Mean greedy return of the last evaluation (nan if none ran)."""
         return self.evaluations[-1][1] if self.evaluations else float("nan")
 
 
