@@ -3,6 +3,7 @@
 """
 
 from r2d2kit.replay.base import BaseReplayBuffer
+from r2d2kit.replay.her import GoalSelectionStrategy, HerReplayBuffer
 from r2d2kit.replay.nstep import NStepAccumulator
 from r2d2kit.replay.prioritized import PrioritizedReplayBuffer
 from r2d2kit.replay.rank_based import RankBasedReplayBuffer
@@ -13,6 +14,8 @@ from r2d2kit.replay.uniform import ReplayBuffer
 
 __all__ = [
     "BaseReplayBuffer",
+    "GoalSelectionStrategy",
+    "HerReplayBuffer",
     "ReplayBuffer",
     "PrioritizedReplayBuffer",
     "RankBasedReplayBuffer",

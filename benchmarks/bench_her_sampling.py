@@ -1,0 +1,293 @@
+"""HER sampling: r2d2kit's HerReplayBuffer against the seed article's per-index Python relabelling.
+
+    python benchmarks/bench_her_sampling.py              # capacity 2^17 transitions, about a minute
+    python benchmarks/bench_her_sampling.py --quick      # capacity 2^14, about 15 s
+    python benchmarks/bench_her_sampling.py --markdown   # the table as markdown
+
+A ratio above 1 means r2d2kit is faster. Both buffers hold the same BitFlip-style episodes (n_bits
+bits of observation and goal, float32; episodes of 1 .. n_bits steps, half ending in success),
+fed one step at a time into one env's ring that has wrapped several times, and both return the
+same arrays: observation, achieved/desired goal (relabelled), action, reward (recomputed in one
+vectorised compute_reward call), next observation and next achieved goal.
+
+"seed-style" is written below, clearly labelled: the straightforward HER buffer of the seed article
+("Hindsight Experience Replay (HER) Implementation", Pearl): an episode-id per index and an end
+index per episode; relabelling loops over the sampled indices in Python, one
+``rng.integers(index, end + 1)`` each; when an episode wraps around the end of the ring it falls
+back to the episode's final step (the failure mode r2d2kit does not have; the count is printed).
+
+Method: timings with time.perf_counter_ns around one ``sample(batch)`` call, warm-up first, garbage
+collector off, the two implementations in interleaved rounds; cells are medians. The kernel row
+times ``her_sample_goals`` alone on indices drawn beforehand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+BENCH_DIR = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH_DIR.parent))  # benchmark the checkout, not an installed copy
+
+import numba  # noqa: E402
+
+import r2d2kit  # noqa: E402
+from r2d2kit.envs import BitFlipEnv  # noqa: E402
+from r2d2kit.kernels import her as her_kernels  # noqa: E402
+from r2d2kit.replay import HerReplayBuffer  # noqa: E402
+
+FULL = dict(capacity=2**17, fill=2**17 + 2**15, n_bits=15, batch=256, reps=2000, slow_reps=300, rounds=10, warmup=50)
+QUICK = dict(capacity=2**14, fill=2**14 + 2**12, n_bits=15, batch=256, reps=300, slow_reps=60, rounds=3, warmup=10)
+
+
+# ---------------------------------------------------------------------------------------------
+# seed-style baseline (the seed article's buffer, as described there; NOT r2d2kit code)
+
+
+class SeedStyleHerBuffer:
+    """One ring of transitions; HER goals picked per sampled index in a Python loop (seed-article style).
+
+    Bookkeeping as the article describes it: ``index_episode_map[i]`` is the episode id of slot
+    ``i`` and ``episode_end_indices[id]`` the slot of that episode's last step. Samples are drawn
+    from steps of complete episodes; the first ``her_ratio * batch`` of them are relabelled.
+    ``future`` picks ``rng.integers(index, end + 1)``; an episode that wraps the ring (its end slot
+    before the sampled slot) falls back to ``final``, as the article does.
+    """
+
+    def __init__(self, capacity: int, n_bits: int, n_sampled_goal: int, strategy: str,
+                 compute_reward: Callable, seed: int = 0) -> None:
+        self.capacity = capacity
+        self.strategy = strategy
+        self.her_ratio = 1.0 - 1.0 / (n_sampled_goal + 1)
+        self.compute_reward = compute_reward
+        self.rng = np.random.default_rng(seed)
+        self.observation = np.zeros((capacity, n_bits), np.float32)
+        self.achieved_goal = np.zeros((capacity, n_bits), np.float32)
+        self.desired_goal = np.zeros((capacity, n_bits), np.float32)
+        self.action = np.zeros(capacity, np.int64)
+        self.reward = np.zeros(capacity, np.float32)
+        self.next_observation = np.zeros((capacity, n_bits), np.float32)
+        self.next_achieved_goal = np.zeros((capacity, n_bits), np.float32)
+        self.index_episode_map = np.full(capacity, -1, np.int64)
+        self.episode_end_indices: dict[int, int] = {}
+        self.complete = np.zeros(capacity, bool)  # slot holds a step of a complete, unbroken episode
+        self.position, self.size, self.episode = 0, 0, 0
+        self.fallbacks = 0
+
+    def add(self, obs: dict, action: int, reward: float, next_obs: dict, done: bool) -> None:
+        i = self.position
+        old = self.index_episode_map[i]
+        if old >= 0 and old in self.episode_end_indices:  # the ring overwrites an old episode: forget it
+            end = self.episode_end_indices.pop(old)
+            j = i
+            while self.index_episode_map[j] == old:
+                self.complete[j] = False
+                if j == end:
+                    break
+                j = (j + 1) % self.capacity
+        self.observation[i] = obs["observation"]
+        self.achieved_goal[i] = obs["achieved_goal"]
+        self.desired_goal[i] = obs["desired_goal"]
+        self.action[i] = action
+        self.reward[i] = reward
+        self.next_observation[i] = next_obs["observation"]
+        self.next_achieved_goal[i] = next_obs["achieved_goal"]
+        self.index_episode_map[i] = self.episode
+        self.complete[i] = False
+        self.position = (i + 1) % self.capacity
+        self.size = min(self.size + 1, self.capacity)
+        if done:
+            self.episode_end_indices[self.episode] = i
+            j = i
+            while self.index_episode_map[j] == self.episode:
+                self.complete[j] = True
+                j = (j - 1) % self.capacity
+                if j == i:
+                    break
+            self.episode += 1
+
+    def freeze(self) -> None:
+        """Precompute the sampleable slots once (not timed; the article recomputes its end index per call)."""
+        self.sampleable = np.flatnonzero(self.complete)
+
+    def sample(self, batch_size: int) -> dict[str, np.ndarray]:
+        indices = self.sampleable[self.rng.integers(0, self.sampleable.size, batch_size)]
+        her_count = int(self.her_ratio * batch_size)
+        her_indices = indices[:her_count]
+        goal_indices = np.empty(her_count, np.int64)
+        for k, index in enumerate(her_indices):  # the per-index Python relabelling
+            end = self.episode_end_indices[int(self.index_episode_map[index])]
+            if self.strategy == "final" or end < index:
+                if end < index:
+                    self.fallbacks += 1  # episode wraps the ring: fall back to 'final'
+                goal_indices[k] = end
+            else:
+                goal_indices[k] = self.rng.integers(index, end + 1)
+        desired = self.desired_goal[indices]
+        desired[:her_count] = self.next_achieved_goal[goal_indices]
+        reward = self.reward[indices]
+        reward[:her_count] = self.compute_reward(self.next_achieved_goal[her_indices], desired[:her_count], {})
+        return {"observation": self.observation[indices], "achieved_goal": self.achieved_goal[indices],
+                "desired_goal": desired, "action": self.action[indices], "reward": reward,
+                "next_observation": self.next_observation[indices],
+                "next_achieved_goal": self.next_achieved_goal[indices]}
+
+
+# ---------------------------------------------------------------------------------------------
+# data
+
+
+def episodes(n_steps: int, n_bits: int, seed: int):
+    """``n_steps`` BitFlip-style steps: random start and goal, a random walk; half the episodes reach the goal."""
+    rng = np.random.default_rng(seed)
+    produced = 0
+    while produced < n_steps:
+        length = int(rng.integers(1, n_bits + 1))
+        success = rng.random() < 0.5
+        state = rng.integers(0, 2, n_bits).astype(np.float32)
+        flips = rng.integers(0, n_bits, length)
+        path = [state.copy()]
+        for a in flips:
+            state[a] = 1.0 - state[a]
+            path.append(state.copy())
+        goal = path[-1].copy() if success else 1.0 - path[-1]
+        for t in range(length):
+            obs = {"observation": path[t], "achieved_goal": path[t], "desired_goal": goal}
+            next_obs = {"observation": path[t + 1], "achieved_goal": path[t + 1], "desired_goal": goal}
+            last = t == length - 1
+            reward = 0.0 if last and success else -1.0
+            yield obs, int(flips[t]), reward, next_obs, last and success, last and not success
+        produced += length
+
+
+def build(cfg: dict, strategy: str, **kwargs: Any) -> tuple[HerReplayBuffer, SeedStyleHerBuffer]:
+    env = BitFlipEnv(cfg["n_bits"])
+    n = cfg["n_bits"]
+    ours = HerReplayBuffer(cfg["capacity"], ((n,), "float32"), ((n,), "float32"), num_envs=1, n_sampled_goal=4,
+                           goal_selection_strategy=strategy, compute_reward=env.compute_reward, seed=0, **kwargs)
+    seed_style = SeedStyleHerBuffer(cfg["capacity"], n, 4, strategy, env.compute_reward, seed=0)
+    batched = lambda x: np.asarray(x)[np.newaxis]  # noqa: E731
+    for obs, action, reward, next_obs, terminated, truncated in episodes(cfg["fill"], n, seed=1):
+        ours.add({k: v[np.newaxis] for k, v in obs.items()}, batched(action), batched(reward),
+                 {k: v[np.newaxis] for k, v in next_obs.items()}, batched(terminated), batched(truncated))
+        seed_style.add(obs, action, reward, next_obs, terminated or truncated)
+    seed_style.freeze()
+    return ours, seed_style
+
+
+# ---------------------------------------------------------------------------------------------
+# timing
+
+
+def measure(steps: dict[str, Callable[[], Any]], cfg: dict, slow: tuple[str, ...] = ()) -> dict[str, float]:
+    """Median seconds per call of each step, run in interleaved rounds with the collector off."""
+    for step in steps.values():
+        for _ in range(cfg["warmup"]):
+            step()
+    times: dict[str, list[int]] = {name: [] for name in steps}
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(cfg["rounds"]):
+            for name, step in steps.items():
+                reps = (cfg["slow_reps"] if name in slow else cfg["reps"]) // cfg["rounds"]
+                for _ in range(max(1, reps)):
+                    start = time.perf_counter_ns()
+                    step()
+                    times[name].append(time.perf_counter_ns() - start)
+    finally:
+        gc.enable()
+    return {name: float(np.median(t)) / 1e9 for name, t in times.items()}
+
+
+def run(cfg: dict) -> tuple[list[list[str]], list[str]]:
+    b = cfg["batch"]
+    rows, notes = [], []
+
+    def row(label: str, ours: float, seed_style: float | None) -> None:
+        cells = [label, f"{ours * 1e6:,.1f} us"]
+        if seed_style is None:
+            cells += ["n/a", "-"]
+        else:
+            cells += [f"{seed_style * 1e6:,.1f} us", f"{seed_style / ours:.1f}x"]
+        rows.append(cells)
+
+    for strategy in ("future", "final"):
+        ours, seed_style = build(cfg, strategy)
+        t = measure({"r2d2kit": lambda: ours.sample(b), "seed-style": lambda: seed_style.sample(b)}, cfg,
+                    slow=("seed-style",))
+        row(f"sample({b}), {strategy}, k=4", t["r2d2kit"], t["seed-style"])
+        if strategy == "future":
+            notes.append(f"seed-style fell back from 'future' to 'final' for {seed_style.fallbacks:,} relabelled "
+                         f"samples over the run (episodes wrapping the ring); r2d2kit: never, by construction")
+            indices = ours.tree.sample(b, np.random.default_rng(0))
+            u = np.random.default_rng(1).random((2, b))
+            kernel = lambda: her_kernels.her_sample_goals(  # noqa: E731
+                indices, ours._step_count, ours._episode_start, ours._episode_end, ours._env_written, ours.rows,
+                ours.num_envs, ours.n_step, 0, ours.relabel_probability, False, u[0], u[1], indices)
+            row(f"  her_sample_goals kernel alone ({b})", measure({"k": kernel}, cfg)["k"], None)
+        del ours, seed_style
+        gc.collect()
+
+    for label, strategy, kwargs in [("episode, k=4", "episode", {}), ("random, k=4", "random", {}),
+                                    ("future, k=4, PER", "future", {"prioritized": True}),
+                                    ("future, k=4, n_step=3", "future", {"n_step": 3})]:
+        ours, _ = build(cfg, strategy, **kwargs)
+        row(f"sample({b}), {label}", measure({"r2d2kit": lambda: ours.sample(b, beta=0.4)}, cfg)["r2d2kit"], None)
+        del ours
+        gc.collect()
+    return rows, notes
+
+
+def table(rows: list[list[str]], markdown: bool) -> str:
+    header = ["operation", "r2d2kit", "seed-style", "seed-style/r2d2kit"]
+    if markdown:
+        lines = ["| " + " | ".join(header) + " |", "|---|---:|---:|---:|"]
+        return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
+    widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
+    render = lambda cells: "  ".join(c.ljust(w) if i == 0 else c.rjust(w)  # noqa: E731
+                                     for i, (c, w) in enumerate(zip(cells, widths)))
+    return "\n".join([render(header), render(["-" * w for w in widths])] + [render(r) for r in rows])
+
+
+def machine_line() -> str:
+    cpu = platform.processor() or "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return (f"machine: {cpu}, {cores} cores; python {platform.python_version()}, numpy {np.__version__}, "
+            f"numba {numba.__version__}, r2d2kit {r2d2kit.__version__}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small buffer, few repeats (smoke run)")
+    parser.add_argument("--markdown", action="store_true", help="print the table as markdown")
+    args = parser.parse_args(argv)
+    cfg = QUICK if args.quick else FULL
+    print(machine_line())
+    print(f"capacity {cfg['capacity']:,} transitions ({cfg['fill']:,} steps fed, ring wrapped), n_bits "
+          f"{cfg['n_bits']}, one env; medians of {cfg['reps']} (seed-style: {cfg['slow_reps']}) calls; "
+          f"load average {os.getloadavg()[0]:.2f}")
+    rows, notes = run(cfg)
+    print(table(rows, args.markdown))
+    for note in notes:
+        print(f"note: {note}")
+    print(f"load average at end: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,619 @@
+"""Hindsight experience replay over transitions (Andrychowicz et al. 2017, https://arxiv.org/abs/1707.01495).
+
+Mental model: a vector env's steps go into one flat ring with a column per env, so each episode
+is contiguous (modulo the column length) and its steps are found by arithmetic on per-env write
+counts. Relabelling happens at sample time, for the whole batch in one kernel call, and the
+rewards of relabelled samples come from one batched ``compute_reward`` call::
+
+    add(vector step) --> column of each env: ... | o_t g_t a_t r_t o_t+1 ag_t+1 | ...   (+ episode start/end)
+    sample(B)        --> sum tree: B steps --> her_sample_goals: goal step j per sample (or none)
+                     --> goal = next_achieved_goal[j] --> compute_reward(next_ag, goal, {})  [one call]
+                     --> n-step returns under that goal --> dict of [B, ...] arrays
+
+A relabelled goal is the achieved goal *after* the chosen step j (``next_achieved_goal[j]``), so a
+transition relabelled with its own outcome (``future`` may pick ``j = t``) succeeds. The goal step
+is chosen by counts inside the episode, which stays correct when the episode wraps around the end
+of its column: r2d2kit never falls back to another strategy there (the seed article's buffer falls
+back to 'final' for such episodes).
+
+Differences from Stable-Baselines3's ``HerReplayBuffer``:
+    * each sample is relabelled independently with probability ``k / (k + 1)`` (SB3 splits the
+      batch exactly); with prioritized sampling an exact split would tie relabelling to the
+      stratum, i.e. to the position in the ring;
+    * an episode partly overwritten by the ring is never sampled (its steps lose their mass when
+      its first step is overwritten), and an unfinished episode is sampled but, by default, not
+      relabelled;
+    * per-step ``infos`` are not stored (they cannot be saved without pickle); ``compute_reward``
+      receives an empty dict;
+    * termination is recomputed under the new goal only if ``compute_terminated`` is given (the
+      GoalEnv method of that name); otherwise the stored flag is kept, as in SB3;
+    * n-step returns (``n_step > 1``) sum rewards recomputed under the relabelled goal.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from enum import Enum
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from r2d2kit._validation import (
+    as_generator,
+    as_index_array,
+    as_priority_array,
+    check_float,
+    check_positive_int,
+)
+from r2d2kit.kernels import her as her_kernels
+from r2d2kit.kernels import sumtree as tree_kernels
+from r2d2kit.replay.base import Beta
+from r2d2kit.replay.fields import FieldSpec, _check_cast, fields_from_json, parse_fields
+from r2d2kit.replay.nstep import _autoreset_mode
+from r2d2kit.replay.persistence import read_npz, require_arrays, rng_from_json, rng_to_json, write_npz
+from r2d2kit.sumtree import SumTree
+
+__all__ = ["GoalSelectionStrategy", "HerReplayBuffer"]
+
+GOAL_KEYS = ("observation", "achieved_goal", "desired_goal")
+# stored field <- (argument of add, key in that dict or None)
+_STEP_SOURCES = {
+    "observation": ("obs", "observation"),
+    "achieved_goal": ("obs", "achieved_goal"),
+    "desired_goal": ("obs", "desired_goal"),
+    "action": ("action", None),
+    "next_observation": ("next_obs", "observation"),
+    "next_achieved_goal": ("next_obs", "achieved_goal"),
+}
+RewardFn = Callable[[np.ndarray, np.ndarray, Any], Any]
+
+
+class GoalSelectionStrategy(Enum):
+    """Where a relabelled goal comes from (HER paper, section 4.5); strings are accepted case-insensitively.
+
+    ``FUTURE``: a step of the same episode at or after the sampled one. ``FINAL``: the episode's
+    last step. ``EPISODE``: any step of the same episode. ``RANDOM``: any sampleable step in the
+    buffer. The goal is always that step's ``next_achieved_goal``.
+
+    Example:
+        >>> GoalSelectionStrategy("Future") is GoalSelectionStrategy.FUTURE
+        True
+    """
+
+    FUTURE = "future"
+    FINAL = "final"
+    EPISODE = "episode"
+    RANDOM = "random"
+
+    @classmethod
+    def _missing_(cls, value: object) -> "GoalSelectionStrategy | None":
+        if isinstance(value, str):
+            key = value.strip().lower()
+            for member in cls:
+                if member.value == key:
+                    return member
+        return None
+
+    @property
+    def code(self) -> int:
+        """The strategy's code in ``r2d2kit.kernels.her`` (0 future, 1 final, 2 episode, 3 random)."""
+        return _STRATEGY_CODES[self]
+
+
+_STRATEGY_CODES = {GoalSelectionStrategy.FUTURE: 0, GoalSelectionStrategy.FINAL: 1,
+                   GoalSelectionStrategy.EPISODE: 2, GoalSelectionStrategy.RANDOM: 3}
+
+
+def _as_strategy(value: Any) -> GoalSelectionStrategy:
+    try:
+        return GoalSelectionStrategy(value)
+    except ValueError:
+        options = ", ".join(repr(member.value) for member in GoalSelectionStrategy)
+        raise ValueError(f"goal_selection_strategy must be one of {options} (or a GoalSelectionStrategy), "
+                         f"got {value!r}") from None
+
+
+def _check_bool(name: str, value: Any) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {value!r} ({type(value).__name__})")
+    return bool(value)
+
+
+class HerReplayBuffer:
+    """Transition replay for goal-conditioned envs (gymnasium-robotics GoalEnv protocol) with hindsight relabelling.
+
+    Storage: ``rows = capacity // num_envs`` rows of ``num_envs`` columns; the ``c``-th step of env
+    ``e`` lives at flat index ``(c % rows) * num_envs + e`` (``capacity % num_envs`` slots stay
+    unused). Per step the buffer keeps ``observation``, ``achieved_goal``, ``desired_goal``,
+    ``action``, ``reward`` (float32), ``terminated``, ``truncated``, ``next_observation`` and
+    ``next_achieved_goal``, plus 24 bytes of episode bookkeeping. Keeping ``next_observation``
+    doubles the observation memory (``nbytes`` reports the total); in exchange every step is
+    self-contained, including an episode's last step, whose next observation is no other step's.
+
+    Sampling is uniform over sampleable transitions (or proportional PER with ``prioritized``);
+    a transition is sampleable while its whole episode is in the ring. Each sample whose episode
+    is finished (or any, with ``relabel_unfinished``) is relabelled with probability
+    ``n_sampled_goal / (n_sampled_goal + 1)``.
+
+    Args:
+        capacity: transitions held (over all envs); at least ``num_envs``. An episode longer than
+            ``capacity // num_envs`` steps can never be sampled.
+        observation_spec: ``(shape, dtype)`` of ``obs["observation"]``, e.g. ``((10,), "float32")``.
+        goal_spec: ``(shape, dtype)`` of ``obs["achieved_goal"]`` and ``obs["desired_goal"]``.
+        action_spec: ``(shape, dtype)`` of one env's action.
+        num_envs: envs in the vector env that feeds :meth:`add`.
+        n_sampled_goal: the paper's ``k``: relabel probability ``k / (k + 1)`` (0: no relabelling).
+        goal_selection_strategy: ``"future"``, ``"final"``, ``"episode"`` or ``"random"``.
+        compute_reward: ``compute_reward(achieved_goal [M, *goal], desired_goal [M, *goal], info)``
+            returning ``[M]`` rewards, e.g. ``env.unwrapped.compute_reward``. Called once per
+            ``sample`` with ``info = {}``.
+        compute_terminated: optional ``compute_terminated(achieved_goal, desired_goal, info)`` of
+            the same shape contract; given, the termination of relabelled steps is recomputed
+            under the new goal (for envs that end an episode on success, like BitFlip).
+        n_step: steps summed per sample (1: one-step transitions).
+        gamma: discount for the n-step return and the returned ``discount``.
+        prioritized: proportional PER over transitions (``update_priorities``); otherwise uniform.
+        alpha: PER exponent (used with ``prioritized``).
+        eps: added to every priority (used with ``prioritized``).
+        relabel_unfinished: also relabel steps of episodes still running ('future' and 'final'
+            then use the steps stored so far).
+        autoreset_mode: the vector env's autoreset mode. ``"next_step"`` (gymnasium >= 1.0's
+            default): the step after an episode ends only carries the reset observation, so it is
+            ignored for that env. ``"same_step"`` / ``"disabled"``: every step is a transition and
+            ``next_obs`` of a finished env must be its true final observation (taken from
+            ``infos["final_obs"]`` when :meth:`add` gets gymnasium's infos).
+        seed: int seed, ``None`` or a ``np.random.Generator`` (used as is).
+
+    Example:
+        >>> env = gymnasium.make("BitFlip-v0", n_bits=8)
+        >>> buf = HerReplayBuffer(10_000, ((8,), "float32"), ((8,), "float32"), num_envs=4,
+        ...                       compute_reward=env.unwrapped.compute_reward, seed=0)
+        >>> buf.add(obs, action, reward, next_obs, terminated, truncated)   # one vector-env step
+        >>> batch = buf.sample(256)      # observation, desired_goal, reward, discount, ...
+    """
+
+    def __init__(self, capacity: int, observation_spec: Any, goal_spec: Any, action_spec: Any = ((), "int64"), *,
+                 compute_reward: RewardFn, num_envs: int = 1, n_sampled_goal: int = 4,
+                 goal_selection_strategy: Any = "future", compute_terminated: RewardFn | None = None,
+                 n_step: int = 1, gamma: float = 0.99, prioritized: bool = False, alpha: float = 0.6,
+                 eps: float = 1e-6, relabel_unfinished: bool = False, autoreset_mode: Any = "next_step",
+                 seed: Any = None) -> None:
+        self.capacity = check_positive_int("capacity", capacity)
+        self.num_envs = check_positive_int("num_envs", num_envs)
+        if self.capacity < self.num_envs:
+            raise ValueError(f"capacity must be >= num_envs = {self.num_envs} (one column per env), got {capacity}")
+        self.rows = self.capacity // self.num_envs
+        self.n_sampled_goal = check_positive_int("n_sampled_goal", n_sampled_goal, minimum=0)
+        self.goal_selection_strategy = _as_strategy(goal_selection_strategy)
+        self._strategy_code = self.goal_selection_strategy.code
+        self._relabel_probability = self.n_sampled_goal / (self.n_sampled_goal + 1.0)
+        if not callable(compute_reward):
+            raise TypeError(f"compute_reward must be callable like env.unwrapped.compute_reward, "
+                            f"got {compute_reward!r}")
+        if compute_terminated is not None and not callable(compute_terminated):
+            raise TypeError(f"compute_terminated must be callable or None, got {compute_terminated!r}")
+        self.compute_reward = compute_reward
+        self.compute_terminated = compute_terminated
+        self.n_step = check_positive_int("n_step", n_step)
+        self.gamma = check_float("gamma", gamma, 0.0, 1.0)
+        self.prioritized = _check_bool("prioritized", prioritized)
+        self.alpha = check_float("alpha", alpha, 0.0)
+        self.eps = check_float("eps", eps, 0.0)
+        self.relabel_unfinished = _check_bool("relabel_unfinished", relabel_unfinished)
+        self.autoreset_mode = _autoreset_mode(autoreset_mode)
+
+        given = parse_fields({"observation": observation_spec, "goal": goal_spec, "action": action_spec})
+        obs, goal, act = given["observation"], given["goal"], given["action"]
+        self._specs = {
+            "observation": obs,
+            "achieved_goal": FieldSpec("achieved_goal", goal.shape, goal.dtype),
+            "desired_goal": FieldSpec("desired_goal", goal.shape, goal.dtype),
+            "action": act,
+            "reward": FieldSpec("reward", (), np.dtype(np.float32)),
+            "terminated": FieldSpec("terminated", (), np.dtype(bool)),
+            "truncated": FieldSpec("truncated", (), np.dtype(bool)),
+            "next_observation": FieldSpec("next_observation", obs.shape, obs.dtype),
+            "next_achieved_goal": FieldSpec("next_achieved_goal", goal.shape, goal.dtype),
+        }
+        slots = self.rows * self.num_envs
+        self._slots = slots
+        self._data = {name: np.zeros((slots,) + spec.shape, spec.dtype) for name, spec in self._specs.items()
+                      if name not in ("achieved_goal", "desired_goal", "next_achieved_goal")}
+        # the three goal fields share one array, so that a batch's goals (relabelled or not) are one take
+        self._goals = np.zeros((3 * slots,) + goal.shape, goal.dtype)  # [achieved | desired | next_achieved]
+        for k, name in enumerate(("achieved_goal", "desired_goal", "next_achieved_goal")):
+            self._data[name] = self._goals[k * slots:(k + 1) * slots]
+        self._step_count = np.full(slots, -1, dtype=np.int64)  # per-env write count of the step in the slot
+        self._episode_start = np.full(slots, -1, dtype=np.int64)  # count of its episode's first step
+        self._episode_end = np.full(slots, -1, dtype=np.int64)  # one past its episode's last count; -1 unfinished
+        self._env_written = np.zeros(self.num_envs, dtype=np.int64)  # [E] steps written per env
+        self._env_episode_start = np.zeros(self.num_envs, dtype=np.int64)  # [E] count of the running episode's start
+        self._skip = np.zeros(self.num_envs, dtype=bool)  # [E] next step only carries a reset observation
+
+        # mass 1 per sampleable transition: uniform sampling, 'random' goals and len() read it
+        self._valid_tree = SumTree(slots, track_min=False)
+        self._priority_tree = SumTree(slots) if self.prioritized else None
+        self._max_priority = 1.0
+        self._rng = as_generator(seed)
+        self._lock = threading.RLock()
+
+    # ----------------------------------------------------------------- properties
+    def __len__(self) -> int:
+        """Transitions that can be sampled now (their whole episode is in the ring)."""
+        return int(self._valid_tree.total())
+
+    @property
+    def relabel_probability(self) -> float:
+        """``k / (k + 1)``: the chance that an eligible sample is relabelled."""
+        return self._relabel_probability
+
+    @property
+    def fields(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+        """``{"name": (shape, dtype)}`` of every per-step array stored."""
+        return {name: (spec.shape, spec.dtype) for name, spec in self._specs.items()}
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of preallocated storage: step fields and episode bookkeeping (trees not included)."""
+        return (sum(array.nbytes for array in self._data.values()) + self._step_count.nbytes
+                + self._episode_start.nbytes + self._episode_end.nbytes)
+
+    @property
+    def tree(self) -> SumTree:
+        """The tree ``sample`` draws from (read it, don't write it).
+
+        With ``prioritized``: ``(priority + eps)^alpha`` per slot; otherwise 1 per sampleable slot.
+        Either way a slot that cannot be sampled holds 0.
+        """
+        return self._priority_tree if self.prioritized else self._valid_tree
+
+    @property
+    def max_priority(self) -> float:
+        """Largest ``priority + eps`` seen so far; new transitions get it (with ``prioritized``)."""
+        return self._max_priority
+
+    # ----------------------------------------------------------------- adding
+    def add(self, obs: Mapping[str, Any], action: Any, reward: Any, next_obs: Mapping[str, Any], terminated: Any,
+            truncated: Any, infos: Mapping[str, Any] | None = None) -> np.ndarray:
+        """Add one vector-env step: every argument has a leading axis of ``num_envs``.
+
+        ``obs`` is where ``action`` was taken, ``next_obs`` what ``envs.step`` returned. With the
+        ``"next_step"`` autoreset mode the step right after an env's episode ended is not stored
+        for that env (its action is ignored by gymnasium). ``infos`` is read only for
+        ``final_obs`` in the ``"same_step"`` mode; it is not stored.
+
+        Returns:
+            ``[num_envs]`` int64: the flat index each env's step was written to, -1 where skipped.
+        """
+        values, done = self._check_step(obs, action, reward, next_obs, terminated, truncated, infos)
+        written = np.full(self.num_envs, -1, dtype=np.int64)
+        with self._lock:
+            active = ~self._skip
+            envs = np.flatnonzero(active)
+            if envs.size:
+                flat = (self._env_written[envs] % self.rows) * self.num_envs + envs  # [m]
+                for name, array in self._data.items():
+                    array[flat] = values[name][envs]
+                leaves, valid = her_kernels.her_write(
+                    envs, done[envs], self._step_count, self._episode_start, self._episode_end, self._env_written,
+                    self._env_episode_start, self.rows, self.num_envs)
+                self._set_mass(leaves, valid)
+                written[envs] = flat
+            self._skip[:] = active & done if self.autoreset_mode == "next_step" else False
+        return written
+
+    def _set_mass(self, leaves: np.ndarray, valid: np.ndarray) -> None:
+        t = self._valid_tree
+        tree_kernels.sum_tree_update(t._sum, t._leaf_offset, t._depth, leaves, valid)
+        if self.prioritized:
+            p = self._priority_tree
+            tree_kernels.priority_trees_update(p._sum, p._min, p._leaf_offset, p._depth, leaves,
+                                               valid * self._max_priority ** self.alpha)
+
+    def _check_step(self, obs, action, reward, next_obs, terminated, truncated, infos):
+        """Every field as a checked ``[num_envs, ...]`` array, and the per-env episode-end flags."""
+        values = {}
+        for prefix, mapping in (("obs", obs), ("next_obs", next_obs)):
+            if not isinstance(mapping, Mapping) or set(mapping) != set(GOAL_KEYS):
+                keys = sorted(mapping) if isinstance(mapping, Mapping) else type(mapping).__name__
+                raise ValueError(f"{prefix} must be a dict with exactly the keys {list(GOAL_KEYS)} (a GoalEnv "
+                                 f"observation, batched over envs), got {keys}")
+        if self.autoreset_mode == "same_step" and infos is not None and "final_obs" in infos:
+            next_obs = self._with_final_obs(next_obs, infos)
+        given = {"obs": obs, "action": action, "next_obs": next_obs}
+        for name, (argument, key) in _STEP_SOURCES.items():
+            value = given[argument] if key is None else given[argument][key]
+            label = argument if key is None else f"{argument}[{key!r}]"
+            values[name] = self._per_env(label, value, self._specs[name])
+        self._per_env("next_obs['desired_goal']", next_obs["desired_goal"], self._specs["desired_goal"])
+        rewards = self._per_env("reward", reward, self._specs["reward"])
+        bad = np.flatnonzero(~np.isfinite(rewards))
+        if bad.size:
+            raise ValueError(f"reward[{bad[0]}] = {float(rewards[bad[0]])!r} is not finite; check the env's reward")
+        values["reward"] = rewards
+        values["terminated"] = self._per_env_flags("terminated", terminated)
+        values["truncated"] = self._per_env_flags("truncated", truncated)
+        return values, values["terminated"] | values["truncated"]
+
+    def _per_env(self, label: str, value: Any, spec: FieldSpec) -> np.ndarray:
+        array = np.asarray(value)
+        expected = (self.num_envs,) + spec.shape
+        if array.shape != expected:
+            hint = " (one vector-env step: add a leading env axis, e.g. x[np.newaxis])" \
+                if array.shape == spec.shape else ""
+            raise ValueError(f"{label} must have shape {expected} (num_envs = {self.num_envs}), "
+                             f"got {array.shape}{hint}")
+        return _check_cast(FieldSpec(label, spec.shape, spec.dtype), array).astype(spec.dtype, copy=False)
+
+    def _per_env_flags(self, label: str, value: Any) -> np.ndarray:
+        array = np.asarray(value)
+        if array.shape != (self.num_envs,):
+            raise ValueError(f"{label} must have shape ({self.num_envs},), got {array.shape}")
+        if array.dtype != np.bool_:
+            if not np.issubdtype(array.dtype, np.integer) or not np.isin(array, (0, 1)).all():
+                raise TypeError(f"{label} must hold booleans (as envs.step returns them), got {array!r}")
+            array = array.astype(bool)
+        return array
+
+    def _with_final_obs(self, next_obs: Mapping[str, Any], infos: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """``next_obs`` with each finished env's true final observation from gymnasium's same-step infos."""
+        finals = infos["final_obs"]
+        flags = np.asarray(infos.get("_final_obs", [final is not None for final in finals]), dtype=bool)
+        patched = {key: np.array(next_obs[key], copy=True) for key in GOAL_KEYS}
+        for env in np.flatnonzero(flags):
+            for key in GOAL_KEYS:
+                patched[key][env] = finals[env][key]
+        return patched
+
+    # ----------------------------------------------------------------- sampling
+    def sample(self, batch_size: int, beta: float = 0.4) -> dict[str, np.ndarray]:
+        """Sample ``batch_size`` transitions (with replacement) and relabel them in hindsight.
+
+        Args:
+            batch_size: number of transitions.
+            beta: importance-sampling exponent in ``[0, 1]`` (weights are 1 unless ``prioritized``).
+
+        Returns:
+            ``observation``, ``achieved_goal``, ``desired_goal`` (the relabelled goal where
+            ``relabelled``), ``action``, ``reward`` (the n-step return under that goal, float32),
+            ``next_observation`` and ``next_achieved_goal`` (after the last summed step),
+            ``discount`` (``gamma^m``, 0 if the last summed step terminated; float32),
+            ``relabelled`` (bool), ``indices`` (int64, for ``update_priorities``) and ``weights``
+            (float32, max 1). Use ``desired_goal`` with both observations.
+        """
+        batch_size = check_positive_int("batch_size", batch_size)
+        beta = check_float("beta", beta, 0.0, 1.0)
+        with self._lock:  # held through compute_reward: the returns read stored rewards the ring may overwrite
+            if len(self) == 0:
+                raise ValueError(self._nothing_to_sample())
+            uniforms = self._rng.random((3, batch_size))  # [3, B]: sample, relabel, goal
+            v = self._valid_tree
+            if self.prioritized:
+                p = self._priority_tree
+                if not p.total() > 0.0:
+                    raise ValueError("cannot sample: every stored priority is 0 (possible only with eps=0)")
+                indices, weights = tree_kernels.sum_tree_sample_weighted(
+                    p._sum, p._min, p._leaf_offset, p._depth, uniforms[0], beta)
+            else:
+                indices = tree_kernels.sum_tree_find(v._sum, v._leaf_offset, v._depth, uniforms[0] * v.total())
+                weights = np.ones(batch_size, dtype=np.float32)
+            if self._strategy_code == 3:  # random: goal steps uniform over everything sampleable
+                random_goals = tree_kernels.sum_tree_find(v._sum, v._leaf_offset, v._depth, uniforms[2] * v.total())
+            else:
+                random_goals = indices  # unused by the other strategies
+            goal_indices, steps, pair_samples, pair_steps = her_kernels.her_sample_goals(
+                indices, self._step_count, self._episode_start, self._episode_end, self._env_written, self.rows,
+                self.num_envs, self.n_step, self._strategy_code, self._relabel_probability, self.relabel_unfinished,
+                uniforms[1], uniforms[2], random_goals)
+            batch = self._gather(indices, goal_indices, steps, pair_samples, pair_steps)
+        batch["indices"] = indices
+        batch["weights"] = weights
+        return batch
+
+    def _gather(self, indices: np.ndarray, goal_indices: np.ndarray, steps: np.ndarray, pair_samples: np.ndarray,
+                pair_steps: np.ndarray) -> dict[str, np.ndarray]:
+        """The batch for sampled ``indices``: relabelled goals, recomputed rewards, n-step returns."""
+        d, slots = self._data, self._slots
+        relabelled = goal_indices >= 0  # [B]
+        goal_rows = np.where(relabelled, goal_indices + 2 * slots, indices + slots)  # [B] rows of self._goals
+        desired = self._goals.take(goal_rows, axis=0)  # [B, *goal]
+        if pair_samples.size:
+            achieved = d["next_achieved_goal"].take(pair_steps, axis=0)  # [M, *goal]
+            goals = desired.take(pair_samples, axis=0)  # [M, *goal]
+            pair_rewards = self._call("compute_reward", self.compute_reward, achieved, goals).astype(np.float64)
+            if self.compute_terminated is None:
+                pair_terminated = d["terminated"].take(pair_steps)
+            else:
+                pair_terminated = self._call("compute_terminated", self.compute_terminated, achieved, goals) != 0
+        else:
+            pair_rewards, pair_terminated = np.zeros(0), np.zeros(0, dtype=bool)
+        returns, discount, last_steps = her_kernels.her_nstep_returns(
+            steps, goal_indices, d["reward"], d["terminated"], pair_rewards, pair_terminated, self.gamma)
+        return {
+            "observation": d["observation"].take(indices, axis=0),
+            "achieved_goal": self._goals.take(indices, axis=0),
+            "desired_goal": desired,
+            "action": d["action"].take(indices, axis=0),
+            "reward": returns,
+            "next_observation": d["next_observation"].take(last_steps, axis=0),
+            "next_achieved_goal": d["next_achieved_goal"].take(last_steps, axis=0),
+            "discount": discount,
+            "relabelled": relabelled,
+        }
+
+    @staticmethod
+    def _call(name: str, function: RewardFn, achieved: np.ndarray, goals: np.ndarray) -> np.ndarray:
+        count = achieved.shape[0]
+        result = np.asarray(function(achieved, goals, {}))
+        if result.shape != (count,):
+            raise ValueError(f"{name} returned shape {result.shape} for {count} (achieved_goal, desired_goal) pairs; "
+                             f"it must be vectorised over the leading batch axis and return shape ({count},)")
+        if result.dtype.kind not in "biuf":
+            raise TypeError(f"{name} must return real numbers or booleans, got dtype {result.dtype}")
+        if result.dtype.kind == "f" and not np.isfinite(result).all():
+            bad = int(np.flatnonzero(~np.isfinite(result))[0])
+            raise ValueError(f"{name} returned {result[bad]!r} at position {bad}; it must return finite values")
+        return result
+
+    def _nothing_to_sample(self) -> str:
+        if not self._env_written.any():
+            return "cannot sample from an empty HerReplayBuffer: add steps first"
+        return (f"cannot sample: every stored episode is partly overwritten (an episode longer than "
+                f"capacity // num_envs = {self.rows} steps can never be sampled); raise capacity")
+
+    def update_priorities(self, indices: Any, priorities: Any) -> None:
+        """Set new priorities (typically ``|TD error|``) for sampled ``indices``; a repeated index: the last wins.
+
+        Indices whose transition can no longer be sampled (its episode was partly overwritten since
+        it was sampled) are skipped. Without ``prioritized`` the input is only validated.
+
+        Raises:
+            IndexError: an index outside the ring, or a slot that never held a transition.
+            ValueError: a priority is NaN, infinite or negative (the first one is named).
+        """
+        with self._lock:
+            leaves = as_index_array("indices", indices, self._step_count.shape[0])
+            values = as_priority_array("priorities", priorities, leaves.shape[0])
+            never = np.flatnonzero(self._step_count[leaves] < 0)
+            if never.size:
+                i = int(never[0])
+                raise IndexError(f"indices[{i}] = {leaves[i]} holds no transition yet; pass indices from sample()")
+            if not self.prioritized:
+                return
+            v = self._valid_tree
+            alive = v._sum[v._leaf_offset + leaves] > 0.0
+            if not alive.all():
+                leaves, values = leaves[alive], values[alive]
+            p = self._priority_tree
+            largest = tree_kernels.priority_trees_update_scaled(
+                p._sum, p._min, p._leaf_offset, p._depth, leaves, values, self.eps, self.alpha)
+            self._max_priority = max(self._max_priority, largest)
+
+    # ----------------------------------------------------------------- tf.data
+    def batch_spec(self, batch_size: int) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+        """Shape and dtype of every array ``sample(batch_size)`` returns."""
+        s = self._specs
+        spec = {name: ((batch_size,) + s[name].shape, s[name].dtype)
+                for name in ("observation", "achieved_goal", "desired_goal", "action", "reward", "next_observation",
+                             "next_achieved_goal")}
+        spec["discount"] = ((batch_size,), np.dtype(np.float32))
+        spec["relabelled"] = ((batch_size,), np.dtype(bool))
+        spec["indices"] = ((batch_size,), np.dtype(np.int64))
+        spec["weights"] = ((batch_size,), np.dtype(np.float32))
+        return spec
+
+    def as_dataset(self, batch_size: int, beta: Beta = 0.4, prefetch: int = 2):
+        """A ``tf.data.Dataset`` of endless ``sample(batch_size, beta)`` batches (imports TensorFlow)."""
+        from r2d2kit.replay.dataset import buffer_dataset
+
+        return buffer_dataset(self, batch_size, beta=beta, prefetch=prefetch)
+
+    # ----------------------------------------------------------------- persistence
+    def _params(self) -> dict[str, Any]:
+        return {"num_envs": self.num_envs, "n_sampled_goal": self.n_sampled_goal,
+                "goal_selection_strategy": self.goal_selection_strategy.value, "n_step": self.n_step,
+                "gamma": self.gamma, "prioritized": self.prioritized, "alpha": self.alpha, "eps": self.eps,
+                "relabel_unfinished": self.relabel_unfinished, "autoreset_mode": self.autoreset_mode}
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the whole buffer to ``path`` (``.npz``, no pickle, atomic replace).
+
+        Steps, episode bookkeeping, priorities and the random state are kept, so sampling after
+        ``load`` gives exactly what sampling without the round trip would. The reward and
+        termination functions are not saved: pass them to :meth:`load`.
+        """
+        with self._lock:
+            slots = min(self.rows, int(self._env_written.max())) * self.num_envs
+            meta = {
+                "class": type(self).__name__,
+                "capacity": self.capacity,
+                "specs": {name: self._specs[name].to_json() for name in ("observation", "desired_goal", "action")},
+                "params": self._params(),
+                "has_compute_terminated": self.compute_terminated is not None,
+                "slots": slots,
+                "max_priority": self._max_priority,
+                "rng": rng_to_json(self._rng),
+            }
+            arrays = {f"field.{name}": array[:slots] for name, array in self._data.items()}
+            arrays.update(step_count=self._step_count[:slots], episode_start=self._episode_start[:slots],
+                          episode_end=self._episode_end[:slots], env_written=self._env_written,
+                          env_episode_start=self._env_episode_start, skip=self._skip,
+                          valid=self._valid_tree.leaves()[:slots])
+            if self.prioritized:
+                arrays["tree_values"] = self._priority_tree.leaves()[:slots]
+            write_npz(path, meta, arrays)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, *, compute_reward: RewardFn,
+             compute_terminated: RewardFn | None = None) -> "HerReplayBuffer":
+        """Read a buffer written by ``save``; a missing, truncated or foreign file raises, naming it.
+
+        Args:
+            path: the file ``save`` wrote.
+            compute_reward: the reward function (functions are not saved).
+            compute_terminated: required exactly when the saved buffer had one.
+        """
+        path = os.fspath(path)
+        if not callable(compute_reward):
+            raise TypeError(f"load() needs compute_reward (functions are not saved), got {compute_reward!r}")
+        meta, arrays = read_npz(path, cls.__name__)
+        try:
+            if bool(meta["has_compute_terminated"]) != (compute_terminated is not None):
+                raise ValueError(
+                    f"{path!r} was saved from a buffer {'with' if meta['has_compute_terminated'] else 'without'} "
+                    "compute_terminated; pass the same to load() so that sampling continues identically")
+            specs = fields_from_json(meta["specs"])
+            buffer = cls(meta["capacity"], specs["observation"], specs["desired_goal"], specs["action"],
+                         compute_reward=compute_reward, compute_terminated=compute_terminated, seed=0,
+                         **meta["params"])
+            slots = int(meta["slots"])
+            if not (0 <= slots <= buffer._step_count.shape[0] and slots % buffer.num_envs == 0):
+                raise ValueError(f"{path!r}: {slots} saved slots do not fit {buffer.rows} rows of "
+                                 f"{buffer.num_envs} envs")
+            expected = {f"field.{name}": (slots,) + spec.shape for name, spec in buffer._specs.items()}
+            expected.update(step_count=(slots,), episode_start=(slots,), episode_end=(slots,), valid=(slots,),
+                            env_written=(buffer.num_envs,), env_episode_start=(buffer.num_envs,),
+                            skip=(buffer.num_envs,))
+            if buffer.prioritized:
+                expected["tree_values"] = (slots,)
+            require_arrays(path, arrays, expected)
+            for name, array in buffer._data.items():
+                array[:slots] = arrays[f"field.{name}"]
+            buffer._step_count[:slots] = arrays["step_count"]
+            buffer._episode_start[:slots] = arrays["episode_start"]
+            buffer._episode_end[:slots] = arrays["episode_end"]
+            buffer._env_written[:] = arrays["env_written"]
+            buffer._env_episode_start[:] = arrays["env_episode_start"]
+            buffer._skip[:] = arrays["skip"]
+            buffer._check_bookkeeping(path, slots)
+            leaves = np.zeros(buffer._step_count.shape[0])
+            leaves[:slots] = arrays["valid"]
+            buffer._valid_tree.set_leaves(leaves)
+            if buffer.prioritized:
+                leaves[:slots] = arrays["tree_values"]
+                buffer._priority_tree.set_leaves(leaves)
+            buffer._max_priority = check_float("max_priority", meta["max_priority"], 0.0)
+            buffer._rng = rng_from_json(meta["rng"])
+        except (KeyError, TypeError) as error:
+            raise ValueError(f"{path!r}: saved buffer metadata is incomplete or malformed ({error!r})") from error
+        return buffer
+
+    def _check_bookkeeping(self, path: str, slots: int) -> None:
+        """Refuse loaded counts that would send the kernels outside the ring (they do no bounds checks)."""
+        written = self._env_written
+        if (written < 0).any() or min(self.rows, int(written.max())) * self.num_envs != slots:
+            raise ValueError(f"{path!r}: env write counts {written.tolist()} do not match the {slots} saved slots")
+        count, start, end = self._step_count[:slots], self._episode_start[:slots], self._episode_end[:slots]
+        env_written = written[np.arange(slots) % self.num_envs]  # [slots]
+        stored = count >= 0
+        consistent = np.where(stored, (start >= 0) & (start <= count) & (count < env_written)
+                              & ((end == -1) | ((end > count) & (end <= env_written))), count == -1)
+        if not consistent.all() or (self._env_episode_start > written).any() or (self._env_episode_start < 0).any():
+            bad = int(np.flatnonzero(~consistent)[0]) if not consistent.all() else -1
+            raise ValueError(f"{path!r}: episode bookkeeping is inconsistent (slot {bad}); the file is corrupt")
+
+    def __repr__(self) -> str:
+        return (f"HerReplayBuffer(capacity={self.capacity}, num_envs={self.num_envs}, size={len(self)}, "
+                f"strategy={self.goal_selection_strategy.value!r}, n_sampled_goal={self.n_sampled_goal}, "
+                f"n_step={self.n_step}, prioritized={self.prioritized})")
