@@ -12,6 +12,7 @@ Two pieces let any Keras/TensorFlow training loop use an r2d2kit buffer:
 
 from __future__ import annotations
 
+import weakref
 from typing import Callable
 
 import numpy as np
@@ -38,6 +39,14 @@ def buffer_dataset(buffer: BaseReplayBuffer, batch_size: int, beta: Beta = 0.4, 
         beta: a float, or a callable ``beta(sample_count)`` (e.g. ``LinearSchedule``) evaluated
             at each draw.
         prefetch: batches sampled ahead in a background thread (0 disables prefetching).
+
+    Notes:
+        * The dataset holds the buffer weakly (``tf.data`` keeps generators alive for the whole
+          process, tensorflow#57690): once the buffer is gone, iteration ends.
+        * A callable ``beta`` counts draws, prefetched ones included, from 0 for every new
+          ``iter(dataset)``; Keras ``fit`` re-creates iterators per epoch, which restarts it.
+        * Drop iterators before the interpreter exits: a prefetching iterator alive at exit can
+          hang TensorFlow's shutdown (tensorflow#22632).
     """
     batch_size = check_positive_int("batch_size", batch_size)
     prefetch = check_positive_int("prefetch", prefetch, minimum=0)
@@ -47,13 +56,21 @@ def buffer_dataset(buffer: BaseReplayBuffer, batch_size: int, beta: Beta = 0.4, 
         fixed = check_float("beta", beta, 0.0, 1.0)
         beta_at = lambda _count: fixed  # noqa: E731
 
+    signature = element_spec(buffer, batch_size)
+    buffer_ref = weakref.ref(buffer)
+
     def batches():
         count = 0
         while True:
-            yield buffer.sample(batch_size, beta=beta_at(count))
+            live = buffer_ref()
+            if live is None:
+                return
+            batch = live.sample(batch_size, beta=beta_at(count))
+            del live
+            yield batch
             count += 1
 
-    dataset = tf.data.Dataset.from_generator(batches, output_signature=element_spec(buffer, batch_size))
+    dataset = tf.data.Dataset.from_generator(batches, output_signature=signature)
     if prefetch:
         return dataset.prefetch(prefetch)
     # tf.data would otherwise inject a prefetch of its own and sample ahead of priority updates
