@@ -80,7 +80,8 @@ def evaluate(actor: StatefulActor, make_env: Callable[[], gym.Env], episodes: in
 
 
 def train_local(make_env: Callable[[], gym.Env], network: QNetwork, config: R2D2Config,
-                run: LocalRunConfig | None = None) -> RunResult:
+                run: LocalRunConfig | None = None,
+                on_evaluation: Callable[[dict], None] | None = None) -> RunResult:
     """Train R2D2 in this process and return the measured curve.
 
     Args:
@@ -88,6 +89,8 @@ def train_local(make_env: Callable[[], gym.Env], network: QNetwork, config: R2D2
         network: the online Q-network; its observation shape and actions must match the env.
         config: R2D2 hyper-parameters.
         run: budget, exploration, evaluation and seed.
+        on_evaluation: called after each evaluation with ``env_steps``, ``updates``, ``seconds``,
+            ``eval_mean``, ``eval_std``, ``train_return`` (mean of the last 20 episodes) and ``loss``.
     """
     run = run or LocalRunConfig()
     rng = np.random.default_rng(run.seed)
@@ -153,6 +156,14 @@ def train_local(make_env: Callable[[], gym.Env], network: QNetwork, config: R2D2
         if eval_actor is not None and result.env_steps >= next_eval:
             returns = evaluate(eval_actor, make_env, run.eval_episodes, seed=run.seed + result.env_steps)
             result.evaluations.append((result.env_steps, float(returns.mean()), float(returns.std())))
+            if on_evaluation is not None:
+                on_evaluation({
+                    "env_steps": result.env_steps, "updates": learner.updates,
+                    "seconds": round(time.perf_counter() - start, 2),
+                    "eval_mean": float(returns.mean()), "eval_std": float(returns.std()),
+                    "train_return": float(np.mean(result.episode_returns[-20:])) if result.episode_returns else float("nan"),
+                    "loss": float(np.mean(result.losses[-100:])) if result.losses else float("nan"),
+                })
             next_eval += run.eval_every
             bar.set_postfix(eval=f"{returns.mean():.1f}", updates=learner.updates)
             if run.stop_when is not None and run.stop_when(float(returns.mean())):

@@ -1,0 +1,53 @@
+"""Config loading: every promised error names the file, the key and a fix."""
+
+import pytest
+
+from r2d2kit.config import ConfigError, apply_overrides, build_config, load_config, save_config
+
+
+def write(tmp_path, text):
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("name,text,message", [
+    ("unknown section", "learnr: {}\n", r"c\.yaml: unknown section 'learnr'; did you mean 'learner'"),
+    ("unknown key", "learner: {batch_sise: 3}\n", r"unknown key learner\.batch_sise; did you mean 'batch_size'"),
+    ("wrong type", "learner: {batch_size: many}\n", r"learner\.batch_size must be int, got 'many'"),
+    ("bool is not an int", "learner: {n_step: true}\n", r"learner\.n_step must be an integer"),
+    ("out of range", "learner: {gamma: 1.5}\n", r"section 'learner'.*gamma must be in \[0, 1\]"),
+    ("period longer than trace", "learner: {trace_length: 4, period: 8}\n", r"period \(8\) must be <= trace_length"),
+    ("unknown env id", "env: {id: CartPol-v1}\n", r"env\.id 'CartPol-v1' is not a registered gymnasium id; did you mean 'CartPole-v1'"),
+    ("section not a mapping", "run: 5\n", r"section 'run' must be a mapping"),
+    ("top level not a mapping", "- a\n- b\n", r"top level must be a mapping"),
+    ("not yaml", "learner: {a: [\n", r"not valid YAML"),
+])
+def test_bad_configs_produce_the_promised_messages(tmp_path, name, text, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(write(tmp_path, text))
+
+
+def test_missing_file_is_named(tmp_path):
+    with pytest.raises(ConfigError, match="no config file at"):
+        load_config(tmp_path / "nope.yaml")
+
+
+def test_omitted_keys_keep_the_paper_defaults_and_ints_are_accepted_for_floats(tmp_path):
+    config = load_config(write(tmp_path, "learner: {burn_in: 2, gamma: 1}\n"))
+    assert config.learner.burn_in == 2 and config.learner.gamma == 1.0
+    assert (config.learner.trace_length, config.learner.n_step, config.learner.target_update_period) == (80, 5, 2500)
+
+
+def test_overrides_parse_as_yaml_and_win(tmp_path):
+    config = load_config(write(tmp_path, "model: {hidden: [8]}\nlearner: {batch_size: 8}\n"),
+                         ["learner.batch_size=32", "model.hidden=[16, 16]", "run.seed=3"])
+    assert config.learner.batch_size == 32 and config.model.hidden == [16, 16] and config.run.seed == 3
+    with pytest.raises(ConfigError, match="section.key=value"):
+        apply_overrides({}, ["batch_size=3"])
+
+
+def test_resolved_config_round_trips(tmp_path):
+    config = build_config({"env": {"id": "CueMemory-v0", "kwargs": {"delay": 2}}, "learner": {"burn_in": 1}})
+    save_config(config, tmp_path / "resolved.yaml")
+    assert load_config(tmp_path / "resolved.yaml") == config
