@@ -1,0 +1,246 @@
+"""Shared memory between the learner and actor processes: a weight broadcast and per-actor rings.
+
+* :class:`WeightBroadcast`: the learner publishes a flat float32 weight vector with a version
+  number; actors copy it out when the version changes. A sequence lock (odd while writing) plus a
+  CRC-32 of the payload make a torn read impossible to accept: a reader that raced a writer
+  retries.
+* :class:`RecordRing`: a single-producer single-consumer ring of fixed-size records (one R2D2
+  window each, see :func:`window_layout`). The actor blocks when the ring is full (back-pressure:
+  nothing is dropped and memory does not grow); the learner drains what is there.
+
+Every segment is created private (mode 0600, the ``SharedMemory`` default) by the learner, which
+owns it and unlinks it on every exit path (``with`` blocks); actors only attach. The layout:
+
+    WeightBroadcast:  [ int64 sequence | int64 crc | pad to 64 B | float32 x n ]
+    RecordRing:       [ int64 written | int64 read | int64 closed | pad to 64 B | capacity x record ]
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+import zlib
+from dataclasses import dataclass
+from multiprocessing import resource_tracker, shared_memory
+from typing import Any, Mapping
+
+import numpy as np
+
+HEADER_BYTES = 64
+PREFIX = "r2d2kit_"
+
+
+def _create(size: int) -> shared_memory.SharedMemory:
+    return shared_memory.SharedMemory(name=PREFIX + secrets.token_hex(6), create=True, size=max(size, 1))
+
+
+def _attach(name: str) -> shared_memory.SharedMemory:
+    block = shared_memory.SharedMemory(name=name)
+    # Python < 3.13 registers attached segments with the resource tracker, which would unlink the
+    # learner's segment when this (actor) process exits (cpython#82300): only the creator owns it.
+    resource_tracker.unregister(block._name, "shared_memory")  # noqa: SLF001
+    return block
+
+
+class _Segment:
+    """Owns or attaches one segment; ``close`` releases it and, for the owner, unlinks it."""
+
+    def __init__(self, block: shared_memory.SharedMemory, owner: bool) -> None:
+        self._block = block
+        self.owner = owner
+        self.name = block.name
+
+    def close(self) -> None:
+        """Detach; the owner also unlinks the segment (safe to call twice)."""
+        if self._block is None:
+            return
+        self._release_views()
+        self._block.close()
+        if self.owner:
+            try:
+                self._block.unlink()
+            except FileNotFoundError:
+                pass
+        self._block = None
+
+    def _release_views(self) -> None:
+        """Drop numpy views of the buffer (``SharedMemory.close`` refuses while they exist)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001  (interpreter shutdown)
+            pass
+
+
+class WeightBroadcast(_Segment):
+    """One writer publishes float32 vectors of a fixed size; any number of readers copy them out."""
+
+    def __init__(self, block: shared_memory.SharedMemory, size: int, owner: bool) -> None:
+        super().__init__(block, owner)
+        self.size = int(size)
+        self._header = np.ndarray((2,), dtype=np.int64, buffer=block.buf)
+        self._data = np.ndarray((self.size,), dtype=np.float32, buffer=block.buf, offset=HEADER_BYTES)
+
+    @classmethod
+    def create(cls, size: int) -> "WeightBroadcast":
+        """A new broadcast for ``size`` float32 values (the learner's side)."""
+        return cls(_create(HEADER_BYTES + 4 * int(size)), size, owner=True)
+
+    @classmethod
+    def attach(cls, name: str, size: int) -> "WeightBroadcast":
+        """Attach to an existing broadcast by name (an actor's side)."""
+        return cls(_attach(name), size, owner=False)
+
+    @property
+    def version(self) -> int:
+        """Number of completed publishes."""
+        return int(self._header[0]) // 2
+
+    def publish(self, vector: np.ndarray) -> int:
+        """Write a new version (single writer only); returns its version number."""
+        vector = np.ascontiguousarray(vector, dtype=np.float32)
+        if vector.shape != (self.size,):
+            raise ValueError(f"weight vector must have shape ({self.size},), got {vector.shape}")
+        self._header[0] += 1  # odd: writing
+        self._data[:] = vector
+        self._header[1] = zlib.crc32(vector)
+        self._header[0] += 1  # even: complete
+        return int(self._header[0]) // 2
+
+    def read(self, newer_than: int = -1, timeout: float = 5.0) -> tuple[int, np.ndarray] | None:
+        """A consistent copy ``(version, vector)`` if a version newer than ``newer_than`` exists, else None."""
+        deadline = time.monotonic() + timeout
+        while True:
+            before = int(self._header[0])
+            if before % 2 == 0 and before // 2 <= max(newer_than, 0):
+                return None  # nothing newer (version 0: nothing published yet)
+            if before % 2 == 0:
+                copy = self._data.copy()
+                crc = int(self._header[1])
+                if int(self._header[0]) == before and zlib.crc32(copy) == crc:
+                    return before // 2, copy
+            if time.monotonic() > deadline:
+                raise TimeoutError("weight broadcast stayed mid-write; is the learner alive?")
+            time.sleep(0)
+
+    def _release_views(self) -> None:
+        self._header = self._data = None
+
+
+@dataclass(frozen=True)
+class RecordLayout:
+    """Byte layout of one record: named fixed-shape arrays, each 8-byte aligned."""
+
+    fields: tuple[tuple[str, tuple[int, ...], str, int], ...]  # (name, shape, dtype, offset)
+    nbytes: int
+
+    @classmethod
+    def from_spec(cls, spec: Mapping[str, tuple[tuple[int, ...], Any]]) -> "RecordLayout":
+        fields, offset = [], 0
+        for name, (shape, dtype) in spec.items():
+            dtype = np.dtype(dtype)
+            fields.append((name, tuple(shape), dtype.str, offset))
+            size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+            offset += (size + 7) // 8 * 8
+        return cls(tuple(fields), max(offset, 8))
+
+    def to_spec(self) -> dict[str, tuple[tuple[int, ...], str]]:
+        return {name: (shape, dtype) for name, shape, dtype, _ in self.fields}
+
+
+def window_layout(length: int, obs_shape: tuple[int, ...], obs_dtype: Any, action_dtype: Any = np.int64,
+                  state_units: int | None = None) -> RecordLayout:
+    """The record of one :class:`~r2d2kit.replay.SequenceBuilder` window plus its initial priority."""
+    spec = {
+        "obs": ((length,) + tuple(obs_shape), obs_dtype),
+        "action": ((length,), action_dtype), "prev_action": ((length,), action_dtype),
+        "reward": ((length,), np.float32), "prev_reward": ((length,), np.float32),
+        "terminated": ((length,), np.bool_), "truncated": ((length,), np.bool_),
+        "mask": ((length,), np.bool_), "obs_mask": ((length,), np.bool_),
+        "env": ((), np.int64), "episode": ((), np.int64), "start": ((), np.int64),
+        "priority": ((), np.float64),
+    }
+    if state_units:
+        spec["state_h"] = ((state_units,), np.float32)
+        spec["state_c"] = ((state_units,), np.float32)
+    return RecordLayout.from_spec(spec)
+
+
+class RecordRing(_Segment):
+    """Single-producer single-consumer ring of records in shared memory, with back-pressure."""
+
+    def __init__(self, block: shared_memory.SharedMemory, layout: RecordLayout, capacity: int, owner: bool) -> None:
+        super().__init__(block, owner)
+        self.layout = layout
+        self.capacity = int(capacity)
+        self._header = np.ndarray((3,), dtype=np.int64, buffer=block.buf)  # written, read, closed
+        self._records = np.ndarray((self.capacity, layout.nbytes), dtype=np.uint8, buffer=block.buf,
+                                   offset=HEADER_BYTES)
+
+    @classmethod
+    def create(cls, layout: RecordLayout, capacity: int) -> "RecordRing":
+        """A new ring of ``capacity`` records (the learner's side)."""
+        if capacity < 1:
+            raise ValueError(f"capacity must be >= 1, got {capacity}")
+        return cls(_create(HEADER_BYTES + capacity * layout.nbytes), layout, capacity, owner=True)
+
+    @classmethod
+    def attach(cls, name: str, layout: RecordLayout, capacity: int) -> "RecordRing":
+        """Attach to an existing ring by name (the actor's side)."""
+        return cls(_attach(name), layout, capacity, owner=False)
+
+    def __len__(self) -> int:
+        return int(self._header[0] - self._header[1])
+
+    @property
+    def closed(self) -> bool:
+        """True once the consumer asked producers to stop."""
+        return bool(self._header[2])
+
+    def close_for_writing(self) -> None:
+        """Tell the producer to stop (it returns False from ``put`` instead of waiting)."""
+        self._header[2] = 1
+
+    def put(self, record: Mapping[str, Any], timeout: float | None = None) -> bool:
+        """Append one record, waiting while the ring is full. False if closed or timed out."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while int(self._header[0] - self._header[1]) >= self.capacity:
+            if self.closed or (deadline is not None and time.monotonic() > deadline):
+                return False
+            time.sleep(0.0005)
+        if self.closed:
+            return False
+        slot = self._records[int(self._header[0]) % self.capacity]
+        for name, shape, dtype, offset in self.layout.fields:
+            view = np.ndarray(shape, dtype=dtype, buffer=slot, offset=offset)
+            view[...] = record[name]
+        self._header[0] += 1  # publish after the payload is written
+        return True
+
+    def drain(self, limit: int | None = None) -> list[dict[str, np.ndarray]]:
+        """Copy out every waiting record (at most ``limit``), oldest first, and free their slots."""
+        available = len(self)
+        count = available if limit is None else min(available, limit)
+        out = []
+        start = int(self._header[1])
+        for i in range(count):
+            slot = self._records[(start + i) % self.capacity]
+            out.append({name: np.ndarray(shape, dtype=dtype, buffer=slot, offset=offset).copy()
+                        for name, shape, dtype, offset in self.layout.fields})
+        self._header[1] += count
+        return out
+
+    def _release_views(self) -> None:
+        self._header = self._records = None
+
+
+def stack_records(records: list[Mapping[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Stack drained window records into the ``[W, ...]`` dict ``SequenceReplayBuffer.add_sequences`` takes."""
+    return {name: np.stack([record[name] for record in records]) for name in records[0]}

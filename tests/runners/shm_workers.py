@@ -1,0 +1,30 @@
+"""Child-process bodies for the shared-memory tests (importable by spawned processes)."""
+
+import time
+
+import numpy as np
+
+from r2d2kit.runners.shm import RecordRing, WeightBroadcast
+
+
+def hammer_weights(name: str, size: int, stop, seconds: float) -> None:
+    """Publish version-stamped vectors as fast as possible until ``stop``: element i of version v is i + v."""
+    broadcast = WeightBroadcast.attach(name, size)
+    base = np.arange(size, dtype=np.float32)
+    deadline = time.monotonic() + seconds
+    version = 0
+    while not stop.is_set() and time.monotonic() < deadline:
+        version += 1
+        broadcast.publish(base + version)
+    broadcast.close()
+
+
+def produce_records(name: str, layout, capacity: int, count: int) -> None:
+    """Write ``count`` records whose fields all encode their sequence number."""
+    ring = RecordRing.attach(name, layout, capacity)
+    for number in range(count):
+        record = {field: np.full(shape, number % 100, dtype=dtype) for field, shape, dtype, _ in layout.fields}
+        record["start"] = np.int64(number)
+        if not ring.put(record, timeout=30):
+            break
+    ring.close()

@@ -1,0 +1,99 @@
+"""Shared memory: the weight broadcast is never torn, rings lose nothing and apply back-pressure,
+segments are private and always unlinked."""
+
+import multiprocessing as mp
+import os
+import stat
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from r2d2kit.runners.shm import PREFIX, RecordLayout, RecordRing, WeightBroadcast, stack_records, window_layout
+
+sys.path.insert(0, str(Path(__file__).parent))
+import shm_workers  # noqa: E402
+
+SPAWN = mp.get_context("spawn")
+
+
+def our_segments():
+    return sorted(name for name in os.listdir("/dev/shm") if name.startswith(PREFIX))
+
+
+def test_weight_broadcast_is_never_torn_under_concurrent_writes():
+    size = 250_000  # 1 MB: a copy takes long enough for the writer to race it
+    base = np.arange(size, dtype=np.float32)
+    with WeightBroadcast.create(size) as broadcast:
+        assert stat.S_IMODE(os.stat(f"/dev/shm/{broadcast.name}").st_mode) == 0o600
+        stop = SPAWN.Event()
+        writer = SPAWN.Process(target=shm_workers.hammer_weights, args=(broadcast.name, size, stop, 120.0))
+        writer.start()
+        reads, last_version = 0, -1
+        while reads < 100 and writer.is_alive():
+            got = broadcast.read(newer_than=last_version, timeout=60)
+            if got is None:
+                continue
+            version, vector = got
+            offset = vector - base
+            assert np.all(offset == offset[0]), f"torn read at version {version}"
+            assert version >= last_version
+            last_version, reads = version, reads + 1
+        stop.set()
+        writer.join(timeout=60)
+        assert writer.exitcode == 0
+        assert reads == 100 and broadcast.version > reads  # every read raced a writer publishing non-stop
+    assert our_segments() == []
+
+
+def test_broadcast_refuses_a_wrong_size_and_reports_no_news():
+    with WeightBroadcast.create(4) as broadcast:
+        assert broadcast.read() is None  # nothing published yet
+        assert broadcast.publish(np.ones(4)) == 1
+        assert broadcast.read(newer_than=1) is None
+        version, vector = broadcast.read(newer_than=0)
+        assert version == 1 and vector.tolist() == [1, 1, 1, 1]
+        with pytest.raises(ValueError, match=r"shape \(4,\)"):
+            broadcast.publish(np.ones(5))
+
+
+def test_ring_delivers_every_record_in_order_with_back_pressure():
+    layout = window_layout(length=5, obs_shape=(3,), obs_dtype=np.uint8, state_units=4)
+    count, capacity = 150, 7
+    with RecordRing.create(layout, capacity) as ring:
+        producer = SPAWN.Process(target=shm_workers.produce_records, args=(ring.name, layout, capacity, count))
+        producer.start()
+        received = []
+        while len(received) < count and producer.exitcode in (None, 0):
+            assert len(ring) <= capacity
+            drained = ring.drain(limit=3)
+            received.extend(drained)
+            if not drained:
+                time.sleep(0.001)  # don't starve the producer on a small machine
+        producer.join(timeout=30)
+        assert producer.exitcode == 0
+        assert [int(record["start"]) for record in received] == list(range(count))
+        for number, record in enumerate(received):
+            assert np.all(record["obs"] == number % 100) and record["obs"].shape == (5, 3)
+        batch = stack_records(received[:4])
+        assert batch["obs"].shape == (4, 5, 3) and batch["state_h"].shape == (4, 4)
+    assert our_segments() == []
+
+
+def test_closed_ring_stops_a_waiting_producer():
+    layout = RecordLayout.from_spec({"x": ((2,), np.float32)})
+    with RecordRing.create(layout, 1) as ring:
+        assert ring.put({"x": [1, 2]})
+        assert not ring.put({"x": [3, 4]}, timeout=0.05)  # full: times out instead of dropping
+        ring.close_for_writing()
+        assert not ring.put({"x": [3, 4]})
+        assert [r["x"].tolist() for r in ring.drain()] == [[1.0, 2.0]]
+
+
+def test_segments_are_unlinked_even_when_an_error_escapes():
+    with pytest.raises(RuntimeError):
+        with WeightBroadcast.create(10):
+            raise RuntimeError("boom")
+    assert our_segments() == []
