@@ -1,0 +1,40 @@
+"""Multi-process runner: windows arrive from every actor, weights advance, a killed actor is
+restarted, and nothing is left in /dev/shm."""
+
+import functools
+import os
+import signal
+
+from r2d2kit.envs.memory import CueMemoryEnv
+from r2d2kit.learner import R2D2Config
+from r2d2kit.models import MLPModel, QNetwork
+from r2d2kit.runners.processes import ProcessRunConfig, train_processes
+from r2d2kit.runners.shm import PREFIX
+
+CONFIG = R2D2Config(burn_in=1, trace_length=6, period=6, n_step=1, gamma=0.9, batch_size=16,
+                    target_update_period=50, learning_rate=1e-3, adam_epsilon=1e-6)
+MAKE_NETWORK = functools.partial(QNetwork, (2,), 2, MLPModel((16,)), lstm_units=16, head_units=16)
+MAKE_ENV = functools.partial(CueMemoryEnv, delay=3)
+
+
+def our_segments():
+    return [name for name in os.listdir("/dev/shm") if name.startswith(PREFIX)]
+
+
+def test_actors_feed_the_learner_and_a_killed_actor_is_restarted():
+    killed = []
+
+    def kill_actor_once(progress):
+        if not killed and progress.windows_per_actor.get(1, 0) >= 20:
+            os.kill(progress.actor_pids[1], signal.SIGKILL)
+            killed.append(progress.actor_pids[1])
+
+    run = ProcessRunConfig(total_env_steps=4_000, num_actors=2, envs_per_actor=2, replay_capacity=5_000,
+                           warmup_steps=200, updates_per_env_step=0.1, publish_every=5, ring_capacity=16, seed=0)
+    result = train_processes(MAKE_NETWORK, MAKE_ENV, CONFIG, run, on_progress=kill_actor_once)
+    assert killed, "the run ended before actor 1 could be killed"
+    assert result.restarts >= 1 and result.actor_pids[1] != killed[0]
+    assert result.env_steps >= 4_000 and result.updates > 50
+    assert all(result.windows_per_actor.get(actor, 0) > 0 for actor in (0, 1))
+    assert all(version > 1 for version in result.weight_versions_seen.values()), result.weight_versions_seen
+    assert our_segments() == []
