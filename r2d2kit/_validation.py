@@ -96,3 +96,11 @@ def as_generator(seed_or_rng: Any) -> np.random.Generator:
     if seed_or_rng is None or isinstance(seed_or_rng, (numbers.Integral, np.random.SeedSequence)):
         return np.random.default_rng(seed_or_rng)
     raise TypeError(f"rng must be a numpy Generator, an int seed or None, got {type(seed_or_rng).__name__}")
+
+
+def as_per_env(name: str, values: Any, num_envs: int, dtype: Any) -> np.ndarray:
+    """One value per env as a ``[num_envs]`` array of ``dtype``, or a ValueError naming ``name``."""
+    array = np.asarray(values)
+    if array.shape != (num_envs,):
+        raise ValueError(f"{name} must have shape ({num_envs},), got {array.shape}")
+    return array.astype(dtype, copy=False)

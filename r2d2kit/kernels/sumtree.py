@@ -70,30 +70,29 @@ def _recompute_both(sum_tree, min_tree, node_indices, depth):
 
 
 @njit(cache=True)
+def _write_leaves_and_recompute(tree, leaf_offset, depth, leaf_indices, values, use_min):
+    n = leaf_indices.shape[0]
+    node_indices = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        node = leaf_offset + leaf_indices[i]
+        tree[node] = values[i]
+        node_indices[i] = node
+    _recompute_parents(tree, node_indices, depth, use_min)
+
+
+@njit(cache=True)
 def sum_tree_update(tree, leaf_offset, depth, leaf_indices, values):
     """Write ``values`` at ``leaf_indices`` and recompute their ancestors.
 
     Leaves are written in order, so for a repeated index the last value wins.
     """
-    n = leaf_indices.shape[0]
-    node_indices = np.empty(n, dtype=np.int64)
-    for i in range(n):
-        node = leaf_offset + leaf_indices[i]
-        tree[node] = values[i]
-        node_indices[i] = node
-    _recompute_parents(tree, node_indices, depth, False)
+    _write_leaves_and_recompute(tree, leaf_offset, depth, leaf_indices, values, False)
 
 
 @njit(cache=True)
 def min_tree_update(tree, leaf_offset, depth, leaf_indices, values):
     """Min-tree twin of :func:`sum_tree_update` (a repeated index: the last value wins)."""
-    n = leaf_indices.shape[0]
-    node_indices = np.empty(n, dtype=np.int64)
-    for i in range(n):
-        node = leaf_offset + leaf_indices[i]
-        tree[node] = values[i]
-        node_indices[i] = node
-    _recompute_parents(tree, node_indices, depth, True)
+    _write_leaves_and_recompute(tree, leaf_offset, depth, leaf_indices, values, True)
 
 
 @njit(cache=True)

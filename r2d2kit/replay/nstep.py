@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from r2d2kit._validation import check_float, check_positive_int
+from r2d2kit._validation import as_per_env, check_float, check_positive_int
 
 _MODES = {"nextstep": "next_step", "samestep": "same_step", "disabled": "disabled"}
 
@@ -74,9 +74,9 @@ class NStepAccumulator:
              truncated: Any) -> dict[str, np.ndarray]:
         """Feed one vector-env step (``obs`` is where ``action`` was taken); return finished transitions."""
         obs, action, next_obs = np.asarray(obs), np.asarray(action), np.asarray(next_obs)
-        reward = self._per_env("reward", reward, np.float64)
-        terminated = self._per_env("terminated", terminated, bool)
-        truncated = self._per_env("truncated", truncated, bool)
+        reward = as_per_env("reward", reward, self.num_envs, np.float64)
+        terminated = as_per_env("terminated", terminated, self.num_envs, bool)
+        truncated = as_per_env("truncated", truncated, self.num_envs, bool)
         for name, array in (("obs", obs), ("action", action), ("next_obs", next_obs)):
             if array.ndim == 0 or array.shape[0] != self.num_envs:
                 raise ValueError(f"{name} must have a leading axis of num_envs={self.num_envs}, got shape {array.shape}")
@@ -150,12 +150,6 @@ class NStepAccumulator:
         out["reward"] = out["reward"].astype(np.float32)
         out["discount"] = out["discount"].astype(np.float32)
         return out
-
-    def _per_env(self, name: str, values: Any, dtype: type) -> np.ndarray:
-        array = np.asarray(values)
-        if array.shape != (self.num_envs,):
-            raise ValueError(f"{name} must have shape ({self.num_envs},), got {array.shape}")
-        return array.astype(dtype, copy=False)
 
     def _allocate(self, obs: np.ndarray, action: np.ndarray) -> None:
         if self._obs is None:

@@ -29,7 +29,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from r2d2kit._validation import check_positive_int
+from r2d2kit._validation import as_per_env, check_positive_int
 
 _ROW_KEYS = ("obs", "action", "reward", "prev_action", "prev_reward", "terminated", "truncated")
 
@@ -91,9 +91,9 @@ class SequenceBuilder:
         """Feed one vector step; return the windows it completed (dense ``[W, L, ...]``) or None."""
         obs = np.asarray(obs)
         action = np.asarray(action)
-        reward = self._per_env("reward", reward, np.float32)
-        terminated = self._per_env("terminated", terminated, bool)
-        truncated = self._per_env("truncated", truncated, bool)
+        reward = as_per_env("reward", reward, self.num_envs, np.float32)
+        terminated = as_per_env("terminated", terminated, self.num_envs, bool)
+        truncated = as_per_env("truncated", truncated, self.num_envs, bool)
         for name, array in (("obs", obs), ("action", action)):
             if array.ndim == 0 or array.shape[0] != self.num_envs:
                 raise ValueError(f"{name} must have a leading axis of num_envs={self.num_envs}, got {array.shape}")
@@ -194,12 +194,6 @@ class SequenceBuilder:
         return out
 
     # ------------------------------------------------------------------ checks
-    def _per_env(self, name: str, values: Any, dtype: type) -> np.ndarray:
-        array = np.asarray(values)
-        if array.shape != (self.num_envs,):
-            raise ValueError(f"{name} must have shape ({self.num_envs},), got {array.shape}")
-        return array.astype(dtype, copy=False)
-
     def _check_state(self, state: Sequence[Any] | None) -> tuple[np.ndarray, ...] | None:
         expected = None if self._templates is None else len(self._state_names)
         if state is None:
