@@ -40,6 +40,8 @@ class R2D2Config:
     eta: float = 0.9
     # --- optimiser
     learning_rate: float = 1e-4
+    learning_rate_decay_updates: int = 0  # > 0: decay linearly to final_learning_rate over this many updates
+    final_learning_rate: float = 0.0
     adam_epsilon: float = 1e-3
     max_gradient_norm: float = 40.0
 
@@ -53,6 +55,12 @@ class R2D2Config:
         for name in ("gamma", "eta"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"R2D2Config.{name} must be in [0, 1], got {getattr(self, name)!r}")
+        if not isinstance(self.learning_rate_decay_updates, int) or self.learning_rate_decay_updates < 0:
+            raise ValueError("R2D2Config.learning_rate_decay_updates must be an integer >= 0, got "
+                             f"{self.learning_rate_decay_updates!r}")
+        if self.learning_rate <= 0.0 or self.final_learning_rate < 0.0:
+            raise ValueError(f"R2D2Config.learning_rate must be > 0 and final_learning_rate >= 0, got "
+                             f"{self.learning_rate!r} and {self.final_learning_rate!r}")
         if self.period > self.trace_length:
             raise ValueError(f"R2D2Config.period ({self.period}) must be <= trace_length ({self.trace_length})")
 
@@ -80,7 +88,9 @@ class R2D2Learner:
     Args:
         network: the online :class:`QNetwork` (actors built from it share its weights).
         config: hyper-parameters; the paper's by default.
-        optimizer: default Adam(learning_rate, epsilon=adam_epsilon) with global-norm clipping.
+        optimizer: default Adam(learning_rate, epsilon=adam_epsilon) with global-norm clipping; with
+            ``learning_rate_decay_updates > 0`` its rate falls linearly from ``learning_rate`` to
+            ``final_learning_rate`` over that many updates and then stays there.
     """
 
     BATCH_KEYS = ("obs", "action", "reward", "prev_action", "prev_reward", "terminated", "mask", "obs_mask",
@@ -93,11 +103,20 @@ class R2D2Learner:
         self.target = network.clone(name=f"{network.name}_target")
         self.target.copy_weights_from(self.online)
         self.optimizer = optimizer or keras.optimizers.Adam(
-            learning_rate=self.config.learning_rate, epsilon=self.config.adam_epsilon,
+            learning_rate=self.learning_rate_schedule(self.config), epsilon=self.config.adam_epsilon,
             global_clipnorm=self.config.max_gradient_norm)
         self.updates = 0
         self._train_step = tf.function(self._step)
         self._sync_target = tf.function(self._copy_online_to_target)
+
+    @staticmethod
+    def learning_rate_schedule(config: R2D2Config):
+        """``config.learning_rate``, or a linear decay to ``final_learning_rate`` (Keras schedule)."""
+        if not config.learning_rate_decay_updates:
+            return config.learning_rate
+        return keras.optimizers.schedules.PolynomialDecay(
+            config.learning_rate, config.learning_rate_decay_updates, end_learning_rate=config.final_learning_rate,
+            power=1.0)
 
     # ------------------------------------------------------------------ the step
     def _unroll(self, network: QNetwork, batch, rows: slice, h, c):

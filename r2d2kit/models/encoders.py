@@ -11,6 +11,7 @@ Wrap per-frame layers in ``keras.layers.TimeDistributed`` when ``time_steps`` is
 from __future__ import annotations
 
 import keras
+import numpy as np
 
 
 class ImageModel:
@@ -52,14 +53,30 @@ class ImageModel:
 
 
 class MLPModel(ImageModel):
-    """Dense layers for vector observations (``InputType.VALUES``)."""
+    """Dense layers for vector observations (``InputType.VALUES``).
 
-    def __init__(self, units: tuple[int, ...] = (64,), activation: str = "relu") -> None:
+    Args:
+        units: width of each dense layer.
+        activation: their activation.
+        input_scale: a constant (one number, or one per observation entry) the observation is
+            multiplied by before the first layer, to bring entries of small range to unit scale
+            (e.g. a pole angle of +-0.2 rad, whose step-to-step changes carry its velocity);
+            default: none.
+    """
+
+    def __init__(self, units: tuple[int, ...] = (64,), activation: str = "relu",
+                 input_scale: float | tuple[float, ...] | None = None) -> None:
         self.units = tuple(units)
         self.activation = activation
+        self.input_scale = None if input_scale is None else np.asarray(input_scale, dtype=np.float32)
+        if self.input_scale is not None and (self.input_scale.ndim > 1 or not np.all(np.isfinite(self.input_scale))):
+            raise ValueError(f"input_scale must be a finite number or one number per observation entry, "
+                             f"got {input_scale!r}")
 
     def create_image_model(self, x, time_steps: bool):
         x = self.scale_uint8(x)
+        if self.input_scale is not None:
+            x = x * self.input_scale  # a constant, broadcast over the last (observation) axis
         if len(x.shape) > (3 if time_steps else 2):
             x = self.per_frame(keras.layers.Flatten(), x, time_steps)
         for width in self.units:

@@ -48,6 +48,9 @@ class RunResult:
     evaluations: list[tuple[int, float, float]] = field(default_factory=list)  # (env steps, mean, std)
     episode_returns: list[float] = field(default_factory=list)
     losses: list[float] = field(default_factory=list)
+    eval_times: list[float] = field(default_factory=list)  # training seconds (evaluations excluded) per evaluation
+    learn_seconds: float = 0.0  # in sample + train + update_priorities
+    eval_seconds: float = 0.0  # in periodic evaluations (part of ``seconds``)
 
     @property
     def final_eval(self) -> float:
@@ -56,10 +59,16 @@ class RunResult:
 
 
 def evaluate(actor: StatefulActor, make_env: Callable[[], gym.Env], episodes: int, seed: int) -> np.ndarray:
-    """Greedy returns of ``episodes`` episodes, ``actor.num_envs`` at a time (the actor's state is reset)."""
+    """Greedy returns of ``episodes`` episodes, ``actor.num_envs`` at a time (the actor's state is reset).
+
+    Each env contributes a fixed quota of its first episodes (``episodes`` split evenly over the
+    envs), so that short episodes, which end first, are not over-represented.
+    """
     envs = gym.vector.SyncVectorEnv([make_env] * actor.num_envs)
     obs, _ = envs.reset(seed=seed)
     actor.reset()
+    quota = np.full(actor.num_envs, episodes // actor.num_envs)
+    quota[: episodes % actor.num_envs] += 1
     returns, running = [], np.zeros(actor.num_envs)
     prev_action = np.zeros(actor.num_envs, np.int32)
     prev_reward = np.zeros(actor.num_envs, np.float32)
@@ -69,7 +78,9 @@ def evaluate(actor: StatefulActor, make_env: Callable[[], gym.Env], episodes: in
         obs, reward, terminated, truncated, _ = envs.step(action)
         running += np.where(in_autoreset, 0.0, reward)
         ended = (terminated | truncated) & ~in_autoreset
-        returns.extend(running[ended].tolist())
+        counted = ended & (quota > 0)
+        returns.extend(running[counted].tolist())
+        quota[counted] -= 1
         running[ended] = 0.0
         prev_action = np.where(in_autoreset, 0, action).astype(np.int32)
         prev_reward = np.where(in_autoreset, 0.0, reward).astype(np.float32)
@@ -144,6 +155,7 @@ def train_local(make_env: Callable[[], gym.Env], network: QNetwork, config: R2D2
         # --- learn
         if buffer.steps_stored >= run.warmup_steps and len(buffer):
             update_credit += run.updates_per_env_step * new_steps
+            learn_start = time.perf_counter()
             while update_credit >= 1.0:
                 batch = buffer.sample(config.batch_size, beta=config.importance_exponent)
                 out = learner.train(batch)
@@ -151,10 +163,14 @@ def train_local(make_env: Callable[[], gym.Env], network: QNetwork, config: R2D2
                 result.losses.append(float(out["loss"]))
                 update_credit -= 1.0
             result.updates = learner.updates
+            result.learn_seconds += time.perf_counter() - learn_start
 
         # --- evaluate
         if eval_actor is not None and result.env_steps >= next_eval:
+            eval_start = time.perf_counter()
+            result.eval_times.append(eval_start - start - result.eval_seconds)
             returns = evaluate(eval_actor, make_env, run.eval_episodes, seed=run.seed + result.env_steps)
+            result.eval_seconds += time.perf_counter() - eval_start
             result.evaluations.append((result.env_steps, float(returns.mean()), float(returns.std())))
             if on_evaluation is not None:
                 on_evaluation({

@@ -211,3 +211,34 @@ def test_config_validation_names_the_field():
         R2D2Config(trace_length=4, period=8)
     with pytest.raises(ValueError, match="burn_in"):
         R2D2Config(burn_in=-1)
+
+
+def test_learning_rate_decays_linearly_to_the_final_rate_then_stays():
+    config = R2D2Config(burn_in=1, trace_length=3, period=2, n_step=1, gamma=0.9, target_update_period=100,
+                        learning_rate=1e-2, learning_rate_decay_updates=4, final_learning_rate=2e-3)
+    learner = R2D2Learner(small_network(), config)
+    batch = random_batch(np.random.default_rng(7), config)
+    rates = []
+    for _ in range(6):
+        rates.append(float(keras.ops.convert_to_numpy(learner.optimizer.learning_rate)))
+        learner.train(batch)
+    np.testing.assert_allclose(rates, [1e-2, 8e-3, 6e-3, 4e-3, 2e-3, 2e-3], rtol=1e-5)
+    constant = R2D2Learner(small_network(), R2D2Config(learning_rate=3e-4))
+    assert float(keras.ops.convert_to_numpy(constant.optimizer.learning_rate)) == pytest.approx(3e-4)
+    with pytest.raises(ValueError, match="learning_rate_decay_updates"):
+        R2D2Config(learning_rate_decay_updates=-1)
+    with pytest.raises(ValueError, match="final_learning_rate"):
+        R2D2Config(final_learning_rate=-1e-4)
+
+
+def test_mlp_input_scale_multiplies_the_observation_before_the_first_layer():
+    scaled = MLPModel((8,), input_scale=[2.0, 20.0]).build((2,))
+    plain = MLPModel((8,)).build((2,))
+    plain.set_weights(scaled.get_weights())
+    obs = np.random.default_rng(8).normal(size=(3, 5, 2)).astype(np.float32)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(scaled(obs)),
+                               keras.ops.convert_to_numpy(plain(obs * np.float32([2.0, 20.0]))), rtol=1e-6)
+    network = QNetwork((2,), 2, MLPModel((8,), input_scale=3.0), lstm_units=UNITS, head_units=8)
+    assert network.actor(2).q_values(np.ones((2, 2)), np.zeros(2), np.zeros(2)).shape == (2, 2)
+    with pytest.raises(ValueError, match="input_scale"):
+        MLPModel(input_scale=[[1.0, 2.0]])
