@@ -1,0 +1,441 @@
+"""Learning benchmark on CartPoleNoVel-v1: r2d2kit's R2D2 beside sb3-contrib's RecurrentPPO.
+
+    python benchmarks/bench_r2d2_cartpole.py                    # 100k env steps each, ~20-30 min on 2 cores
+    python benchmarks/bench_r2d2_cartpole.py --markdown --out curve.png
+    python benchmarks/bench_r2d2_cartpole.py --without recurrent-ppo --set learner.learning_rate=5e-4
+    python benchmarks/bench_r2d2_cartpole.py --quick            # smoke run: 10k steps, evals every 2.5k
+
+CartPoleNoVel-v1 is CartPole-v1 observing only the cart position and the pole angle (velocities
+must be inferred from the history; 500-step limit). Both agents are evaluated greedily every
+``--eval-every`` env steps on the same episodes (``--eval-episodes``, seeds ``seed + env_steps``,
+each eval env contributing its first episodes). Env steps count every step of every env (vector
+steps x envs), as gymnasium and SB3 do.
+
+* **r2d2kit R2D2**: hyper-parameters from ``configs/cartpole_pomdp.yaml`` (``--config``), run by
+  ``r2d2kit.runners.train_local`` (one process: actor, replay and learner share the loop).
+* **RecurrentPPO** (sb3-contrib, torch; install: benchmarks/requirements.txt) with rl-baselines3-zoo's
+  tuned ``CartPoleNoVel-v1`` hyper-parameters (hyperparams/ppo_lstm.yml, as shipped in rl-zoo3 2.9.2),
+  VecNormalize included; evaluated with the training normalisation statistics, deterministically.
+  A peer that is not installed is reported and skipped.
+
+Wall times are training time: evaluations are excluded for both agents (their time is printed
+apart). The target (issue 5): r2d2kit first reaches a mean greedy return >= 475 within 30k env
+steps and holds it, every later evaluation up to the end >= 475.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import numpy as np  # noqa: E402
+import yaml  # noqa: E402
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO_ROOT = BENCH_DIR.parent
+sys.path.insert(0, str(REPO_ROOT))  # benchmark the checkout, not an installed copy
+
+ENV_ID = "CartPoleNoVel-v1"
+THRESHOLD = 475.0
+TARGET_STEPS = 30_000
+PEERS = ("recurrent-ppo",)
+
+# rl-baselines3-zoo hyperparams/ppo_lstm.yml, CartPoleNoVel-v1 (unchanged from zoo 1.x to rl-zoo3 2.9.2)
+ZOO_RECURRENT_PPO = dict(normalize=True, n_envs=8, n_timesteps=100_000, policy="MlpLstmPolicy", n_steps=32,
+                         batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20, ent_coef=0.0,
+                         learning_rate="lin_0.001", clip_range="lin_0.2",
+                         policy_kwargs="dict(ortho_init=False, activation_fn=nn.ReLU, lstm_hidden_size=64, "
+                                       "enable_critic_lstm=True, net_arch=dict(pi=[64], vf=[64]))")
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+
+
+def version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def load_average() -> str:
+    try:
+        return "%.2f" % os.getloadavg()[0]
+    except OSError:
+        return "n/a"
+
+
+def machine_line() -> str:
+    return (f"machine: {cpu_name()}, {os.cpu_count()} cores ({platform.machine()}, {platform.system()}); "
+            f"python {platform.python_version()}, numpy {version('numpy')}, tensorflow {version('tensorflow')}, "
+            f"keras {version('keras')}, gymnasium {version('gymnasium')}, r2d2kit {version('r2d2kit')}, "
+            f"torch {version('torch')}, stable-baselines3 {version('stable_baselines3')}, "
+            f"sb3-contrib {version('sb3_contrib')}")
+
+
+def curve_summary(evaluations: list[tuple[int, float, float, float]], threshold: float = THRESHOLD) -> dict:
+    """First evaluation >= threshold, whether every later one stays there, and the lowest after it.
+
+    ``evaluations``: (env steps, mean, std, training seconds) per evaluation.
+    """
+    first = next((i for i, e in enumerate(evaluations) if e[1] >= threshold), None)
+    if first is None:
+        return dict(first_steps=None, first_seconds=None, held=False, min_after=None)
+    after = [e[1] for e in evaluations[first:]]
+    return dict(first_steps=evaluations[first][0], first_seconds=evaluations[first][3],
+                held=min(after) >= threshold, min_after=min(after))
+
+
+# ---------------------------------------------------------------------------------------------
+# r2d2kit
+
+
+def read_config(path: Path, overrides: list[str]) -> dict:
+    """The YAML sections (env, model, replay, learner, run) with ``section.key=value`` overrides."""
+    with open(path) as handle:
+        data = yaml.safe_load(handle) or {}
+    for override in overrides:
+        key, raw = override.split("=", 1)
+        section, name = key.split(".", 1)
+        data.setdefault(section, {})[name] = yaml.safe_load(raw)
+    return data
+
+
+def run_r2d2(config_path: Path, overrides: list[str], steps: int, seed: int, eval_every: int, eval_episodes: int,
+             progress: bool) -> dict:
+    import gymnasium as gym
+    import keras
+
+    import r2d2kit.envs  # noqa: F401  (registers CartPoleNoVel-v1)
+    from r2d2kit.learner import R2D2Config
+    from r2d2kit.models import MLPModel, QNetwork
+    from r2d2kit.runners import LocalRunConfig, train_local
+    from r2d2kit.tf_setup import setup_tensorflow
+
+    setup_tensorflow()
+    data = read_config(config_path, overrides)
+    env_cfg, model_cfg = dict(data.get("env", {})), dict(data.get("model", {}))
+    replay_cfg, run_cfg = dict(data.get("replay", {})), dict(data.get("run", {}))
+    if env_cfg.get("id", ENV_ID) != ENV_ID:
+        raise SystemExit(f"{config_path}: env.id must be {ENV_ID}, got {env_cfg['id']!r}")
+    if model_cfg.pop("encoder", "mlp") != "mlp":
+        raise SystemExit(f"{config_path}: this benchmark builds the MLP encoder only")
+    config = R2D2Config(**data.get("learner", {}))
+    run_cfg.pop("runner", None)
+    run_cfg.update(total_env_steps=steps, seed=seed, eval_every=eval_every, eval_episodes=eval_episodes,
+                   progress=progress, num_envs=env_cfg.get("num_envs", 4),
+                   replay_capacity=replay_cfg.get("capacity", 100_000))
+    run = LocalRunConfig(**run_cfg)
+
+    keras.utils.set_random_seed(seed)  # network initialisation
+    make_env = lambda: gym.make(ENV_ID)  # noqa: E731
+    probe = make_env()
+    network = QNetwork(probe.observation_space.shape, int(probe.action_space.n),
+                       MLPModel(tuple(model_cfg.pop("hidden", (64,))), input_scale=model_cfg.pop("input_scale", None)),
+                       **model_cfg)
+    probe.close()
+    def show(row: dict) -> None:  # one line per evaluation, so a long run shows where it is
+        print(f"  r2d2kit {row['env_steps']:>7,} env steps: eval {row['eval_mean']:6.1f} +- {row['eval_std']:5.1f}, "
+              f"{row['updates']:,} updates, {row['seconds']:.0f} s", flush=True)
+
+    result = train_local(make_env, network, config, run, on_evaluation=show)
+    train_seconds = result.seconds - result.eval_seconds
+    evaluations = [(s, m, sd, t) for (s, m, sd), t in zip(result.evaluations, result.eval_times)]
+    return dict(
+        name="r2d2kit R2D2", evaluations=evaluations, env_steps=result.env_steps, train_seconds=train_seconds,
+        eval_seconds=result.eval_seconds, updates=result.updates,
+        updates_per_s=result.updates / max(result.learn_seconds, 1e-9),
+        actor_steps_per_s=result.env_steps / max(train_seconds - result.learn_seconds, 1e-9),
+        steps_per_s=result.env_steps / max(train_seconds, 1e-9),
+        config=dict(learner=vars(config), run={k: v for k, v in vars(run).items() if k != "stop_when"},
+                    model=dict(network.config, encoder=f"MLPModel(units={list(network.config['encoder'].units)}, "
+                                                       f"input_scale={network.config['encoder'].input_scale})")),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# RecurrentPPO
+
+
+def greedy_eval_ppo(model, vec_normalize, episodes: int, seed: int) -> np.ndarray:
+    """Deterministic RecurrentPPO returns on the same episodes as ``r2d2kit.runners.evaluate``."""
+    import gymnasium as gym
+
+    num_envs = min(episodes, 8)
+    envs = gym.vector.SyncVectorEnv([lambda: gym.make(ENV_ID)] * num_envs)
+    obs, _ = envs.reset(seed=seed)
+    quota = np.full(num_envs, episodes // num_envs)
+    quota[: episodes % num_envs] += 1
+    returns, running = [], np.zeros(num_envs)
+    state, episode_start = None, np.ones(num_envs, bool)
+    in_autoreset = np.zeros(num_envs, bool)
+    while len(returns) < episodes:
+        action, state = model.predict(vec_normalize.normalize_obs(obs), state=state, episode_start=episode_start,
+                                      deterministic=True)
+        obs, reward, terminated, truncated, _ = envs.step(action)
+        running += np.where(in_autoreset, 0.0, reward)
+        ended = (terminated | truncated) & ~in_autoreset
+        counted = ended & (quota > 0)
+        returns.extend(running[counted].tolist())
+        quota[counted] -= 1
+        running[ended] = 0.0
+        episode_start = in_autoreset  # the obs after an autoreset step is an episode's first
+        in_autoreset = ended
+    envs.close()
+    return np.asarray(returns[:episodes])
+
+
+def run_recurrent_ppo(steps: int, seed: int, eval_every: int, eval_episodes: int, torch_threads: int = 1) -> dict:
+    import gymnasium as gym
+    import torch
+    from sb3_contrib import RecurrentPPO
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.utils import LinearSchedule
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    import r2d2kit.envs  # noqa: F401
+
+    torch.set_num_threads(torch_threads)
+    hp = ZOO_RECURRENT_PPO
+    venv = VecNormalize(make_vec_env(lambda: gym.make(ENV_ID), n_envs=hp["n_envs"], seed=seed),
+                        gamma=hp["gamma"])  # the zoo passes the algorithm's gamma to VecNormalize
+    model = RecurrentPPO(
+        hp["policy"], venv, n_steps=hp["n_steps"], batch_size=hp["batch_size"], gae_lambda=hp["gae_lambda"],
+        gamma=hp["gamma"], n_epochs=hp["n_epochs"], ent_coef=hp["ent_coef"],
+        learning_rate=LinearSchedule(1e-3, 0.0, 1.0), clip_range=LinearSchedule(0.2, 0.0, 1.0),
+        policy_kwargs=dict(ortho_init=False, activation_fn=torch.nn.ReLU, lstm_hidden_size=64,
+                           enable_critic_lstm=True, net_arch=dict(pi=[64], vf=[64])),
+        seed=seed, device="cpu", verbose=0)
+
+    class Timer(BaseCallback):
+        def __init__(self):
+            super().__init__()
+            self.start = self.eval_seconds = self.rollout_seconds = 0.0
+            self.evaluations, self.next_eval, self.rollouts = [], eval_every, 0
+
+        def _on_training_start(self):
+            self.start = time.perf_counter()
+
+        def _on_rollout_start(self):
+            self.rollout_start = time.perf_counter()
+
+        def _on_rollout_end(self):
+            self.rollout_seconds += time.perf_counter() - self.rollout_start
+            self.rollouts += 1
+
+        def _on_step(self):
+            if eval_every and self.num_timesteps >= self.next_eval:
+                began = time.perf_counter()
+                train_seconds = began - self.start - self.eval_seconds
+                returns = greedy_eval_ppo(self.model, venv, eval_episodes, seed + self.num_timesteps)
+                self.evaluations.append((self.num_timesteps, float(returns.mean()), float(returns.std()),
+                                         train_seconds))
+                print(f"  RecurrentPPO {self.num_timesteps:>7,} env steps: eval {returns.mean():6.1f} +- "
+                      f"{returns.std():5.1f}, {train_seconds:.0f} s", flush=True)
+                self.eval_seconds += time.perf_counter() - began
+                self.rollout_seconds -= time.perf_counter() - began  # evaluations run inside rollouts
+                self.next_eval += eval_every
+            return True
+
+    timer = Timer()
+    began = time.perf_counter()
+    model.learn(total_timesteps=steps, callback=timer)
+    seconds = time.perf_counter() - began
+    train_seconds = seconds - timer.eval_seconds
+    minibatches = -(-hp["n_steps"] * hp["n_envs"] // hp["batch_size"])
+    updates = timer.rollouts * hp["n_epochs"] * minibatches
+    return dict(
+        name="sb3-contrib RecurrentPPO", evaluations=timer.evaluations, env_steps=int(model.num_timesteps),
+        train_seconds=train_seconds, eval_seconds=timer.eval_seconds, updates=updates,
+        updates_per_s=updates / max(train_seconds - timer.rollout_seconds, 1e-9),
+        actor_steps_per_s=model.num_timesteps / max(timer.rollout_seconds, 1e-9),
+        steps_per_s=model.num_timesteps / max(train_seconds, 1e-9),
+        config=dict(ZOO_RECURRENT_PPO, torch_threads=torch.get_num_threads()),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# report
+
+
+def fmt_steps(value) -> str:
+    return "-" if value is None else f"{value:,}"
+
+
+def fmt_seconds(value) -> str:
+    return "-" if value is None else f"{value:.0f} s"
+
+
+def report(results: list[dict], skipped: dict[str, str], markdown: bool, steps: int) -> str:
+    lines = []
+    names = [r["name"] for r in results]
+    # --- curves: one row per evaluation
+    all_steps = sorted({e[0] for r in results for e in r["evaluations"]})
+    header = ["env steps"] + [f"{n} (wall s)" for n in names]
+    rows = []
+    for s in all_steps:
+        row = [f"{s:,}"]
+        for r in results:
+            match = [e for e in r["evaluations"] if e[0] == s]
+            row.append(f"{match[0][1]:.1f} +- {match[0][2]:.1f} ({match[0][3]:.0f})" if match else "-")
+        rows.append(row)
+    lines += table(header, rows, markdown, right=range(len(header)))
+    lines.append("")
+    # --- summary: one row per agent
+    header = ["agent", f"first eval >= {THRESHOLD:.0f} (env steps)", "wall time then", "held to the end",
+              "lowest eval from then", "final eval", "training wall time", "env steps/s (training)",
+              "learner updates/s", "actor steps/s"]
+    rows = []
+    for r in results:
+        s = r["summary"]
+        rows.append([r["name"], fmt_steps(s["first_steps"]), fmt_seconds(s["first_seconds"]),
+                     "yes" if s["held"] else "no", "-" if s["min_after"] is None else f"{s['min_after']:.1f}",
+                     f"{r['evaluations'][-1][1]:.1f}" if r["evaluations"] else "-",
+                     f"{r['train_seconds']:.0f} s", f"{r['steps_per_s']:.0f}", f"{r['updates_per_s']:.0f}",
+                     f"{r['actor_steps_per_s']:.0f}"])
+    lines += table(header, rows, markdown, right=range(1, len(header)))
+    lines.append("")
+    r2d2 = next((r for r in results if r["name"].startswith("r2d2kit")), None)
+    if r2d2 is not None:
+        s = r2d2["summary"]
+        reached = s["first_steps"] is not None and s["first_steps"] <= TARGET_STEPS
+        lines.append(f"- target: r2d2kit first >= {THRESHOLD:.0f} within {TARGET_STEPS:,} env steps: "
+                     f"{'met' if reached else 'not met'} ({fmt_steps(s['first_steps'])}); held to {steps:,} "
+                     f"steps: {'met' if s['held'] else 'not met'} (lowest from then: "
+                     f"{'-' if s['min_after'] is None else format(s['min_after'], '.1f')})")
+    for r in results:
+        lines.append(f"- {r['name']}: {r['updates']:,} gradient updates; evaluations took {r['eval_seconds']:.0f} s "
+                     "(excluded from the wall times)")
+    for name, why in skipped.items():
+        lines.append(f"- {name}: n/a ({why})")
+    return "\n".join(lines)
+
+
+def table(header: list[str], rows: list[list[str]], markdown: bool, right=()) -> list[str]:
+    right = set(right)
+    if markdown:
+        out = ["| " + " | ".join(header) + " |",
+               "|" + "|".join("---:" if i in right else "---" for i in range(len(header))) + "|"]
+        return out + ["| " + " | ".join(row) + " |" for row in rows]
+    widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(header)]
+    def line(cells):
+        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+    return [line(header), line(["-" * w for w in widths])] + [line(row) for row in rows]
+
+
+def plot(results: list[dict], path: str, steps: int) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    for r in results:
+        e = np.asarray([x[:4] for x in r["evaluations"]], dtype=float)
+        if not len(e):
+            continue
+        for ax, x in zip(axes, (e[:, 0], e[:, 3])):
+            ax.plot(x, e[:, 1], marker="o", ms=3, label=r["name"])
+            ax.fill_between(x, e[:, 1] - e[:, 2], e[:, 1] + e[:, 2], alpha=0.15)
+    for ax, label in zip(axes, ("env steps", "training wall time [s]")):
+        ax.axhline(THRESHOLD, color="gray", ls="--", lw=1)
+        ax.set_xlabel(label)
+        ax.grid(alpha=0.3)
+    if steps > TARGET_STEPS:
+        axes[0].axvline(TARGET_STEPS, color="gray", ls=":", lw=1)
+    axes[0].set_ylabel("greedy eval return (mean +- std)")
+    axes[0].legend(loc="lower right")
+    fig.suptitle(f"{ENV_ID}: {steps:,} env steps")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--steps", type=int, default=None, help="env steps per agent (default 100000; --quick: 10000)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--eval-every", type=int, default=None, help="env steps (default 5000; --quick: 2500)")
+    p.add_argument("--eval-episodes", type=int, default=10)
+    p.add_argument("--config", default=str(REPO_ROOT / "configs" / "cartpole_pomdp.yaml"))
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="override a config value (YAML), e.g. learner.learning_rate=5e-4; repeatable")
+    p.add_argument("--without", default="", help=f"comma-separated peers to skip: {', '.join(PEERS)}")
+    p.add_argument("--only-peers", action="store_true", help="skip r2d2kit (peers only)")
+    p.add_argument("--markdown", action="store_true", help="print the tables as markdown")
+    p.add_argument("--quick", action="store_true", help="smoke run: 10k steps, evaluations every 2.5k")
+    p.add_argument("--out", default=None, help="optional PNG of both curves")
+    p.add_argument("--json", default=None, help="optional JSON of the curves and measures")
+    p.add_argument("--torch-threads", type=int, default=1,
+                   help="torch CPU threads for RecurrentPPO (default 1: with 2 its OpenMP threads spin against "
+                        "TensorFlow's and other work on a 2-core machine, and a run takes many times longer)")
+    p.add_argument("--progress", action="store_true", help="show r2d2kit's tqdm bar")
+    args = p.parse_args(argv)
+    args.steps = args.steps or (10_000 if args.quick else 100_000)
+    args.eval_every = args.eval_every or (2_500 if args.quick else 5_000)
+    args.without = {w.strip().lower() for w in args.without.split(",") if w.strip()}
+    unknown = args.without - set(PEERS)
+    if unknown:
+        p.error(f"unknown peer(s) {sorted(unknown)}; peers: {', '.join(PEERS)}")
+    return args
+
+
+def main(argv=None) -> dict:
+    args = parse_args(argv)
+    began = time.perf_counter()
+    load_start = load_average()
+    print(machine_line(), flush=True)
+    print(f"{ENV_ID}: {args.steps:,} env steps per agent, greedy evaluation of {args.eval_episodes} episodes every "
+          f"{args.eval_every:,} steps, seed {args.seed}; config {os.path.relpath(args.config)}"
+          + (f" with {' '.join(args.set)}" if args.set else ""), flush=True)
+    results, skipped = [], {}
+    if not args.only_peers:
+        print("running r2d2kit R2D2 ...", flush=True)
+        results.append(run_r2d2(Path(args.config), args.set, args.steps, args.seed, args.eval_every,
+                                args.eval_episodes, args.progress))
+    if "recurrent-ppo" not in args.without:
+        print("running sb3-contrib RecurrentPPO ...", flush=True)
+        try:
+            results.append(run_recurrent_ppo(args.steps, args.seed, args.eval_every, args.eval_episodes,
+                                             args.torch_threads))
+        except ImportError as error:
+            skipped["sb3-contrib RecurrentPPO"] = f"not installed: {error}; see benchmarks/requirements.txt"
+    for r in results:
+        r["summary"] = curve_summary(r["evaluations"])
+    print()
+    print(report(results, skipped, args.markdown, args.steps))
+    print(f"- total benchmark time {time.perf_counter() - began:.0f} s; load average at start {load_start}, "
+          f"at end {load_average()} (on {os.cpu_count()} CPUs: a higher load means other work shared the machine)")
+    if args.out and results:
+        plot(results, args.out, args.steps)
+        print(f"- curves written to {args.out}")
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(dict(machine=machine_line(), args={k: (sorted(v) if isinstance(v, set) else v)
+                                                         for k, v in vars(args).items()},
+                           results=results, skipped=skipped), handle, indent=1, default=str)
+    return dict(results=results, skipped=skipped)
+
+
+if __name__ == "__main__":
+    main()
