@@ -11,14 +11,24 @@ import inspect
 from pathlib import Path
 
 MODULES = ["r2d2kit", "r2d2kit.replay", "r2d2kit.rescale", "r2d2kit.targets", "r2d2kit.models",
-           "r2d2kit.learner", "r2d2kit.policies", "r2d2kit.runners", "r2d2kit.config", "r2d2kit.envs"]
+           "r2d2kit.learner", "r2d2kit.policies", "r2d2kit.runners", "r2d2kit.runners.processes",
+           "r2d2kit.runners.shm", "r2d2kit.trainer", "r2d2kit.callbacks", "r2d2kit.checkpoint", "r2d2kit.builders",
+           "r2d2kit.config", "r2d2kit.envs"]
 PUBLIC_OBJECTS = {  # modules without __all__: the names users import from them
     "r2d2kit.rescale": ["value_rescale", "inverse_value_rescale", "tf_value_rescale", "tf_inverse_value_rescale"],
     "r2d2kit.targets": ["nstep_targets", "tf_nstep_targets"],
     "r2d2kit.learner": ["R2D2Config", "R2D2Learner", "tf_sequence_priorities"],
     "r2d2kit.policies": ["greedy", "epsilon_greedy", "apex_epsilons", "boltzmann"],
-    "r2d2kit.config": ["TrainConfig", "EnvConfig", "ModelConfig", "ReplayConfig", "RunConfig", "LoggingConfig",
-                       "ConfigError", "load_config", "build_config", "apply_overrides", "save_config"],
+    "r2d2kit.config": ["TrainConfig", "EnvConfig", "ModelConfig", "ReplayConfig", "ActorsConfig", "RunConfig",
+                       "LoggingConfig", "CheckpointConfig", "ConfigError", "load_config", "build_config",
+                       "apply_overrides", "save_config"],
+    "r2d2kit.runners.processes": ["ProcessActors", "train_processes", "ProcessRunConfig", "ProcessRunResult"],
+    "r2d2kit.runners.shm": ["WeightBroadcast", "RecordRing", "window_layout"],
+    "r2d2kit.trainer": ["Trainer"],
+    "r2d2kit.callbacks": ["Callback", "CallbackList"],
+    "r2d2kit.checkpoint": ["save_checkpoint", "restore_learner", "verify_checkpoint", "latest_checkpoint",
+                           "list_checkpoints", "CheckpointError"],
+    "r2d2kit.builders": ["make_env", "build_network", "build_encoder", "env_spaces"],
 }
 
 

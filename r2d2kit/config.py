@@ -2,12 +2,14 @@
 
 A config file is nested by component::
 
-    env:      {id: CartPoleNoVel-v1, num_envs: 4}
-    model:    {encoder: mlp, hidden: [64], lstm_units: 64, head_units: 64}
-    replay:   {capacity: 100000}
-    learner:  {burn_in: 10, trace_length: 20, ...}      # R2D2Config; omitted keys keep the paper's values
-    run:      {total_env_steps: 100000, ...}
-    logging:  {run_dir: runs}
+    env:         {id: CartPoleNoVel-v1, num_envs: 4}     # num_envs: envs per actor
+    model:       {encoder: mlp, hidden: [64], lstm_units: 64, head_units: 64}
+    replay:      {capacity: 100000}
+    learner:     {burn_in: 10, trace_length: 20, ...}   # R2D2Config; omitted keys keep the paper's values
+    actors:      {runner: processes, num_actors: 2, epsilon: 0.4}
+    run:         {total_env_steps: 100000, warmup_steps: 1000, updates_per_env_step: 0.25, ...}
+    logging:     {run_dir: runs, tensorboard: true}
+    checkpoints: {every_env_steps: 25000, keep: 2, save_replay: false}
 
 Every key is optional. An unknown section or key, a value of the wrong type, an out-of-range value
 or an unknown environment id is a :class:`ConfigError` naming the file, the key and a fix (the
@@ -39,8 +41,16 @@ class EnvConfig:
     """The gymnasium environment (``import r2d2kit.envs`` registers r2d2kit's own ids first)."""
 
     id: str = "CartPoleNoVel-v1"
-    num_envs: int = 4
+    num_envs: int = 4  # per actor (the local runner has one actor)
     kwargs: dict = field(default_factory=dict)  # passed to gymnasium.make
+    wrappers: list = field(default_factory=list)  # "package.module:callable" applied in order: env = f(env)
+
+    def __post_init__(self) -> None:
+        if self.num_envs < 1:
+            raise ValueError(f"num_envs must be >= 1, got {self.num_envs}")
+        for wrapper in self.wrappers:
+            if not isinstance(wrapper, str) or ":" not in wrapper:
+                raise ValueError(f"wrappers entries must be 'package.module:callable' strings, got {wrapper!r}")
 
 
 @dataclass
@@ -49,6 +59,7 @@ class ModelConfig:
 
     encoder: str = "mlp"  # mlp | dqn | r2d3 | "package.module:ImageModelSubclass"
     hidden: list = field(default_factory=lambda: [64])  # MLP encoder widths
+    input_scale: float | list | None = None  # MLP: observation multiplied by this (one number or one per entry)
     lstm_units: int = 512
     dueling: bool = True
     head_units: int = 512
@@ -69,38 +80,83 @@ class ReplayConfig:
             raise ValueError(f"capacity must be >= 1, got {self.capacity}")
 
 
+RUNNERS = ("local", "processes")
+
+
+@dataclass
+class ActorsConfig:
+    """Who acts: where (``runner``), how many, and how they explore (Ape-X per-env epsilons)."""
+
+    runner: str = "local"  # local: one process | processes: spawned actor processes on shared memory
+    num_actors: int = 2  # processes runner only
+    epsilon: float = 0.4  # env i of N explores with epsilon ** (1 + epsilon_alpha * i / (N - 1))
+    epsilon_alpha: float = 7.0
+    publish_every: int = 10  # learner updates between weight broadcasts
+    ring_capacity: int = 64  # windows per actor ring; a full ring makes its actor wait
+    threads: int = 1  # TensorFlow/BLAS threads per actor process
+    max_restarts: int = 10  # actor crashes tolerated per run before training stops
+
+    def __post_init__(self) -> None:
+        if self.runner not in RUNNERS:
+            hint = " (the Ray runner is not available in this version)" if self.runner == "ray" else ""
+            raise ValueError(f"runner must be one of {list(RUNNERS)}, got {self.runner!r}{hint}")
+        for name in ("num_actors", "publish_every", "ring_capacity", "threads"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.max_restarts < 0:
+            raise ValueError(f"max_restarts must be >= 0, got {self.max_restarts}")
+        if not 0.0 <= self.epsilon <= 1.0:
+            raise ValueError(f"epsilon must be in [0, 1], got {self.epsilon}")
+
+
 @dataclass
 class RunConfig:
-    """Budget, exploration and evaluation."""
+    """Budget, update-to-data ratio and evaluation."""
 
     total_env_steps: int = 100_000
-    warmup_steps: int = 2_000
-    updates_per_env_step: float = 0.25
-    epsilon: float = 0.4
-    epsilon_alpha: float = 7.0
-    eval_every: int = 5_000
+    warmup_steps: int = 2_000  # env steps stored before the first update
+    updates_per_env_step: float = 0.25  # the learner waits for data beyond this ratio
+    eval_every: int = 5_000  # env steps; 0: no periodic evaluation
     eval_episodes: int = 10
     seed: int = 0
-    runner: str = "local"  # local (processes and ray: coming)
 
     def __post_init__(self) -> None:
         if self.total_env_steps < 1:
             raise ValueError(f"total_env_steps must be >= 1, got {self.total_env_steps}")
         if self.updates_per_env_step < 0:
             raise ValueError(f"updates_per_env_step must be >= 0, got {self.updates_per_env_step}")
-        if not 0.0 <= self.epsilon <= 1.0:
-            raise ValueError(f"epsilon must be in [0, 1], got {self.epsilon}")
-        if self.runner != "local":
-            raise ValueError(f"runner {self.runner!r} is not available yet; use 'local'")
+        if self.eval_every < 0 or self.eval_episodes < 1 or self.warmup_steps < 0:
+            raise ValueError("eval_every and warmup_steps must be >= 0 and eval_episodes >= 1, got "
+                             f"{self.eval_every}, {self.warmup_steps} and {self.eval_episodes}")
 
 
 @dataclass
 class LoggingConfig:
-    """Where runs are written."""
+    """Where runs are written and what is logged."""
 
     run_dir: str = "runs"
     name: str = ""  # default: <env id>-<timestamp>
-    progress: bool = True
+    progress: bool = True  # tqdm bar on the console
+    tensorboard: bool = True  # scalars under <run>/tensorboard
+    log_every: int = 1_000  # env steps between TensorBoard scalar writes
+
+    def __post_init__(self) -> None:
+        if self.log_every < 1:
+            raise ValueError(f"log_every must be >= 1, got {self.log_every}")
+
+
+@dataclass
+class CheckpointConfig:
+    """Checkpoints (weights, optimizer, counters; optionally replay) under ``<run>/checkpoints``."""
+
+    every_env_steps: int = 25_000  # 0: only the final one (also written on Ctrl-C)
+    keep: int = 2  # newest checkpoints kept
+    save_replay: bool = False  # also the replay buffer, so --resume does not warm up again
+
+    def __post_init__(self) -> None:
+        if self.every_env_steps < 0 or self.keep < 1:
+            raise ValueError(f"every_env_steps must be >= 0 and keep >= 1, got {self.every_env_steps} and "
+                             f"{self.keep}")
 
 
 @dataclass
@@ -111,8 +167,10 @@ class TrainConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     replay: ReplayConfig = field(default_factory=ReplayConfig)
     learner: R2D2Config = field(default_factory=R2D2Config)
+    actors: ActorsConfig = field(default_factory=ActorsConfig)
     run: RunConfig = field(default_factory=RunConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
+    checkpoints: CheckpointConfig = field(default_factory=CheckpointConfig)
 
     def to_dict(self) -> dict:
         """Plain nested dict (what ``save_config`` writes)."""
@@ -134,8 +192,14 @@ def _check_type(where: str, value: Any, annotation: Any) -> Any:
         options = typing.get_args(annotation)
         if value is None and type(None) in options:
             return value
-        annotation = next(option for option in options if option is not type(None))
-        origin = typing.get_origin(annotation)
+        errors = []
+        for option in (option for option in options if option is not type(None)):
+            try:
+                return _check_type(where, value, option)
+            except ConfigError as error:
+                errors.append(error)
+        names = " or ".join((typing.get_origin(o) or o).__name__ for o in options)
+        raise ConfigError(f"{where} must be {names}, got {value!r} ({type(value).__name__})")
     expected = origin or annotation
     if expected is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)

@@ -1,21 +1,21 @@
 """Train R2D2 from a YAML config: ``python -m r2d2kit.train configs/cartpole_pomdp.yaml``.
 
     python -m r2d2kit.train CONFIG [--set section.key=value ...] [--run-dir DIR] [--name NAME]
+    python -m r2d2kit.train --resume RUN_DIR [--set run.total_env_steps=200000]
 
 Writes a run directory with the resolved config (``config.yaml``), evaluation metrics
-(``metrics.csv``), a learning curve (``learning_curve.png``), the final network weights
-(``weights.weights.h5``) and ``summary.json``. A bad config exits with status 2 and a message naming
-the file, the key and the fix. Multi-process actors, TensorBoard and checkpoints/resume are
-not here yet (the single-process runner is used).
+(``metrics.csv``), TensorBoard scalars (``tensorboard/``), checkpoints (``checkpoints/``), a learning
+curve (``learning_curve.png``), the final network weights (``weights.weights.h5``) and
+``summary.json``. ``actors.runner: processes`` acts in spawned processes on shared memory. Ctrl-C
+stops cleanly with a final checkpoint (exit 0); ``--resume RUN_DIR`` continues from the newest
+checkpoint with the run's own config (``--set`` may change it, e.g. a longer budget). A bad config
+or an unusable checkpoint exits with status 2 and a message naming the file, the key and the fix.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
-import importlib
-import json
 import os
 import sys
 import time
@@ -23,27 +23,7 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from r2d2kit.config import ConfigError, TrainConfig, load_config, save_config  # noqa: E402
-
-
-def build_encoder(config: TrainConfig):
-    """The encoder named by ``model.encoder``: mlp, dqn, r2d3, or ``package.module:Class``."""
-    from r2d2kit.models import DQNImageModel, ImageModel, MLPModel, R2D3ImageModel
-
-    name = config.model.encoder
-    builtins = {"mlp": lambda: MLPModel(tuple(config.model.hidden)), "dqn": DQNImageModel, "r2d3": R2D3ImageModel}
-    if name in builtins:
-        return builtins[name]()
-    if ":" not in name:
-        raise ConfigError(f"model.encoder {name!r} must be one of {sorted(builtins)} or 'package.module:Class'")
-    module_name, class_name = name.split(":", 1)
-    try:
-        cls = getattr(importlib.import_module(module_name), class_name)
-    except (ImportError, AttributeError) as error:
-        raise ConfigError(f"model.encoder {name!r} cannot be imported: {error}") from None
-    if not (isinstance(cls, type) and issubclass(cls, ImageModel)):
-        raise ConfigError(f"model.encoder {name!r} is not an ImageModel subclass")
-    return cls()
+from r2d2kit.config import ConfigError, TrainConfig, load_config  # noqa: E402
 
 
 def describe(config: TrainConfig) -> str:
@@ -64,99 +44,58 @@ def run_directory(config: TrainConfig, override: str | None, name: str | None) -
     else:
         label = name or config.logging.name or f"{config.env.id}-{time.strftime('%Y%m%d-%H%M%S')}"
         path = Path(config.logging.run_dir) / label
+    if (path / "checkpoints").exists() or (path / "metrics.csv").exists():
+        raise ConfigError(f"run directory {path} already holds a run; continue it with --resume {path}, or pick "
+                          "another --run-dir / --name")
     path.mkdir(parents=True, exist_ok=True)
     return path
 
 
-def plot_curve(rows: list[dict], path: Path, title: str) -> None:
-    import matplotlib
+def train(config: TrainConfig, run_dir: Path, resume: bool = False, callbacks=()) -> dict:
+    """Train with the configured runner, writing ``run_dir``; return the summary."""
+    from r2d2kit.trainer import Trainer
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axis = plt.subplots(figsize=(6, 4))
-    steps = [row["env_steps"] for row in rows]
-    means = [row["eval_mean"] for row in rows]
-    stds = [row["eval_std"] for row in rows]
-    axis.plot(steps, means, marker="o", label="greedy evaluation")
-    axis.fill_between(steps, [m - s for m, s in zip(means, stds)], [m + s for m, s in zip(means, stds)], alpha=0.2)
-    axis.set_xlabel("environment steps")
-    axis.set_ylabel("return")
-    axis.set_title(title)
-    axis.grid(alpha=0.3)
-    axis.legend()
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-
-
-def train(config: TrainConfig, run_dir: Path) -> dict:
-    """Train with the configured runner and write the run directory; return the summary."""
-    import gymnasium as gym
-    import keras
-
-    import r2d2kit.envs  # noqa: F401  (registers r2d2kit's environments)
-    from r2d2kit.models import QNetwork
-    from r2d2kit.runners import LocalRunConfig, train_local
-    from r2d2kit.tf_setup import setup_tensorflow
-
-    setup_tensorflow()
-    keras.utils.set_random_seed(config.run.seed)
-    make_env = lambda: gym.make(config.env.id, **config.env.kwargs)  # noqa: E731
-    probe = make_env()
-    obs_space, action_space = probe.observation_space, probe.action_space
-    probe.close()
-    if not isinstance(action_space, gym.spaces.Discrete):
-        raise ConfigError(f"env.id {config.env.id!r} has action space {action_space}; R2D2 needs Discrete actions")
-    network = QNetwork(obs_space.shape, int(action_space.n), build_encoder(config), obs_dtype=str(obs_space.dtype),
-                       lstm_units=config.model.lstm_units, dueling=config.model.dueling,
-                       head_units=config.model.head_units, prev_action_reward=config.model.prev_action_reward)
-    save_config(config, run_dir / "config.yaml")
+    trainer = Trainer(config, run_dir, callbacks=callbacks, resume=resume)
     print(describe(config))
-    print(f"run directory: {run_dir}")
-
-    rows: list[dict] = []
-    metrics_path = run_dir / "metrics.csv"
-
-    def record(row: dict) -> None:
-        rows.append(row)
-        with open(metrics_path, "a", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=list(row))
-            if handle.tell() == 0:
-                writer.writeheader()
-            writer.writerow(row)
-
-    run = LocalRunConfig(
-        total_env_steps=config.run.total_env_steps, num_envs=config.env.num_envs,
-        replay_capacity=config.replay.capacity, warmup_steps=config.run.warmup_steps,
-        updates_per_env_step=config.run.updates_per_env_step, epsilon=config.run.epsilon,
-        epsilon_alpha=config.run.epsilon_alpha, eval_every=config.run.eval_every,
-        eval_episodes=config.run.eval_episodes, seed=config.run.seed, progress=config.logging.progress)
-    result = train_local(make_env, network, config.learner, run, on_evaluation=record)
-    network.model.save_weights(str(run_dir / "weights.weights.h5"))
-    if rows:
-        plot_curve(rows, run_dir / "learning_curve.png", config.env.id)
-    summary = {"env_steps": result.env_steps, "updates": result.updates, "seconds": round(result.seconds, 1),
-               "final_eval": result.final_eval, "best_eval": max((row["eval_mean"] for row in rows), default=None),
-               "episodes": len(result.episode_returns)}
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-    print(f"done: {summary}")
+    print(f"runner: {config.actors.runner}"
+          + (f" ({config.actors.num_actors} actor processes x {config.env.num_envs} envs)"
+             if config.actors.runner == "processes" else f" ({config.env.num_envs} envs in this process)"))
+    print(f"run directory: {run_dir}" + (f" (resuming from {trainer.resumed_from.name} at "
+                                         f"{trainer.counters['env_steps']:,} env steps)" if resume else ""))
+    summary = trainer.fit()
+    print(f"{'stopped' if summary['interrupted'] else 'done'}: {summary}")
     return summary
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m r2d2kit.train", description=__doc__.splitlines()[0])
-    parser.add_argument("config", help="YAML config file (see configs/)")
+    parser.add_argument("config", nargs="?", help="YAML config file (see configs/)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
                         help="override a config value, e.g. --set learner.batch_size=32 (repeatable)")
     parser.add_argument("--run-dir", help="write the run here instead of logging.run_dir/<name>")
     parser.add_argument("--name", help="run name under logging.run_dir")
+    parser.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its newest checkpoint")
     args = parser.parse_args(argv)
+    from r2d2kit.checkpoint import CheckpointError
+
     try:
-        config = load_config(args.config, args.overrides)
-        train(config, run_directory(config, args.run_dir, args.name))
-    except ConfigError as error:
-        print(f"config error: {error}", file=sys.stderr)
+        if args.resume:
+            if args.config or args.run_dir or args.name:
+                raise ConfigError("--resume RUN_DIR uses RUN_DIR/config.yaml and writes into RUN_DIR; drop the "
+                                  "CONFIG, --run-dir and --name arguments (change values with --set)")
+            run_dir = Path(args.resume)
+            if not (run_dir / "config.yaml").is_file():
+                raise ConfigError(f"--resume {run_dir}: no config.yaml there; is it a run directory?")
+            config = load_config(run_dir / "config.yaml", args.overrides)
+        elif args.config:
+            config = load_config(args.config, args.overrides)
+            run_dir = run_directory(config, args.run_dir, args.name)
+        else:
+            parser.error("give a CONFIG file, or --resume RUN_DIR")
+        train(config, run_dir, resume=bool(args.resume))
+    except (ConfigError, CheckpointError) as error:
+        kind = "config" if isinstance(error, ConfigError) else "checkpoint"
+        print(f"{kind} error: {error}", file=sys.stderr)
         return 2
     return 0
 

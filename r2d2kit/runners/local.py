@@ -16,8 +16,10 @@ from tqdm.auto import tqdm
 
 from r2d2kit.learner import R2D2Config, R2D2Learner
 from r2d2kit.models.qnetwork import QNetwork, StatefulActor
-from r2d2kit.policies import apex_epsilons, epsilon_greedy, greedy
+from r2d2kit.policies import apex_epsilons, greedy
 from r2d2kit.replay import SequenceBuilder, SequenceReplayBuffer
+from r2d2kit.runners.episodes import EpisodeTracker
+from r2d2kit.runners.experience import ActingLoop
 
 
 @dataclass
@@ -69,23 +71,16 @@ def evaluate(actor: StatefulActor, make_env: Callable[[], gym.Env], episodes: in
     actor.reset()
     quota = np.full(actor.num_envs, episodes // actor.num_envs)
     quota[: episodes % actor.num_envs] += 1
-    returns, running = [], np.zeros(actor.num_envs)
-    prev_action = np.zeros(actor.num_envs, np.int32)
-    prev_reward = np.zeros(actor.num_envs, np.float32)
-    in_autoreset = np.zeros(actor.num_envs, bool)
+    returns: list[float] = []
+    tracker = EpisodeTracker(actor.num_envs)
     while len(returns) < episodes:
-        action = greedy(actor.q_values(obs, prev_action, prev_reward))
+        action = greedy(actor.q_values(obs, tracker.prev_action, tracker.prev_reward))
         obs, reward, terminated, truncated, _ = envs.step(action)
-        running += np.where(in_autoreset, 0.0, reward)
-        ended = (terminated | truncated) & ~in_autoreset
-        counted = ended & (quota > 0)
-        returns.extend(running[counted].tolist())
-        quota[counted] -= 1
-        running[ended] = 0.0
-        prev_action = np.where(in_autoreset, 0, action).astype(np.int32)
-        prev_reward = np.where(in_autoreset, 0.0, reward).astype(np.float32)
-        actor.reset(in_autoreset)
-        in_autoreset = ended
+        ended, ended_returns, _, restart = tracker.record(action, reward, terminated, truncated)
+        counted = quota[ended] > 0
+        returns.extend(ended_returns[counted].tolist())
+        quota[np.flatnonzero(ended)[counted]] -= 1
+        actor.reset(restart)
     envs.close()
     return np.asarray(returns[:episodes])
 
@@ -104,7 +99,6 @@ def train_local(make_env: Callable[[], gym.Env], network: QNetwork, config: R2D2
             ``eval_mean``, ``eval_std``, ``train_return`` (mean of the last 20 episodes) and ``loss``.
     """
     run = run or LocalRunConfig()
-    rng = np.random.default_rng(run.seed)
     envs = gym.vector.SyncVectorEnv([make_env] * run.num_envs)
     learner = R2D2Learner(network, config)
     actor = network.actor(run.num_envs)
@@ -120,34 +114,17 @@ def train_local(make_env: Callable[[], gym.Env], network: QNetwork, config: R2D2
     epsilons = apex_epsilons(run.num_envs, run.epsilon, run.epsilon_alpha)
 
     result = RunResult()
-    obs, _ = envs.reset(seed=run.seed)
-    prev_action = np.zeros(run.num_envs, np.int32)
-    prev_reward = np.zeros(run.num_envs, np.float32)
-    in_autoreset = np.zeros(run.num_envs, bool)  # this step only carries the final observation
-    running_return = np.zeros(run.num_envs)
+    loop = ActingLoop(envs, actor, builder, epsilons, run.seed)
     update_credit = 0.0
     next_eval = run.eval_every
     start = time.perf_counter()
     bar = tqdm(total=run.total_env_steps, disable=not run.progress, unit="step", dynamic_ncols=True)
     while result.env_steps < run.total_env_steps:
         # --- act
-        state = actor.get_state()
-        action = epsilon_greedy(actor.q_values(obs, prev_action, prev_reward), epsilons, rng)
-        next_obs, reward, terminated, truncated, _ = envs.step(action)
-        windows = builder.step(obs, action, reward, terminated, truncated, state)
+        windows, returns, _ = loop.step()
         if windows is not None:
             buffer.add_sequences(windows)
-
-        # --- bookkeeping for the next step (a new episode starts after an autoreset step)
-        running_return += np.where(in_autoreset, 0.0, reward)
-        ended = (terminated | truncated) & ~in_autoreset
-        result.episode_returns.extend(running_return[ended].tolist())
-        running_return[ended] = 0.0
-        prev_action = np.where(in_autoreset, 0, action).astype(np.int32)
-        prev_reward = np.where(in_autoreset, 0.0, reward).astype(np.float32)
-        actor.reset(in_autoreset)
-        in_autoreset = ended
-        obs = next_obs
+        result.episode_returns.extend(returns.tolist())
         new_steps = run.num_envs  # vector steps x envs, as gymnasium and SB3 count them
         result.env_steps += new_steps
         bar.update(new_steps)

@@ -35,11 +35,16 @@ def _create(size: int) -> shared_memory.SharedMemory:
 
 
 def _attach(name: str) -> shared_memory.SharedMemory:
-    block = shared_memory.SharedMemory(name=name)
     # Python < 3.13 registers attached segments with the resource tracker, which would unlink the
     # learner's segment when this (actor) process exits (cpython#82300): only the creator owns it.
-    resource_tracker.unregister(block._name, "shared_memory")  # noqa: SLF001
-    return block
+    # Unregistering afterwards is not an option: spawned children share the creator's tracker, so
+    # that would drop the creator's own registration. Skip the registration instead.
+    register = resource_tracker.register
+    resource_tracker.register = lambda *args, **kwargs: None
+    try:
+        return shared_memory.SharedMemory(name=name)
+    finally:
+        resource_tracker.register = register
 
 
 class _Segment:

@@ -38,4 +38,4 @@ def test_actors_feed_the_learner_and_a_killed_actor_is_restarted():
     assert result.env_steps >= 4_000 and result.updates > updates_at_kill[0] + 20  # the learner went on
     assert all(result.windows_per_actor.get(actor, 0) > 0 for actor in (0, 1))
     assert result.weight_versions_seen[0] > 1, result.weight_versions_seen  # actors act on published weights
-    assert our_segments() == []
+    assert len(result.segments) == 3 and not set(result.segments) & set(our_segments())  # all unlinked

@@ -45,7 +45,7 @@ def test_weight_broadcast_is_never_torn_under_concurrent_writes():
         writer.join(timeout=60)
         assert writer.exitcode == 0
         assert reads == 100 and broadcast.version > reads  # every read raced a writer publishing non-stop
-    assert our_segments() == []
+    assert broadcast.name not in our_segments()  # (other runs on the machine may hold their own segments)
 
 
 def test_broadcast_refuses_a_wrong_size_and_reports_no_news():
@@ -79,7 +79,7 @@ def test_ring_delivers_every_record_in_order_with_back_pressure():
             assert np.all(record["obs"] == number % 100) and record["obs"].shape == (5, 3)
         batch = stack_records(received[:4])
         assert batch["obs"].shape == (4, 5, 3) and batch["state_h"].shape == (4, 4)
-    assert our_segments() == []
+    assert ring.name not in our_segments()
 
 
 def test_closed_ring_stops_a_waiting_producer():
@@ -93,7 +93,10 @@ def test_closed_ring_stops_a_waiting_producer():
 
 
 def test_segments_are_unlinked_even_when_an_error_escapes():
+    names = []
     with pytest.raises(RuntimeError):
-        with WeightBroadcast.create(10):
+        with WeightBroadcast.create(10) as broadcast:
+            names.append(broadcast.name)
+            assert names[0] in our_segments()
             raise RuntimeError("boom")
-    assert our_segments() == []
+    assert names[0] not in our_segments()

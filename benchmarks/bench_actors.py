@@ -1,0 +1,581 @@
+"""Multi-process actors: env steps/s for 1 and 2 actor processes, and weight-broadcast latency.
+
+    python benchmarks/bench_actors.py              # full run: about 2 minutes on 2 cores
+    python benchmarks/bench_actors.py --quick      # smoke run: under a minute
+    python benchmarks/bench_actors.py --markdown   # markdown tables (for docs and issues)
+    python benchmarks/bench_actors.py --only broadcast --reps 500 --mb 40
+
+Two parts, one run:
+
+* **Actor throughput.** ``r2d2kit.runners.processes.train_processes`` on CartPoleNoVel-v1 with the
+  Q-network and R2D2 hyper-parameters of ``configs/cartpole_pomdp.yaml``, for 1 and 2 actor
+  processes, with ``updates_per_env_step=0``: the learner (this process) only drains the actors'
+  rings into replay, it never trains. Env steps/s are timed from the first env steps an actor
+  reports to the last report (the ``on_progress`` callback), so process spawn, TensorFlow import
+  and network build are left out; they are printed apart as start-up seconds. The "2nd half"
+  column times only from the report that reaches half the steps to the last one: with 2 actors,
+  the second actor may still be starting while the first already steps. Over that same stretch,
+  the CPU columns give the learner's and each actor's CPU time as a share of one core (from
+  /proc: actors are found as this process's spawned children). Two rounds, in ABBA order.
+* **Weight-broadcast latency** of a 10 MB float32 vector (2,500,000 values), publisher in this
+  process, a reader in a spawned process: (a) ``WeightBroadcast`` (shared memory, sequence lock +
+  CRC-32), the reader polling ``read(newer_than=version)``; (b) a ``multiprocessing`` Queue (spawn
+  context), the reader blocked in ``get()``. Latency = publish / put called -> the reader holds a
+  full, consistent copy, taken from the reader's clock (``time.perf_counter_ns`` is
+  CLOCK_MONOTONIC on Linux: one clock for all processes), so the acknowledgement channel is not
+  part of it. The round trip as the publisher sees it (ack included) and the ack channel alone (no
+  payload) are printed beside it. Every copy the reader gets is compared by CRC-32 with what was
+  published.
+
+On a 2-core machine, 2 actors + the learner contend for the cores (and with any other work there):
+read the scaling column with that in mind. The load average at start and end is printed under the
+tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import gc
+import json
+import os
+import platform
+import secrets
+import shlex
+import sys
+import time
+import zlib
+from importlib import metadata
+from multiprocessing import shared_memory
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before any TensorFlow import; actors inherit it
+
+import numpy as np  # noqa: E402
+import yaml  # noqa: E402
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO_ROOT = BENCH_DIR.parent
+sys.path.insert(0, str(REPO_ROOT))  # benchmark the checkout, not an installed copy
+
+CONFIG = REPO_ROOT / "configs" / "cartpole_pomdp.yaml"
+FULL = dict(actor_counts=(1, 2), rounds=2, steps=30_000, reps=200, warmup=5, mb=10.0)
+QUICK = dict(actor_counts=(1, 2), rounds=1, steps=6_000, reps=25, warmup=2, mb=10.0)
+PARTS = ("actors", "broadcast")
+
+
+# ---------------------------------------------------------------------------------------------
+# machine
+
+
+def version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_line() -> str:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    versions = ", ".join(f"{dist} {version(dist)}" for dist in ("numpy", "tensorflow", "keras", "gymnasium", "r2d2kit"))
+    return (f"machine: {cpu_name()}, {cores} cores ({platform.machine()}, {platform.system()}); "
+            f"python {platform.python_version()}, {versions}")
+
+
+def load_average() -> float:
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return float("nan")
+
+
+# ---------------------------------------------------------------------------------------------
+# part 1: actor throughput (train_processes with an idle learner)
+
+
+def build_network(obs_shape: tuple[int, ...], num_actions: int, obs_dtype: str, model: dict):
+    """The Q-network of a config's ``model:`` section, as ``r2d2kit.train`` builds it (MLP encoder).
+
+    Module level (with its arguments in a ``functools.partial``) so spawned actors can unpickle it;
+    TensorFlow is imported here, not when this file is imported.
+    """
+    from r2d2kit.models import MLPModel, QNetwork
+
+    encoder = MLPModel(tuple(model.get("hidden", (64,))), input_scale=model.get("input_scale"))
+    return QNetwork(obs_shape, num_actions, encoder, obs_dtype=obs_dtype, lstm_units=model.get("lstm_units", 512),
+                    dueling=model.get("dueling", True), head_units=model.get("head_units", 512),
+                    prev_action_reward=model.get("prev_action_reward", True))
+
+
+def make_env(env_id: str):
+    """One env; imports ``r2d2kit.envs`` so the id is registered in a fresh (spawned) process."""
+    import gymnasium as gym
+
+    import r2d2kit.envs  # noqa: F401  (registers CartPoleNoVel-v1)
+
+    return gym.make(env_id)
+
+
+def actor_setup(config_path: Path, envs_per_actor: int | None) -> dict:
+    """Factories, R2D2Config and plumbing from the YAML config."""
+    from r2d2kit.learner import R2D2Config
+
+    data = yaml.safe_load(config_path.read_text()) or {}
+    env_id = data.get("env", {}).get("id", "CartPoleNoVel-v1")
+    model = dict(data.get("model", {}))
+    if model.get("encoder", "mlp") != "mlp":
+        raise SystemExit(f"{config_path}: this benchmark builds the MLP encoder only")
+    probe = make_env(env_id)
+    obs_shape, num_actions = tuple(probe.observation_space.shape), int(probe.action_space.n)
+    obs_dtype = str(probe.observation_space.dtype)
+    probe.close()
+    make_network = functools.partial(build_network, obs_shape, num_actions, obs_dtype, model)
+    network = make_network()  # imports TensorFlow here, before any timed run, and counts the weights
+    weights = int(sum(int(np.prod(v.shape)) for v in network.variables))
+    del network
+    return dict(env_id=env_id, make_env=functools.partial(make_env, env_id), make_network=make_network,
+                config=R2D2Config(**data.get("learner", {})),
+                envs_per_actor=envs_per_actor or int(data.get("env", {}).get("num_envs", 4)),
+                replay_capacity=int(data.get("replay", {}).get("capacity", 100_000)),
+                seed=int(data.get("run", {}).get("seed", 0)), weights=weights, model=model)
+
+
+def spawned_children_cpu() -> dict[int, float]:
+    """CPU seconds (user + system) of each spawned child of this process (Linux /proc; else empty).
+
+    Children are found by parent pid and ``spawn_main`` in their command line, which leaves out
+    multiprocessing's resource tracker; nothing of the runner's API is needed.
+    """
+    out: dict[int, float] = {}
+    if not Path("/proc/self/stat").exists():
+        return out
+    me, tick = os.getpid(), os.sysconf("SC_CLK_TCK")
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) ": state, ppid, ...
+            if int(fields[1]) != me or b"spawn_main" not in (entry / "cmdline").read_bytes():
+                continue
+            out[int(entry.name)] = (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+        except (OSError, ValueError, IndexError):  # the process ended meanwhile
+            continue
+    return out
+
+
+def snapshot() -> tuple[float, float, dict[int, float]]:
+    """(wall clock, this process's CPU seconds, CPU seconds per spawned child)."""
+    return time.perf_counter(), time.process_time(), spawned_children_cpu()
+
+
+def rate(first: tuple, last: tuple) -> float:
+    """Env steps per second between two ``(time, env_steps)`` marks."""
+    (t0, s0), (t1, s1) = first, last
+    return (s1 - s0) / (t1 - t0) if t1 > t0 else float("nan")
+
+
+def run_actors(setup: dict, num_actors: int, steps: int) -> dict:
+    """One ``train_processes`` run with an idle learner; env steps/s after start-up, CPU shares."""
+    from r2d2kit.runners.processes import ProcessRunConfig, train_processes
+
+    run = ProcessRunConfig(num_actors=num_actors, envs_per_actor=setup["envs_per_actor"],
+                           updates_per_env_step=0.0, total_env_steps=steps,
+                           replay_capacity=setup["replay_capacity"], seed=setup["seed"])
+    marks: list[tuple[float, int]] = []  # (perf_counter, env steps) each time the count changes
+    cpu: dict[str, tuple] = {}  # snapshots where the count first reaches steps / 2 and steps (the last report)
+
+    def on_progress(result) -> None:
+        if result.env_steps > 0 and (not marks or marks[-1][1] != result.env_steps):
+            marks.append((time.perf_counter(), result.env_steps))
+            for name, threshold in (("half", steps / 2), ("end", steps)):
+                if name not in cpu and result.env_steps >= threshold:
+                    cpu[name] = snapshot() + (result.env_steps,)
+
+    load_before = load_average()
+    started = time.perf_counter()
+    result = train_processes(setup["make_network"], setup["make_env"], setup["config"], run, on_progress=on_progress)
+    ended = time.perf_counter()
+    if len(marks) < 2 or "half" not in cpu or "end" not in cpu:
+        raise RuntimeError(f"only {len(marks)} progress report(s) with env steps; raise --steps")
+    (t0, own0, kids0, s0), (t1, own1, kids1, s1) = cpu["half"], cpu["end"]
+    common = kids0.keys() & kids1.keys()
+    actor_cpu = [(kids1[pid] - kids0[pid]) / (t1 - t0) for pid in common] if t1 > t0 else []
+    return dict(actors=num_actors, envs=num_actors * setup["envs_per_actor"], env_steps=result.env_steps,
+                windows=result.windows, startup_s=marks[0][0] - started, stepping_s=marks[-1][0] - marks[0][0],
+                shutdown_s=ended - marks[-1][0], total_s=result.seconds,
+                steps_per_s=rate(marks[0], marks[-1]), last_half_steps_per_s=rate((t0, s0), (t1, s1)),
+                learner_cpu=(own1 - own0) / (t1 - t0) if t1 > t0 else float("nan"),
+                actor_cpu=float(np.mean(actor_cpu)) if actor_cpu else float("nan"), actor_cpu_count=len(actor_cpu),
+                load_before=load_before, load_after=load_average())
+
+
+def actor_rows(setup: dict, cfg: dict) -> list[dict]:
+    """``rounds`` rounds of one run per actor count, in ABBA order so drift hits every count alike."""
+    rows = []
+    for round_ in range(1, cfg["rounds"] + 1):
+        counts = cfg["actor_counts"] if round_ % 2 else tuple(reversed(cfg["actor_counts"]))
+        for num_actors in counts:
+            try:
+                rows.append(dict(run_actors(setup, num_actors, cfg["steps"]), round=round_))
+            except Exception as error:  # noqa: BLE001  (report, go on with the other part)
+                rows.append(dict(actors=num_actors, round=round_, error=f"{type(error).__name__}: {error}"))
+            gc.collect()
+    return sorted(rows, key=lambda r: (r["round"], r["actors"]))
+
+
+def steps_per_actor_cpu_second(row: dict) -> float:
+    """2nd-half env steps/s over the actors' CPU: what the actors make of the CPU they got."""
+    return row["last_half_steps_per_s"] / (row["actor_cpu"] * row["actors"])
+
+
+# ---------------------------------------------------------------------------------------------
+# part 2: weight-broadcast latency, shared memory against a multiprocessing Queue
+#
+# The publisher (this process) and the reader (spawned) talk through a tiny control block, one
+# int64 per slot. For each message: the publisher writes KIND, then bumps COMMAND; the reader sets
+# ARMED = COMMAND and starts waiting on that transport; 1 ms later the publisher takes t0 and
+# sends. The reader, on holding a full copy, writes its clock to T_DONE and then DONE = COMMAND
+# (the ack); after that, outside any timing, it CRC-32s its copy into CRC and sets VERIFIED.
+
+PING, SHM, QUEUE, STOP = 0, 1, 2, 3
+KIND_NAMES = {PING: "ack channel alone", SHM: "shared memory", QUEUE: "mp.Queue"}
+COMMAND, KIND, ARMED, DONE, T_DONE, VERIFIED, CRC, VERSION, PING_VALUE = range(9)
+SLOTS = 16  # one 128-byte block
+SETTLE_S = 0.001  # publisher's pause between ARMED and the send: the reader is waiting by then
+PUBLISHER_POLL_S = 20e-6  # publisher's sleep while waiting for the ack (Linux rounds it up to ~60-80 us)
+TIMEOUT_S = 60.0
+
+
+class ControlBlock:
+    """A private shared-memory block of ``SLOTS`` int64 slots; the creator unlinks it on ``close``."""
+
+    def __init__(self) -> None:
+        self._block = shared_memory.SharedMemory(name=f"r2d2kit_bench_{secrets.token_hex(6)}", create=True,
+                                                 size=SLOTS * 8)
+        self.name = self._block.name
+        self.slots = np.ndarray((SLOTS,), dtype=np.int64, buffer=self._block.buf)
+        self.slots[:] = 0
+
+    def close(self) -> None:
+        """Drop the view, detach and unlink (unlink even if the detach fails: a view still held)."""
+        self.slots = None
+        try:
+            self._block.close()
+        finally:
+            self._block.unlink()
+
+    def __enter__(self) -> "ControlBlock":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def broadcast_reader(control_name: str, broadcast_name: str, size: int, messages) -> None:
+    """Reader process: wait for each message on the transport the publisher names, ack, verify."""
+    from r2d2kit.runners.shm import WeightBroadcast
+
+    # A spawned child shares its parent's resource tracker: attaching the control block registers
+    # the name there a second time (a set: no effect), and the parent's unlink unregisters it.
+    control = shared_memory.SharedMemory(name=control_name)
+    broadcast = WeightBroadcast.attach(broadcast_name, size)  # as an actor attaches
+    slots = np.ndarray((SLOTS,), dtype=np.int64, buffer=control.buf)
+    handled, version = 0, 0
+    try:
+        while True:
+            command = int(slots[COMMAND])
+            if command == handled:
+                time.sleep(0.0001)  # idle between messages
+                continue
+            kind, handled = int(slots[KIND]), command
+            if kind == STOP:
+                break
+            slots[ARMED] = command
+            copy = None
+            if kind == PING:
+                while int(slots[PING_VALUE]) != command:
+                    time.sleep(0)  # yield, then poll again
+            elif kind == SHM:
+                while (latest := broadcast.read(newer_than=version)) is None:
+                    time.sleep(0)
+                version, copy = latest
+            else:
+                copy = messages.get(timeout=TIMEOUT_S)
+            slots[T_DONE] = time.perf_counter_ns()
+            slots[DONE] = command  # the ack: after T_DONE (x86 keeps stores in order)
+            slots[CRC] = zlib.crc32(copy) if copy is not None else 0
+            slots[VERSION] = version if kind == SHM else 0
+            slots[VERIFIED] = command
+    finally:
+        del slots
+        broadcast.close()
+        control.close()
+
+
+def wait_slot(slots: np.ndarray, slot: int, value: int, reader, poll_s: float) -> None:
+    deadline = time.monotonic() + TIMEOUT_S
+    while int(slots[slot]) != value:
+        if not reader.is_alive():
+            raise RuntimeError(f"the reader process died (exit code {reader.exitcode})")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"reader did not set control slot {slot} to {value} within {TIMEOUT_S:.0f} s")
+        time.sleep(poll_s)
+
+
+def measure_broadcast(size: int, reps: int, warmup: int) -> dict:
+    """Interleaved rounds of (ack alone, shared memory, Queue); per-message timings in ns."""
+    import multiprocessing as mp
+
+    from r2d2kit.runners.shm import WeightBroadcast
+
+    context = mp.get_context("spawn")
+    rng = np.random.default_rng(0)
+    base = rng.standard_normal(size, dtype=np.float32)  # [size]
+    samples = {kind: dict(one_way=[], round_trip=[], blocked=[], verified=0, checked=0) for kind in KIND_NAMES}
+    with WeightBroadcast.create(size) as broadcast, ControlBlock() as control:
+        control_name, slots = control.name, control.slots
+        messages = context.Queue()
+        reader = context.Process(target=broadcast_reader, args=(control_name, broadcast.name, size, messages),
+                                 daemon=True, name="bench-broadcast-reader")  # daemon: reaped if we are killed
+        reader.start()
+        command = 0
+        try:
+            for rep in range(warmup + reps):
+                order = (PING, SHM, QUEUE) if rep % 2 == 0 else (QUEUE, SHM, PING)  # alternate: drift hits all
+                for kind in order:
+                    command += 1
+                    if kind != PING:
+                        payload = base + np.float32(command)  # [size]: distinct contents for every message
+                        expected = zlib.crc32(payload)
+                    slots[KIND] = kind
+                    slots[COMMAND] = command
+                    wait_slot(slots, ARMED, command, reader, PUBLISHER_POLL_S)
+                    time.sleep(SETTLE_S)
+                    t0 = time.perf_counter_ns()
+                    if kind == PING:
+                        slots[PING_VALUE] = command
+                    elif kind == SHM:
+                        published = broadcast.publish(payload)
+                    else:
+                        messages.put(payload)
+                    t_returned = time.perf_counter_ns()
+                    wait_slot(slots, DONE, command, reader, PUBLISHER_POLL_S)
+                    t_ack = time.perf_counter_ns()
+                    wait_slot(slots, VERIFIED, command, reader, 0.0005)
+                    if rep < warmup:
+                        continue
+                    entry = samples[kind]
+                    entry["one_way"].append(int(slots[T_DONE]) - t0)
+                    entry["round_trip"].append(t_ack - t0)
+                    entry["blocked"].append(t_returned - t0)
+                    if kind != PING:
+                        entry["checked"] += 1
+                        same_version = kind != SHM or int(slots[VERSION]) == published
+                        entry["verified"] += int(int(slots[CRC]) == expected and same_version)
+        finally:
+            # stop the reader on every path (it polls COMMAND), then reap it before unlinking
+            slots[KIND] = STOP
+            slots[COMMAND] = command + 1
+            reader.join(timeout=10)
+            if reader.is_alive():
+                reader.terminate()
+                reader.join(timeout=5)
+            messages.close()
+            messages.join_thread()
+            del slots  # the control block's view: it cannot be detached while this is held
+        names = (broadcast.name, control_name)
+    left = [name for name in names if Path("/dev/shm", name).exists()]
+    return dict(samples=samples, left_behind=left)
+
+
+def summarize_broadcast(measured: dict) -> dict:
+    out = {}
+    for kind, entry in measured["samples"].items():
+        row = dict(n=len(entry["one_way"]), verified=entry["verified"], checked=entry["checked"])
+        for key in ("one_way", "round_trip", "blocked"):
+            values = np.asarray(entry[key], dtype=np.float64) / 1e9
+            row[key] = (float(np.median(values)), float(np.percentile(values, 90))) if values.size else None
+        out[KIND_NAMES[kind]] = row
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# printing
+
+
+def render(header: list[str], body: list[list[str]], markdown: bool, left: int = 1) -> str:
+    """A plain or markdown table; the first ``left`` columns are left-aligned, the rest right."""
+    if markdown:
+        lines = ["| " + " | ".join(header) + " |",
+                 "|" + "|".join(["---"] * left + ["---:"] * (len(header) - left)) + "|"]
+        return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in body])
+    widths = [max(len(row[i]) for row in [header] + body) for i in range(len(header))]
+
+    def line(cells):
+        return "  ".join(c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
+    return "\n".join([line(header), line(["-" * w for w in widths])] + [line(row) for row in body])
+
+
+def fmt_seconds(seconds: float) -> str:
+    if seconds >= 0.1:
+        return f"{seconds * 1e3:,.0f} ms"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.2f} ms"
+    return f"{seconds * 1e6:.0f} us"
+
+
+def actor_table(rows: list[dict], markdown: bool) -> str:
+    header = ["actor processes", "round", "envs", "env steps", "start-up", "steps/s (first report -> end)",
+              "steps/s (2nd half)", "per actor", "vs 1 actor (same round)", "CPU: learner", "CPU: each actor",
+              "steps per actor CPU-s"]
+    base = {r["round"]: r["last_half_steps_per_s"] for r in rows if r["actors"] == 1 and "error" not in r}
+    body = []
+    for r in rows:
+        if "error" in r:
+            body.append([str(r["actors"]), str(r["round"]), "-", "-", "-", "failed"] + ["-"] * 6)
+            continue
+        steady = r["last_half_steps_per_s"]
+        percent = (lambda share: "n/a" if np.isnan(share) else f"{100 * share:.0f}%")
+        per_cpu = steps_per_actor_cpu_second(r)
+        body.append([str(r["actors"]), str(r["round"]), str(r["envs"]), f"{r['env_steps']:,}",
+                     f"{r['startup_s']:.1f} s", f"{r['steps_per_s']:,.0f}", f"{steady:,.0f}",
+                     f"{steady / r['actors']:,.0f}", f"{steady / base[r['round']]:.2f}x" if r["round"] in base else "-",
+                     percent(r["learner_cpu"]), percent(r["actor_cpu"]),
+                     "n/a" if np.isnan(per_cpu) else f"{per_cpu:,.0f}"])
+    return render(header, body, markdown, left=2)
+
+
+def broadcast_table(summary: dict, markdown: bool) -> str:
+    header = ["transport", "latency median", "p90", "round trip (ack seen) median", "p90",
+              "publisher blocked median", "copies = published (CRC-32)"]
+    body = []
+    for name, row in summary.items():
+        checks = "-" if name == KIND_NAMES[PING] else f"{row['verified']}/{row['checked']}"
+        body.append([name, *(fmt_seconds(row[k][i]) for k in ("one_way", "round_trip") for i in (0, 1)),
+                     fmt_seconds(row["blocked"][0]), checks])
+    return render(header, body, markdown)
+
+
+# ---------------------------------------------------------------------------------------------
+# main
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 6k env steps per run, 25 broadcasts")
+    parser.add_argument("--markdown", action="store_true", help="print the tables as markdown")
+    parser.add_argument("--only", default=None, help=f"one part: {' or '.join(PARTS)} (default: both)")
+    parser.add_argument("--config", type=Path, default=CONFIG, help="YAML config of env, model and learner")
+    parser.add_argument("--steps", type=int, default=None, help="env steps per actor run (all actors together)")
+    parser.add_argument("--rounds", type=int, default=None, help="runs per actor count, in ABBA order")
+    parser.add_argument("--envs-per-actor", type=int, default=None, help="default: env.num_envs of the config")
+    parser.add_argument("--reps", type=int, default=None, help="broadcasts timed per transport")
+    parser.add_argument("--mb", type=float, default=None, help="broadcast size in MB (10^6 bytes; default 10)")
+    parser.add_argument("--json", default=None, metavar="PATH", help="also write the results to PATH")
+    args = parser.parse_args(argv)
+    if args.only is not None and args.only not in PARTS:
+        parser.error(f"--only: choose one of {PARTS}")
+    cfg = dict(QUICK if args.quick else FULL)
+    given = dict(steps=args.steps, rounds=args.rounds, reps=args.reps, mb=args.mb)
+    cfg.update({key: value for key, value in given.items() if value is not None})
+    size = int(cfg["mb"] * 1e6) // 4  # float32 values
+
+    print("command: " + shlex.join([Path(sys.executable).name, *sys.argv]), flush=True)
+    print(machine_line(), flush=True)
+    started, load_start = time.perf_counter(), load_average()
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    results: dict = dict(machine=machine_line(), config={k: list(v) if isinstance(v, tuple) else v
+                                                           for k, v in cfg.items()})
+
+    if args.only in (None, "actors"):
+        setup = actor_setup(args.config, args.envs_per_actor)
+        rows = actor_rows(setup, cfg)
+        results["actors"] = rows
+        model = setup["model"]
+        print(f"\nActor throughput: {setup['env_id']}, {setup['envs_per_actor']} envs per actor, "
+              f"{cfg['steps']:,} env steps per run, {cfg['rounds']} round(s); learner idle (updates_per_env_step=0: "
+              f"it only drains the rings into replay); Q-network of {os.path.relpath(args.config)}: "
+              f"MLP {model.get('hidden')} -> LSTM {model.get('lstm_units')} -> dueling head {model.get('head_units')}, "
+              f"{setup['weights']:,} float32 weights ({setup['weights'] * 4 / 1e3:.0f} kB per broadcast)\n",
+              flush=True)
+        print(actor_table(rows, args.markdown))
+        print()
+        for r in rows:
+            if "error" in r:
+                print(f"- {r['actors']} actor(s), round {r['round']}: failed: {r['error']}")
+            else:
+                print(f"- {r['actors']} actor(s), round {r['round']}: start-up {r['startup_s']:.1f} s (spawn, imports, "
+                      f"network build, until the first env steps reported), stepping {r['stepping_s']:.1f} s, shutdown "
+                      f"{r['shutdown_s']:.1f} s; {r['windows']:,} windows drained; load average "
+                      f"{r['load_before']:.2f} -> {r['load_after']:.2f}")
+        ok = [r for r in rows if "error" not in r]
+        best = {n: max((r for r in ok if r["actors"] == n), key=lambda r: r["last_half_steps_per_s"], default=None)
+                for n in (1, 2)}
+        if best[1] and best[2]:
+            steady = best[2]["last_half_steps_per_s"] / best[1]["last_half_steps_per_s"]
+            overall = max(r["steps_per_s"] for r in ok if r["actors"] == 2) / max(
+                r["steps_per_s"] for r in ok if r["actors"] == 1)
+            per_cpu = steps_per_actor_cpu_second(best[2]) / steps_per_actor_cpu_second(best[1])
+            print(f"- scaling, 2 actors / 1 actor, best round of each: {steady:.2f}x (2nd half), {overall:.2f}x "
+                  f"(first report -> end); steps per actor CPU-second, 2 actors / 1 actor (same runs): "
+                  f"{per_cpu:.2f}x")
+        print("- CPU: CPU seconds / wall seconds over the 2nd half, as a share of one core (100% = a core kept "
+              "busy); an actor below 100% waited for a core (or for ring space). Steps per actor CPU-s = 2nd-half "
+              "steps/s / the actors' CPU: what the actors made of the CPU they were given, apart from how much "
+              "they were given")
+        print(f"- {cores} cores here: {max(cfg['actor_counts'])} actors + the learner (which polls its rings every "
+              "2 ms) share them, and with any other work on the machine; per-actor throughput drops when the "
+              "actors outnumber the free cores, so the scaling column is a property of this machine, not of "
+              "the runner alone." if cores and cores <= max(cfg["actor_counts"]) else
+              f"- {cores} cores here")
+
+    if args.only in (None, "broadcast"):
+        measured = measure_broadcast(size, cfg["reps"], cfg["warmup"])
+        summary = summarize_broadcast(measured)
+        results["broadcast"] = dict(size_values=size, rows=summary, left_behind=measured["left_behind"])
+        print(f"\nWeight broadcast: {size * 4 / 1e6:.1f} MB ({size:,} float32), publisher here, one spawned "
+              f"reader; {cfg['reps']} messages per transport (after {cfg['warmup']} warm-up rounds), "
+              "transports interleaved\n", flush=True)
+        print(broadcast_table(summary, args.markdown))
+        print()
+        shm, que = summary[KIND_NAMES[SHM]], summary[KIND_NAMES[QUEUE]]
+        ack = summary[KIND_NAMES[PING]]
+        if shm["one_way"] and que["one_way"]:
+            print(f"- Queue / shared memory latency: {que['one_way'][0] / shm['one_way'][0]:.2f}x (medians), "
+                  f"{que['one_way'][1] / shm['one_way'][1]:.2f}x (p90)")
+        print("- latency: publish() / put() called -> the reader holds a full copy (shared memory: read() "
+              "returned a CRC-checked copy; Queue: get() returned the unpickled array), on the reader's clock "
+              f"({time.get_clock_info('perf_counter').implementation}, shared by all processes), so the ack "
+              "is not in it")
+        print(f"- the ack channel (one int64 in shared memory) costs {fmt_seconds(ack['one_way'][0])} one way "
+              f"(median); the round-trip column adds it and the publisher's polling ({PUBLISHER_POLL_S * 1e6:.0f} "
+              f"us sleeps): {fmt_seconds(ack['round_trip'][0])} with no payload")
+        print("- publisher blocked: how long publish() / put() took in the publisher (Queue: put() hands the "
+              "array to a feeder thread, which pickles and writes it to a pipe afterwards)")
+        print("- the shared-memory reader busy-polls (yielding with sleep(0)); an actor checks once per env "
+              "step, which adds up to one step on top")
+        checks = [f"{name} {row['verified']}/{row['checked']}" for name, row in summary.items() if row["checked"]]
+        print(f"- every copy compared by CRC-32 (and version) with what was published: {', '.join(checks)}")
+        print(f"- shared memory left in /dev/shm by this part: {measured['left_behind'] or 'none'}")
+
+    print(f"- total benchmark time {time.perf_counter() - started:.0f} s; load average at start {load_start:.2f}, "
+          f"at end {load_average():.2f} (on {cores} cores: a higher load means other work shared the machine)")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2, default=str))
+    return results
+
+
+if __name__ == "__main__":
+    main()

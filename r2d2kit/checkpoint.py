@@ -1,0 +1,159 @@
+"""Training checkpoints: written atomically, verified on load, never unpickled.
+
+A checkpoint is one directory under ``<run>/checkpoints``::
+
+    ckpt-000050000/
+        online.weights.h5     Keras weights of the online network
+        target.weights.h5     Keras weights of the target network
+        optimizer.npz         optimizer variables (Adam moments, iteration count), allow_pickle=False
+        state.json            counters: env steps, updates, episodes, next evaluation, ...
+        replay.npz            the replay buffer (only with checkpoints.save_replay)
+        MANIFEST.json         size and SHA-256 of every file above, written last
+
+Everything is written into a hidden temporary directory which is renamed into place only when
+complete, so a crash mid-save leaves the previous checkpoint as the newest one. Loading checks the
+manifest first: a truncated or altered file is a :class:`CheckpointError` that names the file and
+says what to do, never a stack trace from deep inside h5py or numpy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+MANIFEST = "MANIFEST.json"
+FORMAT = "r2d2kit.checkpoint"
+_NAME = re.compile(r"^ckpt-(\d{9,})$")
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint that cannot be used; the message names the file and the fix."""
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def checkpoint_dir(run_dir: str | os.PathLike) -> Path:
+    """``<run>/checkpoints``."""
+    return Path(run_dir) / "checkpoints"
+
+
+def list_checkpoints(run_dir: str | os.PathLike) -> list[Path]:
+    """Complete checkpoints of a run, oldest first (temporary directories are ignored)."""
+    root = checkpoint_dir(run_dir)
+    if not root.is_dir():
+        return []
+    found = [(int(match.group(1)), path) for path in root.iterdir()
+             if path.is_dir() and (match := _NAME.match(path.name))]
+    return [path for _, path in sorted(found)]
+
+
+def latest_checkpoint(run_dir: str | os.PathLike) -> Path | None:
+    """The newest checkpoint directory of a run, or None."""
+    found = list_checkpoints(run_dir)
+    return found[-1] if found else None
+
+
+def save_checkpoint(run_dir: str | os.PathLike, learner, state: dict[str, Any], replay=None, keep: int = 2) -> Path:
+    """Write a checkpoint of ``learner`` (networks + optimizer), ``state`` and optionally ``replay``.
+
+    Args:
+        run_dir: the run directory; the checkpoint goes to ``<run>/checkpoints/ckpt-<env steps>``.
+        learner: an :class:`~r2d2kit.learner.R2D2Learner`.
+        state: JSON-serialisable counters; must hold ``env_steps``.
+        replay: a buffer with ``save(path)``, or None.
+        keep: newest checkpoints to keep; older ones are deleted after this one is in place.
+
+    Returns:
+        The checkpoint directory.
+    """
+    root = checkpoint_dir(run_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"ckpt-{int(state['env_steps']):09d}"
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-ckpt-", dir=root))
+    try:
+        learner.online.model.save_weights(str(tmp / "online.weights.h5"))
+        learner.target.model.save_weights(str(tmp / "target.weights.h5"))
+        variables = learner.optimizer.variables
+        np.savez(tmp / "optimizer.npz", **{f"v{i:04d}": np.asarray(v.numpy()) for i, v in enumerate(variables)})
+        (tmp / "state.json").write_text(json.dumps(dict(state, optimizer_variables=[v.path for v in variables]),
+                                                   indent=2))
+        if replay is not None:
+            replay.save(tmp / "replay.npz")
+        files = {path.name: {"bytes": path.stat().st_size, "sha256": _sha256(path)}
+                 for path in sorted(tmp.iterdir())}
+        (tmp / MANIFEST).write_text(json.dumps({"format": FORMAT, "version": 1, "files": files}, indent=2))
+        if final.exists():  # the same step saved twice (e.g. Ctrl-C right after a periodic save)
+            shutil.rmtree(final)
+        os.rename(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    for old in list_checkpoints(run_dir)[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def verify_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
+    """Check every file against the manifest and return ``state.json``; raise :class:`CheckpointError`."""
+    path = Path(path)
+    fix = (f"delete {path} to resume from the checkpoint before it, or start a new run without --resume")
+    manifest_path = path / MANIFEST
+    if not manifest_path.is_file():
+        raise CheckpointError(f"checkpoint {path} is incomplete: it has no {MANIFEST}; {fix}")
+    try:
+        manifest = json.loads(manifest_path.read_text())
+        files = manifest["files"]
+        if manifest.get("format") != FORMAT:
+            raise ValueError(f"format {manifest.get('format')!r}")
+    except (ValueError, KeyError, TypeError) as error:
+        raise CheckpointError(f"checkpoint {path}: {MANIFEST} is corrupted ({error}); {fix}") from None
+    for name, expected in files.items():
+        file = path / name
+        if not file.is_file():
+            raise CheckpointError(f"checkpoint {path} is missing {name}; {fix}")
+        if file.stat().st_size != expected["bytes"] or _sha256(file) != expected["sha256"]:
+            raise CheckpointError(f"checkpoint {path}: {name} is corrupted (its size or SHA-256 differs from "
+                                  f"{MANIFEST}); {fix}")
+    for name in ("online.weights.h5", "target.weights.h5", "optimizer.npz", "state.json"):
+        if name not in files:
+            raise CheckpointError(f"checkpoint {path} does not list {name} in {MANIFEST}; {fix}")
+    return json.loads((path / "state.json").read_text())
+
+
+def restore_learner(path: str | os.PathLike, learner) -> dict[str, Any]:
+    """Load a verified checkpoint's networks and optimizer into ``learner``; return its state."""
+    path = Path(path)
+    state = verify_checkpoint(path)
+    try:
+        learner.online.model.load_weights(str(path / "online.weights.h5"))
+        learner.target.model.load_weights(str(path / "target.weights.h5"))
+    except ValueError as error:
+        raise CheckpointError(f"checkpoint {path} does not fit this network ({error}); resume with the run's "
+                              "own config.yaml") from None
+    optimizer = learner.optimizer
+    if not optimizer.built:
+        optimizer.build(learner.online.model.trainable_variables)
+    with np.load(path / "optimizer.npz", allow_pickle=False) as saved:
+        values = [saved[f"v{i:04d}"] for i in range(len(saved.files))]
+    variables = optimizer.variables
+    if len(values) != len(variables) or any(v.shape != tuple(x.shape) for v, x in zip(variables, values)):
+        raise CheckpointError(f"checkpoint {path}: the optimizer state ({len(values)} variables) does not fit "
+                              f"this optimizer ({len(variables)}); resume with the run's own config.yaml")
+    for variable, value in zip(variables, values):
+        variable.assign(value)
+    learner.updates = int(state.get("updates", 0))
+    return state

@@ -1,0 +1,51 @@
+"""Episode bookkeeping for a gymnasium vector env under NEXT_STEP autoreset, shared by every loop.
+
+With gymnasium >= 1.0 the step after an episode ends only resets that env: it returns the first
+observation of the next episode, its action is ignored and its reward is 0. That step is not a
+transition, its reward belongs to no return, the previous action/reward fed to the network must be
+zeroed for the new episode, and the recurrent state must restart. :class:`EpisodeTracker` keeps
+those rules in one place for the training loops, the actor processes and evaluation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class EpisodeTracker:
+    """Running returns and the network's previous action/reward per env.
+
+    Args:
+        num_envs: envs in the vector env.
+    """
+
+    def __init__(self, num_envs: int) -> None:
+        self.num_envs = num_envs
+        self.prev_action = np.zeros(num_envs, np.int32)
+        self.prev_reward = np.zeros(num_envs, np.float32)
+        self.in_autoreset = np.zeros(num_envs, bool)  # the next step only resets this env
+        self.running = np.zeros(num_envs, np.float64)
+        self.lengths = np.zeros(num_envs, np.int64)
+
+    def record(self, action: np.ndarray, reward: np.ndarray, terminated: np.ndarray,
+               truncated: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Account one vector step.
+
+        Returns:
+            ``(ended, returns, lengths, restart)``: which envs finished an episode on this step, the
+            returns and lengths of those episodes (in env order), and which envs start a new episode on
+            the next step (reset their recurrent state: they were in their autoreset step).
+        """
+        reward = np.asarray(reward)
+        real = ~self.in_autoreset
+        self.running += np.where(real, reward, 0.0)
+        self.lengths += real
+        ended = (np.asarray(terminated) | np.asarray(truncated)) & real
+        returns, lengths = self.running[ended].copy(), self.lengths[ended].copy()
+        self.running[ended] = 0.0
+        self.lengths[ended] = 0
+        self.prev_action = np.where(real, action, 0).astype(np.int32)
+        self.prev_reward = np.where(real, reward, 0.0).astype(np.float32)
+        restart = self.in_autoreset.copy()
+        self.in_autoreset = ended
+        return ended, returns, lengths, restart

@@ -1,0 +1,94 @@
+"""What an actor pool hands the learner on each ``collect()`` call, and the in-process pool.
+
+Both pools (:class:`LocalActors` here, :class:`~r2d2kit.runners.processes.ProcessActors`) have the
+same three verbs, so the trainer's loop does not care where acting happens:
+
+* ``collect() -> Experience``: new windows, env steps taken and finished episodes since the last call;
+* ``publish(network, updates)``: make the learner's newest weights available to the actors;
+* ``close()``: stop acting and release everything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from r2d2kit.callbacks import Callback
+from r2d2kit.policies import epsilon_greedy
+from r2d2kit.replay import SequenceBuilder
+from r2d2kit.runners.episodes import EpisodeTracker
+
+
+@dataclass
+class Experience:
+    """Data gathered since the previous ``collect()``."""
+
+    windows: list[tuple[dict[str, np.ndarray], int]] = field(default_factory=list)  # (windows, actor id)
+    env_steps: int = 0
+    episodes: list[tuple[float, int]] = field(default_factory=list)  # (return, length)
+
+
+class ActingLoop:
+    """One vector env stepped by a stateful actor with per-env epsilons, cut into R2D2 windows.
+
+    Used by the in-process pool and by every actor process (the same code path for both).
+    """
+
+    def __init__(self, envs: Any, actor: Any, builder: SequenceBuilder, epsilons: np.ndarray, seed: int) -> None:
+        self.envs, self.actor, self.builder = envs, actor, builder
+        self.epsilons = np.asarray(epsilons)
+        self.rng = np.random.default_rng(seed)
+        self.tracker = EpisodeTracker(envs.num_envs)
+        self.obs, _ = envs.reset(seed=seed)
+
+    def step(self) -> tuple[dict[str, np.ndarray] | None, np.ndarray, np.ndarray]:
+        """Act once in every env; return (finished windows or None, episode returns, episode lengths)."""
+        tracker = self.tracker
+        state = self.actor.get_state()
+        q_values = self.actor.q_values(self.obs, tracker.prev_action, tracker.prev_reward)
+        action = epsilon_greedy(q_values, self.epsilons, self.rng)
+        next_obs, reward, terminated, truncated, _ = self.envs.step(action)
+        windows = self.builder.step(self.obs, action, reward, terminated, truncated, state)
+        _, returns, lengths, restart = tracker.record(action, reward, terminated, truncated)
+        self.actor.reset(restart)
+        self.obs = next_obs
+        return windows, returns, lengths
+
+
+class LocalActors:
+    """Acting in the learner's process: one vector env, the actor shares the learner's weights.
+
+    The actor always acts with the newest parameters, so :meth:`publish` has nothing to do.
+    """
+
+    def __init__(self, make_env: Callable[[], Any], network: Any, config: Any, num_envs: int, epsilons: np.ndarray,
+                 seed: int, callbacks: Callback | None = None) -> None:
+        import gymnasium as gym
+
+        self.callbacks = callbacks or Callback()
+        self.envs = gym.vector.SyncVectorEnv([make_env] * num_envs)
+        builder = SequenceBuilder(num_envs, config.burn_in, config.trace_length, config.n_step, config.period)
+        self.loop = ActingLoop(self.envs, network.actor(num_envs), builder, epsilons, seed)
+        self.num_envs = num_envs
+        self.restarts = 0
+        self.callbacks.on_actor_begin(0)
+
+    def collect(self) -> Experience:
+        """One vector step."""
+        windows, returns, lengths = self.loop.step()
+        episodes = list(zip(returns.tolist(), lengths.tolist()))
+        for episode_return, length in episodes:
+            self.callbacks.on_actor_episode(0, episode_return, length)
+        return Experience([(windows, 0)] if windows is not None else [], self.num_envs, episodes)
+
+    def publish(self, network: Any, updates: int) -> None:
+        """Nothing to do: the actor reads the learner's variables directly."""
+
+    def close(self) -> None:
+        """Close the envs."""
+        if self.envs is not None:
+            self.callbacks.on_actor_end(0)
+            self.envs.close()
+            self.envs = None

@@ -1,0 +1,286 @@
+"""The learner side of a training run: replay, updates, evaluation, logging, checkpoints, Ctrl-C.
+
+:class:`Trainer` drives an actor pool (in this process with ``actors.runner: local``, spawned
+processes on shared memory with ``processes``) through one loop::
+
+    collect experience -> add windows to replay -> train at updates_per_env_step -> publish weights
+    -> every logging.log_every env steps: TensorBoard scalars
+    -> every run.eval_every: greedy evaluation -> metrics.csv
+    -> every checkpoints.every_env_steps: checkpoint
+
+The first Ctrl-C (SIGINT) asks the loop to stop after the current step; the run then writes a
+final checkpoint, closes the actors (every shared-memory segment is unlinked) and returns normally.
+A second Ctrl-C aborts at once. ``Trainer(..., resume=True)`` continues from the run directory's
+newest checkpoint: counters, networks, optimizer (so a learning-rate schedule goes on where it was)
+and, if it was saved, the replay buffer; without a saved replay the buffer warms up again.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import signal
+import sys
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from r2d2kit.callbacks import Callback, CallbackList
+from r2d2kit.checkpoint import CheckpointError, latest_checkpoint, restore_learner, save_checkpoint
+from r2d2kit.config import TrainConfig, save_config
+
+COUNTERS = ("env_steps", "updates", "episodes", "next_eval", "next_checkpoint", "next_log", "update_credit",
+            "train_seconds", "actor_restarts")
+
+
+class Trainer:
+    """Train R2D2 as a config describes, writing everything into ``run_dir``.
+
+    Args:
+        config: the validated configuration.
+        run_dir: the run directory (created if missing).
+        callbacks: hooks (see :mod:`r2d2kit.callbacks` for which process runs which hook).
+        resume: continue from the newest checkpoint in ``run_dir`` (a :class:`CheckpointError`
+            if there is none or it is corrupted).
+    """
+
+    def __init__(self, config: TrainConfig, run_dir: str | Path, callbacks: Sequence[Callback] = (),
+                 resume: bool = False) -> None:
+        import keras
+
+        from r2d2kit.builders import build_network, make_env
+        from r2d2kit.learner import R2D2Learner
+        from r2d2kit.policies import apex_epsilons
+        from r2d2kit.replay import SequenceReplayBuffer
+        from r2d2kit.run_log import RunLog
+        from r2d2kit.tf_setup import setup_tensorflow
+
+        setup_tensorflow()
+        self.config = config
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.callbacks = CallbackList(callbacks)
+        keras.utils.set_random_seed(config.run.seed)
+        self.make_env = functools.partial(make_env, config)
+        self.make_network = functools.partial(build_network, config)
+        self.network = self.make_network()
+        self.learner = R2D2Learner(self.network, config.learner)
+        self.counters = {name: 0 for name in COUNTERS}
+        self.counters.update(next_eval=config.run.eval_every, next_checkpoint=config.checkpoints.every_env_steps,
+                             next_log=config.logging.log_every, update_credit=0.0, train_seconds=0.0)
+        self.resumed_from: Path | None = None
+        replay = None
+        if resume:
+            checkpoint = latest_checkpoint(self.run_dir)
+            if checkpoint is None:
+                raise CheckpointError(f"--resume {self.run_dir}: no checkpoint under {self.run_dir / 'checkpoints'}; "
+                                      "start the run without --resume")
+            state = restore_learner(checkpoint, self.learner)
+            self.counters.update({name: state[name] for name in COUNTERS if name in state})
+            if (checkpoint / "replay.npz").exists():
+                replay = SequenceReplayBuffer.load(checkpoint / "replay.npz")
+            self.resumed_from = checkpoint
+        units = self.network.lstm_units
+        lc = config.learner
+        self.replay = replay or SequenceReplayBuffer(
+            config.replay.capacity, {"obs": (self.network.obs_shape, self.network.obs_dtype), "action": ((), "int64")},
+            {"state_h": ((units,), "float32"), "state_c": ((units,), "float32")}, burn_in=lc.burn_in,
+            trace_length=lc.trace_length, n_step=lc.n_step, period=lc.period, alpha=lc.priority_exponent,
+            initial_state=config.replay.initial_state, seed=config.run.seed + self.counters["env_steps"])
+        num_actors = config.actors.num_actors if config.actors.runner == "processes" else 1
+        self.epsilons = apex_epsilons(num_actors * config.env.num_envs, config.actors.epsilon,
+                                      config.actors.epsilon_alpha)
+        save_config(config, self.run_dir / "config.yaml")
+        self.log = RunLog(self.run_dir, tensorboard=config.logging.tensorboard)
+        self.eval_actor = self.network.actor(min(config.run.eval_episodes, 8)) if config.run.eval_every else None
+        self.stop_requested = False
+        self.actors: Any = None
+        self._window = _Window()
+        self._recent_returns: deque[float] = deque(maxlen=100)
+
+    # ------------------------------------------------------------------ pieces
+    def _start_actors(self) -> Any:
+        cfg = self.config
+        seed = cfg.run.seed + self.counters["env_steps"]  # a resumed run does not replay the same episodes
+        if cfg.actors.runner == "processes":
+            from r2d2kit.runners.processes import ProcessActors
+
+            return ProcessActors(self.make_network, self.make_env, cfg.learner, self.network,
+                                 num_actors=cfg.actors.num_actors, envs_per_actor=cfg.env.num_envs,
+                                 epsilons=self.epsilons, ring_capacity=cfg.actors.ring_capacity,
+                                 publish_every=cfg.actors.publish_every, threads=cfg.actors.threads,
+                                 max_restarts=cfg.actors.max_restarts, seed=seed, callbacks=self.callbacks)
+        from r2d2kit.runners.experience import LocalActors
+
+        return LocalActors(self.make_env, self.network, cfg.learner, cfg.env.num_envs, self.epsilons, seed,
+                           callbacks=self.callbacks)
+
+    def request_stop(self, *_: Any) -> None:
+        """Stop after the current step (the SIGINT handler); a second request aborts."""
+        if self.stop_requested:
+            raise KeyboardInterrupt
+        self.stop_requested = True
+        print("\nstopping: finishing the current step and writing a final checkpoint (Ctrl-C again aborts)",
+              file=sys.stderr, flush=True)
+
+    def evaluate(self) -> dict[str, float]:
+        """Greedy evaluation now; appends a row to ``metrics.csv`` and returns it."""
+        from r2d2kit.runners.local import evaluate
+
+        c = self.counters
+        returns = evaluate(self.eval_actor, self.make_env, self.config.run.eval_episodes,
+                           seed=self.config.run.seed + 7919 + c["env_steps"])
+        row = {"env_steps": c["env_steps"], "updates": c["updates"], "seconds": round(c["train_seconds"], 2),
+               "eval_mean": float(returns.mean()), "eval_std": float(returns.std()),
+               "train_return": float(np.mean(self._recent_returns)) if self._recent_returns else float("nan"),
+               "loss": self._window.last_loss}
+        self.log.evaluation(row)
+        self.log.scalars(c["env_steps"], {"eval/return_mean": row["eval_mean"], "eval/return_std": row["eval_std"]})
+        self.callbacks.on_evaluation(self, row)
+        return row
+
+    def checkpoint(self) -> Path:
+        """Write a checkpoint of the current state now."""
+        save_replay = self.replay if self.config.checkpoints.save_replay else None
+        return save_checkpoint(self.run_dir, self.learner, dict(self.counters), replay=save_replay,
+                               keep=self.config.checkpoints.keep)
+
+    def _log_scalars(self) -> None:
+        c, w = self.counters, self._window
+        elapsed = max(time.perf_counter() - w.start, 1e-9)
+        values = {
+            "actors/env_steps_per_s": w.env_steps / elapsed, "learner/updates_per_s": w.updates / elapsed,
+            "learner/loss": w.mean("loss"), "learner/q_mean": w.mean("q_mean"),
+            "learner/priority_mean": w.mean("priority"), "train/episode_return": w.mean("return"),
+            "train/episode_length": w.mean("length"), "replay/sequences": len(self.replay),
+            "replay/steps": self.replay.steps_stored, "actors/restarts": c["actor_restarts"],
+        }
+        if hasattr(self.actors, "weights_version"):
+            values["actors/weights_version"] = self.actors.weights_version
+        self.log.scalars(c["env_steps"], values)
+        self._window = _Window(last_loss=w.mean("loss") if w.values["loss"] else w.last_loss)
+
+    # ------------------------------------------------------------------ the loop
+    def fit(self) -> dict[str, Any]:
+        """Train until ``run.total_env_steps`` (or Ctrl-C); write the run's outputs; return the summary."""
+        from tqdm.auto import tqdm
+
+        cfg, c = self.config, self.counters
+        lc = cfg.learner
+        handler_installed = threading.current_thread() is threading.main_thread()
+        previous_handler = signal.signal(signal.SIGINT, self.request_stop) if handler_installed else None
+        self.callbacks.on_train_begin(self)
+        bar = tqdm(total=cfg.run.total_env_steps, initial=c["env_steps"], disable=not cfg.logging.progress,
+                   unit="step", dynamic_ncols=True)
+        learner_started = False
+        last = time.perf_counter()
+        try:
+            self.actors = self._start_actors()
+            last = time.perf_counter()  # actor start-up (spawn, TF import) is not training time
+            while c["env_steps"] < cfg.run.total_env_steps and not self.stop_requested:
+                experience = self.actors.collect()
+                for windows, source in experience.windows:
+                    self.replay.add_sequences(windows, source=source)
+                c["env_steps"] += experience.env_steps
+                self._window.env_steps += experience.env_steps
+                bar.update(experience.env_steps)
+                for episode_return, length in experience.episodes:
+                    self._recent_returns.append(episode_return)
+                    self._window.add(**{"return": episode_return, "length": length})
+                c["episodes"] += len(experience.episodes)
+                if self.replay.steps_stored >= cfg.run.warmup_steps:
+                    c["update_credit"] += cfg.run.updates_per_env_step * experience.env_steps
+                trained = 0
+                while c["update_credit"] >= 1.0 and len(self.replay):
+                    if not learner_started:
+                        self.callbacks.on_learner_begin(self.learner)
+                        learner_started = True
+                    batch = self.replay.sample(lc.batch_size, beta=lc.importance_exponent)
+                    out = self.learner.train(batch)
+                    self.replay.update_priorities(batch["indices"], out["priorities"])
+                    c["update_credit"] -= 1.0
+                    c["updates"] = self.learner.updates
+                    trained += 1
+                    self._window.add(loss=float(out["loss"]), q_mean=float(out["q_mean"]),
+                                     priority=float(np.mean(out["priorities"])))
+                    self._window.updates += 1
+                    self.callbacks.on_learner_step(self.learner, {"loss": float(out["loss"]),
+                                                                  "q_mean": float(out["q_mean"]),
+                                                                  "updates": self.learner.updates})
+                    self.actors.publish(self.network, self.learner.updates)
+                c["actor_restarts"] = self.actors.restarts
+                now = time.perf_counter()
+                c["train_seconds"] += now - last
+                last = now
+                if c["env_steps"] >= c["next_log"]:
+                    self._log_scalars()
+                    c["next_log"] = _next_multiple(c["env_steps"], cfg.logging.log_every)
+                if self.eval_actor is not None and c["env_steps"] >= c["next_eval"]:
+                    row = self.evaluate()
+                    bar.set_postfix(eval=f"{row['eval_mean']:.1f}", updates=c["updates"])
+                    c["next_eval"] = _next_multiple(c["env_steps"], cfg.run.eval_every)
+                    last = time.perf_counter()  # evaluation time is not training time
+                if cfg.checkpoints.every_env_steps and c["env_steps"] >= c["next_checkpoint"]:
+                    c["next_checkpoint"] = _next_multiple(c["env_steps"], cfg.checkpoints.every_env_steps)
+                    self.checkpoint()
+                    last = time.perf_counter()
+                if not experience.windows and not trained and not experience.env_steps:
+                    time.sleep(0.002)  # actors are busy: do not spin
+        finally:
+            bar.close()
+            if self.actors is not None:
+                self.actors.close()
+            if handler_installed:
+                signal.signal(signal.SIGINT, previous_handler)
+        if learner_started:
+            self.callbacks.on_learner_end(self.learner)
+        return self._finish()
+
+    def _finish(self) -> dict[str, Any]:
+        c = self.counters
+        checkpoint = self.checkpoint()
+        self.network.model.save_weights(str(self.run_dir / "weights.weights.h5"))
+        self.log.plot(self.config.env.id)
+        rows = self.log.rows()
+        summary = {"env_steps": c["env_steps"], "updates": c["updates"], "episodes": c["episodes"],
+                   "train_seconds": round(c["train_seconds"], 1),
+                   "final_eval": rows[-1]["eval_mean"] if rows else None,
+                   "best_eval": max(row["eval_mean"] for row in rows) if rows else None,
+                   "actor_restarts": c["actor_restarts"], "interrupted": self.stop_requested,
+                   "checkpoint": str(checkpoint.relative_to(self.run_dir)),
+                   "resumed_from": str(self.resumed_from.relative_to(self.run_dir)) if self.resumed_from else None,
+                   "runner": self.config.actors.runner}
+        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+        self.log.close()
+        self.callbacks.on_train_end(self, summary)
+        return summary
+
+
+def _next_multiple(value: int, every: int) -> int:
+    """The first multiple of ``every`` above ``value``."""
+    return (value // every + 1) * every
+
+
+class _Window:
+    """Means of the values seen since the last TensorBoard write."""
+
+    def __init__(self, last_loss: float = float("nan")) -> None:
+        self.start = time.perf_counter()
+        self.env_steps = 0
+        self.updates = 0
+        self.last_loss = last_loss
+        self.values: dict[str, list[float]] = {"loss": [], "q_mean": [], "priority": [], "return": [], "length": []}
+
+    def add(self, **values: float) -> None:
+        for name, value in values.items():
+            self.values[name].append(value)
+        if "loss" in values:
+            self.last_loss = values["loss"]
+
+    def mean(self, name: str) -> float:
+        return float(np.mean(self.values[name])) if self.values[name] else math.nan

@@ -1,0 +1,172 @@
+"""The trainer as users run it: checkpoints and --resume, Ctrl-C, callbacks, TensorBoard, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from trainer_helpers import Recorder
+
+from r2d2kit.checkpoint import CheckpointError, list_checkpoints, verify_checkpoint
+from r2d2kit.config import ConfigError, load_config
+from r2d2kit.runners.shm import PREFIX
+from r2d2kit.train import main as train_main
+from r2d2kit.trainer import Trainer
+
+ROOT = Path(__file__).resolve().parents[1]
+CUE = ROOT / "configs" / "cue_memory.yaml"
+TINY = ["run.warmup_steps=200", "run.eval_every=500", "run.eval_episodes=8", "logging.progress=false",
+        "logging.log_every=250", "checkpoints.every_env_steps=500", "checkpoints.keep=2"]
+
+
+def tiny(total: int, *extra: str):
+    return load_config(CUE, TINY + [f"run.total_env_steps={total}", *extra])
+
+
+def shm_segments() -> set[str]:
+    return {name for name in os.listdir("/dev/shm") if name.startswith(PREFIX)}
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    """A 1000-step local run with a recording callback, then resumed to 1500 steps."""
+    run_dir = tmp_path_factory.mktemp("run")
+    first = Recorder()
+    summary = Trainer(tiny(1000), run_dir, callbacks=[first]).fit()
+    first_checkpoints = [path.name for path in list_checkpoints(run_dir)]
+    resumed = Trainer(tiny(1500), run_dir, resume=True)
+    restored = {"env_steps": resumed.counters["env_steps"], "updates": resumed.learner.updates,
+                "iterations": int(resumed.learner.optimizer.iterations.numpy())}
+    second = resumed.fit()
+    return dict(run_dir=run_dir, first=summary, recorder=first, first_checkpoints=first_checkpoints,
+                restored=restored, second=second)
+
+
+def test_a_run_writes_checkpoints_and_resume_continues_the_counts(finished_run):
+    first, second, restored = finished_run["first"], finished_run["second"], finished_run["restored"]
+    assert first["env_steps"] == 1000 and first["updates"] > 0
+    assert finished_run["first_checkpoints"] == ["ckpt-000000500", "ckpt-000001000"]
+    # the restored learner is exactly where the first run ended: counters and the optimizer's step
+    assert restored == {"env_steps": 1000, "updates": first["updates"], "iterations": first["updates"]}
+    assert second["env_steps"] == 1500 and second["updates"] > first["updates"]
+    assert second["resumed_from"] == "checkpoints/ckpt-000001000"
+    run_dir = finished_run["run_dir"]
+    steps = [int(line.split(",")[0]) for line in (run_dir / "metrics.csv").read_text().splitlines()[1:]]
+    assert steps == [500, 1000, 1500]  # one metrics file across the resume
+    assert [path.name for path in list_checkpoints(run_dir)] == ["ckpt-000001000", "ckpt-000001500"]  # keep=2
+    state = verify_checkpoint(run_dir / "checkpoints" / "ckpt-000001500")
+    assert state["env_steps"] == 1500 and state["updates"] == second["updates"]
+    for name in ("config.yaml", "learning_curve.png", "weights.weights.h5", "summary.json"):
+        assert (run_dir / name).is_file(), name
+
+
+def test_callbacks_run_in_order_with_the_run_counts(finished_run):
+    recorder, first = finished_run["recorder"], finished_run["first"]
+    assert recorder.calls[0] == "train_begin" and recorder.calls[1] == "learner_begin@0"
+    assert recorder.calls[-2:] == ["learner_end", "train_end"]
+    assert [call for call in recorder.calls if call.startswith("evaluation")] == ["evaluation@500", "evaluation@1000"]
+    assert recorder.steps == first["updates"] and recorder.episodes == first["episodes"] > 0
+    assert recorder.summary == first
+
+
+def test_tensorboard_holds_the_promised_scalars(finished_run):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    accumulator = EventAccumulator(str(finished_run["run_dir"] / "tensorboard"))
+    accumulator.Reload()
+    tags = set(accumulator.Tags()["tensors"]) | set(accumulator.Tags()["scalars"])
+    expected = {"train/episode_return", "learner/loss", "learner/q_mean", "learner/priority_mean", "replay/sequences",
+                "replay/steps", "actors/env_steps_per_s", "learner/updates_per_s", "eval/return_mean"}
+    assert expected <= tags, sorted(tags)
+
+
+def test_resume_of_a_corrupted_checkpoint_names_the_file(finished_run, tmp_path, capsys):
+    import shutil
+
+    run_dir = tmp_path / "copy"
+    shutil.copytree(finished_run["run_dir"], run_dir)
+    newest = list_checkpoints(run_dir)[-1]
+    weights = newest / "online.weights.h5"
+    data = bytearray(weights.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    assert train_main(["--resume", str(run_dir)]) == 2
+    error = capsys.readouterr().err
+    assert f"checkpoint {newest}: online.weights.h5 is corrupted" in error and "delete" in error
+    with pytest.raises(CheckpointError, match="is corrupted"):
+        Trainer(tiny(2000), run_dir, resume=True)
+
+
+def test_resume_needs_a_checkpoint_and_a_fresh_run_refuses_an_old_directory(finished_run, tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "config.yaml").write_text(CUE.read_text())
+    assert train_main(["--resume", str(empty)]) == 2
+    assert "no checkpoint under" in capsys.readouterr().err
+    assert train_main([str(CUE), "--run-dir", str(finished_run["run_dir"])]) == 2
+    assert "already holds a run; continue it with --resume" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("override, message", [
+    ("actors.runner=ray", r"runner must be one of \['local', 'processes'\], got 'ray'"),
+    ("actors.num_actors=0", r"num_actors must be >= 1, got 0"),
+    ("actors.num_actor=2", r"unknown key actors\.num_actor; did you mean 'num_actors'"),
+    ("checkpoints.keep=0", r"keep >= 1"),
+    ("model.input_scale=fast", r"model\.input_scale must be float or list or NoneType, got 'fast'"),
+])
+def test_bad_runner_settings_produce_the_promised_messages(override, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(CUE, [override])
+
+
+def test_ctrl_c_stops_a_process_run_cleanly_with_a_final_checkpoint(tmp_path):
+    """SIGINT to `python -m r2d2kit.train` with actor processes: exit 0, checkpoint, nothing in /dev/shm."""
+    run_dir, actor_logs = tmp_path / "run", tmp_path / "actors"
+    actor_logs.mkdir()
+    before = shm_segments()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "r2d2kit.train", str(CUE), "--run-dir", str(run_dir), "--set", "actors.runner=processes",
+         "--set", "run.total_env_steps=10000000", "--set", "run.eval_every=1000", "--set", "logging.progress=false"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not (run_dir / "metrics.csv").exists() and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.5)
+        assert (run_dir / "metrics.csv").exists(), "no evaluation within 240 s"
+        ours = shm_segments() - before
+        assert len(ours) == 3  # the weight broadcast and two actor rings
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, stderr[-3000:]
+    assert "writing a final checkpoint" in stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["interrupted"] is True and summary["runner"] == "processes"
+    state = verify_checkpoint(run_dir / summary["checkpoint"])
+    assert state["env_steps"] == summary["env_steps"] >= 1000
+    assert not ours & shm_segments()  # every segment of the run was unlinked
+
+
+def test_actor_callbacks_run_inside_the_actor_processes(tmp_path):
+    recorder = Recorder(str(tmp_path))
+    summary = Trainer(tiny(1200, "actors.runner=processes", "run.eval_every=0"), tmp_path / "run",
+                      callbacks=[recorder]).fit()
+    logs = sorted(tmp_path.glob("actor-*.log"))
+    assert {path.name.split("-")[1] for path in logs} == {"0", "1"}  # both actors, in their own processes
+    assert all(int(path.stem.split("-")[2]) != os.getpid() for path in logs)
+    lines = [path.read_text().splitlines() for path in logs]
+    assert all(entries[0] == "begin" and entries[-1] == "end" for entries in lines)
+    episodes = [json.loads(line) for entries in lines for line in entries[1:-1]]
+    assert recorder.episodes == 0  # none of the actor hooks ran in the learner process
+    assert episodes and all(length == 8 and reward in (-1.0, 1.0) for reward, length in episodes)  # delay 6 + 2
+    assert summary["episodes"] <= len(episodes)  # the learner heard of no episode the actors did not report
+    assert np.isfinite(summary["train_seconds"])
