@@ -6,6 +6,7 @@ for +1) and -1 otherwise. Earlier actions do nothing. A feed-forward Q-network s
 observation either way and earns 0 on average; a recurrent one that keeps the cue earns 1.
 
 Observation: ``[cue, now]`` as float32. Episode length: ``delay + 2`` steps.
+``render_mode="rgb_array"`` draws the observation as a small image (green/red cue, white "now").
 """
 
 from __future__ import annotations
@@ -17,12 +18,15 @@ import numpy as np
 class CueMemoryEnv(gym.Env):
     """Remember a cue over ``delay`` blank steps, then act on it."""
 
-    metadata = {"render_modes": []}
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 4}
 
-    def __init__(self, delay: int = 4) -> None:
+    def __init__(self, delay: int = 4, render_mode: str | None = None) -> None:
         if not isinstance(delay, int) or delay < 0:
             raise ValueError(f"delay must be an integer >= 0, got {delay!r}")
+        if render_mode not in (None, "rgb_array"):
+            raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
         self.delay = delay
+        self.render_mode = render_mode
         self.observation_space = gym.spaces.Box(-1.0, 1.0, shape=(2,), dtype=np.float32)
         self.action_space = gym.spaces.Discrete(2)
         self._cue = 1.0
@@ -45,3 +49,13 @@ class CueMemoryEnv(gym.Env):
             return np.zeros(2, dtype=np.float32), reward, True, False, {}
         self._time += 1
         return self._observation(), 0.0, False, False, {}
+
+    def render(self) -> np.ndarray | None:
+        """A 32x64 RGB frame: left half the cue (green +1, red -1, black none), right half white at "now"."""
+        if self.render_mode != "rgb_array":
+            return None
+        cue, now = self._observation()
+        frame = np.zeros((32, 64, 3), dtype=np.uint8)
+        frame[:, :32] = (0, 200, 0) if cue > 0 else (200, 0, 0) if cue < 0 else (0, 0, 0)
+        frame[:, 32:] = 255 if now else 0
+        return frame

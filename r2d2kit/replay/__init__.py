@@ -10,6 +10,7 @@ from r2d2kit.replay.rank_based import RankBasedReplayBuffer
 from r2d2kit.replay.schedules import LinearSchedule
 from r2d2kit.replay.sequence import SequenceReplayBuffer, sequence_priorities
 from r2d2kit.replay.sequence_builder import SequenceBuilder
+from r2d2kit.replay.sequence_her import SequenceHerReplayBuffer
 from r2d2kit.replay.uniform import ReplayBuffer
 
 __all__ = [
@@ -23,5 +24,6 @@ __all__ = [
     "LinearSchedule",
     "SequenceBuilder",
     "SequenceReplayBuffer",
+    "SequenceHerReplayBuffer",
     "sequence_priorities",
 ]

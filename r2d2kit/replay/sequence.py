@@ -260,13 +260,18 @@ class SequenceReplayBuffer:
             uniforms = self._rng.random(batch_size)
             indices, weights = tree_kernels.sum_tree_sample_weighted(
                 t._sum, t._min, t._leaf_offset, t._depth, uniforms, beta)
-            rows = self._slots[indices]  # [B, L]
-            batch = {name: array[rows] for name, array in self._rows.items()}
-            batch["obs_mask"] = rows != self.capacity
-            for name, array in self._states.items():
-                batch[name] = array[indices] if self.initial_state == "stored" else np.zeros_like(array[indices])
+            batch = self._gather_windows(indices)
         batch["indices"] = indices
         batch["weights"] = weights
+        return batch
+
+    def _gather_windows(self, indices: np.ndarray) -> dict[str, np.ndarray]:
+        """Rows ``[B, L, ...]``, ``obs_mask`` and states of the windows in slots ``indices`` (lock held)."""
+        rows = self._slots[indices]  # [B, L]
+        batch = {name: array[rows] for name, array in self._rows.items()}
+        batch["obs_mask"] = rows != self.capacity
+        for name, array in self._states.items():
+            batch[name] = array[indices] if self.initial_state == "stored" else np.zeros_like(array[indices])
         return batch
 
     def update_priorities(self, indices: Any, priorities: Any) -> None:
@@ -337,34 +342,43 @@ class SequenceReplayBuffer:
     def save(self, path: str | os.PathLike) -> None:
         """Write rows, windows, priorities, counters and the random state to ``.npz`` (no pickle)."""
         with self._lock:
-            rows = min(self._rows_written, self.capacity)
-            sequences = min(self._sequences_written, self.max_sequences)
-            user_fields = {name: spec.to_json() for name, spec in self._row_specs.items() if name not in ROW_FLAGS}
-            meta = {
-                "class": type(self).__name__,
-                "capacity": self.capacity,
-                "fields": user_fields,
-                "state": {name: spec.to_json() for name, spec in self._state_specs.items()},
-                "params": {"burn_in": self.burn_in, "trace_length": self.trace_length, "n_step": self.n_step,
-                           "max_sequences": self.max_sequences, "alpha": self.alpha, "eps": self.eps,
-                           "initial_state": self.initial_state},
-                "rows_written": self._rows_written,
-                "sequences_written": self._sequences_written,
-                "max_priority": self._max_priority,
-                "rng": rng_to_json(self._rng),
-            }
-            arrays = {f"row.{name}": array[:rows] for name, array in self._rows.items()}
-            arrays["row_write_index"] = self._row_write_index[:rows]
-            arrays.update({f"state.{name}": array[:sequences] for name, array in self._states.items()})
-            arrays.update(slots=self._slots[:sequences], oldest_write=self._oldest_write[:sequences],
-                          generation=self._generation[:sequences], valid=self._valid[:sequences],
-                          tree_values=self._tree.leaves()[:sequences])
-            keys = sorted(self._last_window)
-            arrays["last_window_key"] = np.array([[s, e, self._last_window[(s, e)][0], self._last_window[(s, e)][1]]
-                                                  for s, e in keys], dtype=np.int64).reshape(-1, 4)
-            arrays["last_window_rows"] = np.array([self._last_window[k][2] for k in keys],
-                                                  dtype=np.int64).reshape(-1, self.length)
+            meta, arrays = self._saved_state()
             write_npz(path, meta, arrays)
+
+    def _params(self) -> dict[str, Any]:
+        """Constructor keyword arguments that ``load`` passes back."""
+        return {"burn_in": self.burn_in, "trace_length": self.trace_length, "n_step": self.n_step,
+                "max_sequences": self.max_sequences, "alpha": self.alpha, "eps": self.eps,
+                "initial_state": self.initial_state}
+
+    def _saved_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """JSON metadata and arrays that ``save`` writes (call with the lock held)."""
+        rows = min(self._rows_written, self.capacity)
+        sequences = min(self._sequences_written, self.max_sequences)
+        user_fields = {name: spec.to_json() for name, spec in self._row_specs.items() if name not in ROW_FLAGS}
+        meta = {
+            "class": type(self).__name__,
+            "capacity": self.capacity,
+            "fields": user_fields,
+            "state": {name: spec.to_json() for name, spec in self._state_specs.items()},
+            "params": self._params(),
+            "rows_written": self._rows_written,
+            "sequences_written": self._sequences_written,
+            "max_priority": self._max_priority,
+            "rng": rng_to_json(self._rng),
+        }
+        arrays = {f"row.{name}": array[:rows] for name, array in self._rows.items()}
+        arrays["row_write_index"] = self._row_write_index[:rows]
+        arrays.update({f"state.{name}": array[:sequences] for name, array in self._states.items()})
+        arrays.update(slots=self._slots[:sequences], oldest_write=self._oldest_write[:sequences],
+                      generation=self._generation[:sequences], valid=self._valid[:sequences],
+                      tree_values=self._tree.leaves()[:sequences])
+        keys = sorted(self._last_window)
+        arrays["last_window_key"] = np.array([[s, e, self._last_window[(s, e)][0], self._last_window[(s, e)][1]]
+                                              for s, e in keys], dtype=np.int64).reshape(-1, 4)
+        arrays["last_window_rows"] = np.array([self._last_window[k][2] for k in keys],
+                                              dtype=np.int64).reshape(-1, self.length)
+        return meta, arrays
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "SequenceReplayBuffer":
@@ -374,41 +388,45 @@ class SequenceReplayBuffer:
         try:
             buffer = cls(meta["capacity"], fields_from_json(meta["fields"]), fields_from_json(meta["state"]),
                          seed=0, **meta["params"])
-            rows = min(int(meta["rows_written"]), buffer.capacity)
-            sequences = min(int(meta["sequences_written"]), buffer.max_sequences)
-            expected = {f"row.{name}": (rows,) + spec.shape for name, spec in buffer._row_specs.items()}
-            expected.update({f"state.{name}": (sequences,) + spec.shape for name, spec in buffer._state_specs.items()})
-            expected.update(row_write_index=(rows,), slots=(sequences, buffer.length), oldest_write=(sequences,),
-                            generation=(sequences,), valid=(sequences,), tree_values=(sequences,))
-            require_arrays(path, arrays, expected)
-            for name, array in buffer._rows.items():
-                array[:rows] = arrays[f"row.{name}"]
-            for name, array in buffer._states.items():
-                array[:sequences] = arrays[f"state.{name}"]
-            buffer._row_write_index[:rows] = arrays["row_write_index"]
-            slots = arrays["slots"]
-            if slots.size and (slots.min() < 0 or slots.max() > buffer.capacity):
-                raise ValueError(f"{path!r}: window slot table points outside the step ring")
-            buffer._slots[:sequences] = slots
-            buffer._oldest_write[:sequences] = arrays["oldest_write"]
-            buffer._generation[:sequences] = arrays["generation"]
-            buffer._valid[:sequences] = arrays["valid"]
-            leaves = np.zeros(buffer.max_sequences)
-            leaves[:sequences] = arrays["tree_values"]
-            buffer._tree.set_leaves(leaves)
-            buffer._rows_written = int(meta["rows_written"])
-            buffer._sequences_written = int(meta["sequences_written"])
-            buffer._max_priority = check_float("max_priority", meta["max_priority"], 0.0)
-            buffer._expiry = [(int(buffer._oldest_write[s]), int(s), int(buffer._generation[s]))
-                              for s in np.flatnonzero(buffer._valid)]
-            heapq.heapify(buffer._expiry)
-            for (source, env, episode, start), row_index in zip(arrays["last_window_key"].tolist(),
-                                                                arrays["last_window_rows"]):
-                buffer._last_window[(source, env)] = (episode, start, row_index.copy())
-            buffer._rng = rng_from_json(meta["rng"])
+            buffer._restore_saved_state(path, meta, arrays)
         except (KeyError, TypeError) as error:
             raise ValueError(f"{path!r}: saved buffer metadata is incomplete or malformed ({error!r})") from error
         return buffer
+
+    def _restore_saved_state(self, path: str, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
+        """Inverse of ``_saved_state`` on a freshly constructed buffer with the saved parameters."""
+        rows = min(int(meta["rows_written"]), self.capacity)
+        sequences = min(int(meta["sequences_written"]), self.max_sequences)
+        expected = {f"row.{name}": (rows,) + spec.shape for name, spec in self._row_specs.items()}
+        expected.update({f"state.{name}": (sequences,) + spec.shape for name, spec in self._state_specs.items()})
+        expected.update(row_write_index=(rows,), slots=(sequences, self.length), oldest_write=(sequences,),
+                        generation=(sequences,), valid=(sequences,), tree_values=(sequences,))
+        require_arrays(path, arrays, expected)
+        for name, array in self._rows.items():
+            array[:rows] = arrays[f"row.{name}"]
+        for name, array in self._states.items():
+            array[:sequences] = arrays[f"state.{name}"]
+        self._row_write_index[:rows] = arrays["row_write_index"]
+        slots = arrays["slots"]
+        if slots.size and (slots.min() < 0 or slots.max() > self.capacity):
+            raise ValueError(f"{path!r}: window slot table points outside the step ring")
+        self._slots[:sequences] = slots
+        self._oldest_write[:sequences] = arrays["oldest_write"]
+        self._generation[:sequences] = arrays["generation"]
+        self._valid[:sequences] = arrays["valid"]
+        leaves = np.zeros(self.max_sequences)
+        leaves[:sequences] = arrays["tree_values"]
+        self._tree.set_leaves(leaves)
+        self._rows_written = int(meta["rows_written"])
+        self._sequences_written = int(meta["sequences_written"])
+        self._max_priority = check_float("max_priority", meta["max_priority"], 0.0)
+        self._expiry = [(int(self._oldest_write[s]), int(s), int(self._generation[s]))
+                          for s in np.flatnonzero(self._valid)]
+        heapq.heapify(self._expiry)
+        for (source, env, episode, start), row_index in zip(arrays["last_window_key"].tolist(),
+                                                            arrays["last_window_rows"]):
+            self._last_window[(source, env)] = (episode, start, row_index.copy())
+        self._rng = rng_from_json(meta["rng"])
 
     def __repr__(self) -> str:
         return (f"SequenceReplayBuffer(capacity={self.capacity}, windows={len(self)}, "

@@ -21,17 +21,22 @@ step of the episode. Example: burn_in 2, trace_length 3, n_step 1, period 2, T =
 Each window carries the recurrent state given with its first real row (row ``max(t0, 0)``), which
 for ``t0 <= 0`` is the state at the episode's start. Terminated and truncated are kept apart:
 the learner bootstraps from the final observation after a truncation, never after a termination.
+
+Optional ``extras`` are per-step fields that belong with the observation (a goal env's
+``achieved_goal`` for :class:`~r2d2kit.replay.SequenceHerReplayBuffer`): row ``t`` holds the
+extras given with ``obs_t``, row ``T`` those given with the final observation, padding holds zeros.
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from r2d2kit._validation import as_per_env, check_positive_int
 
 _ROW_KEYS = ("obs", "action", "reward", "prev_action", "prev_reward", "terminated", "truncated")
+_OUTPUT_KEYS = frozenset(_ROW_KEYS) | {"mask", "obs_mask", "env", "episode", "start"}
 
 
 class _Episode:
@@ -39,7 +44,7 @@ class _Episode:
 
     def __init__(self, episode_id: int) -> None:
         self.episode_id = episode_id
-        self.rows: list[tuple] = []  # (obs, action, reward, prev_action, prev_reward, terminated, truncated)
+        self.rows: list[tuple] = []  # (obs, action, reward, prev_action, prev_reward, terminated, truncated, extras)
         self.first_row = 0  # episode time of rows[0]
         self.states: dict[int, tuple] = {}  # episode time -> recurrent state before that row
         self.transitions: int | None = None  # T, known once the episode ended
@@ -84,11 +89,18 @@ class SequenceBuilder:
         self._episodes_started = self.num_envs
         self._ended = np.zeros(self.num_envs, dtype=bool)
         self._templates: dict[str, np.ndarray] | None = None  # zero rows for padding
+        self._extra_templates: dict[str, np.ndarray] = {}  # zero rows of the extras, fixed by the first step
 
     # ------------------------------------------------------------------ feeding
     def step(self, obs: Any, action: Any, reward: Any, terminated: Any, truncated: Any,
-             state: Sequence[Any] | None = None) -> dict[str, np.ndarray] | None:
-        """Feed one vector step; return the windows it completed (dense ``[W, L, ...]``) or None."""
+             state: Sequence[Any] | None = None,
+             extras: Mapping[str, Any] | None = None) -> dict[str, np.ndarray] | None:
+        """Feed one vector step; return the windows it completed (dense ``[W, L, ...]``) or None.
+
+        ``extras`` (optional): more per-step fields ``{"name": [num_envs, ...]}`` that belong with
+        ``obs`` (e.g. ``{"achieved_goal": obs_dict["achieved_goal"]}``); each comes back as a
+        ``[W, L, ...]`` array under its name. Pass the same names and shapes on every step.
+        """
         obs = np.asarray(obs)
         action = np.asarray(action)
         reward = as_per_env("reward", reward, self.num_envs, np.float32)
@@ -98,33 +110,36 @@ class SequenceBuilder:
             if array.ndim == 0 or array.shape[0] != self.num_envs:
                 raise ValueError(f"{name} must have a leading axis of num_envs={self.num_envs}, got {array.shape}")
         states = self._check_state(state)
+        extras = self._check_extras(extras)
         self._ensure_templates(obs, action, states)
 
         windows: list[dict[str, Any]] = []
         for env in range(self.num_envs):
             episode = self._episodes[env]
             row_state = None if states is None else tuple(np.array(part[env]) for part in states)
+            row_extras = {name: np.array(value[env]) for name, value in extras.items()}
             if self._ended[env]:
                 # NEXT_STEP autoreset: this obs is the final observation; the action is ignored.
-                self._append_row(episode, obs[env], None, 0.0, False, False, row_state)
+                self._append_row(episode, obs[env], None, 0.0, False, False, row_state, row_extras)
                 episode.transitions = episode.known_rows - 1
                 windows.extend(self._ready_windows(env, episode))
                 self._episodes[env] = _Episode(self._episodes_started)
                 self._episodes_started += 1
                 self._ended[env] = False
                 continue
-            self._append_row(episode, obs[env], action[env], reward[env], terminated[env], truncated[env], row_state)
+            self._append_row(episode, obs[env], action[env], reward[env], terminated[env], truncated[env], row_state,
+                             row_extras)
             self._ended[env] = terminated[env] or truncated[env]
             windows.extend(self._ready_windows(env, episode))
         return self._stack(windows) if windows else None
 
-    def _append_row(self, episode: _Episode, obs, action, reward, terminated, truncated, state) -> None:
+    def _append_row(self, episode: _Episode, obs, action, reward, terminated, truncated, state, extras) -> None:
         time = episode.known_rows
         prev_action = self._templates["action"] if episode.last_action is None else episode.last_action
         prev_reward = episode.last_reward
         action = self._templates["action"] if action is None else np.array(action)
         episode.rows.append((np.array(obs), action, np.float32(reward), prev_action,
-                             prev_reward, bool(terminated), bool(truncated)))
+                             prev_reward, bool(terminated), bool(truncated), extras))
         episode.last_action, episode.last_reward = action, np.float32(reward)
         if state is not None and self._starts_window(time):
             episode.states[time] = state
@@ -173,6 +188,8 @@ class SequenceBuilder:
         count, length = len(windows), self.length
         out = {key: np.zeros((count, length) + self._templates[key].shape, self._templates[key].dtype)
                for key in _ROW_KEYS}
+        out.update({name: np.zeros((count, length) + template.shape, template.dtype)
+                    for name, template in self._extra_templates.items()})
         out["mask"] = np.zeros((count, length), dtype=bool)
         out["obs_mask"] = np.zeros((count, length), dtype=bool)
         for w, window in enumerate(windows):
@@ -181,6 +198,8 @@ class SequenceBuilder:
                     continue
                 for key, value in zip(_ROW_KEYS, row):
                     out[key][w, t] = value
+                for name, value in row[len(_ROW_KEYS)].items():
+                    out[name][w, t] = value
                 out["obs_mask"][w, t] = True
                 time = window["start"] + t
                 ended_at = window["transitions"]
@@ -210,6 +229,34 @@ class SequenceBuilder:
             if part.ndim == 0 or part.shape[0] != self.num_envs:
                 raise ValueError(f"state[{i}] must have a leading axis of num_envs={self.num_envs}, got {part.shape}")
         return parts
+
+    def _check_extras(self, extras: Mapping[str, Any] | None) -> dict[str, np.ndarray]:
+        """Extras as ``[num_envs, ...]`` arrays with the names and shapes of the first step's."""
+        if extras is None:
+            extras = {}
+        if not isinstance(extras, Mapping):
+            raise TypeError(f"extras must be a dict of per-step fields {{name: [num_envs, ...]}} or None, "
+                            f"got {type(extras).__name__}")
+        arrays = {}
+        for name, value in extras.items():
+            reserved = name in _OUTPUT_KEYS or str(name).startswith("state_")
+            if not isinstance(name, str) or not name.isidentifier() or reserved:
+                raise ValueError(f"extras name {name!r} must be an identifier other than the builder's own output "
+                                 f"keys {sorted(_OUTPUT_KEYS)} and the state_* keys; rename it")
+            array = np.asarray(value)
+            if array.ndim == 0 or array.shape[0] != self.num_envs:
+                raise ValueError(f"extras[{name!r}] must have a leading axis of num_envs={self.num_envs}, "
+                                 f"got {array.shape}")
+            arrays[name] = array
+        if self._templates is None:
+            self._extra_templates = {name: np.zeros(array.shape[1:], array.dtype) for name, array in arrays.items()}
+            return arrays
+        expected = {name: template.shape for name, template in self._extra_templates.items()}
+        given = {name: array.shape[1:] for name, array in arrays.items()}
+        if given != expected:
+            raise ValueError(f"extras changed from {expected} (the first step's names and per-env shapes) to "
+                             f"{given}; pass the same extras on every step")
+        return arrays
 
     def _ensure_templates(self, obs: np.ndarray, action: np.ndarray, states) -> None:
         if self._templates is None:

@@ -1,0 +1,430 @@
+"""Recurrent HER: hindsight relabelling of R2D2 sequence windows.
+
+HER: Andrychowicz et al. 2017, https://arxiv.org/abs/1707.01495; R2D2: Kapturowski et al. 2019,
+https://openreview.net/forum?id=r1lyTjAqYX.
+
+Semantics. A goal env follows the gymnasium-robotics GoalEnv protocol (dict observations with
+``observation`` / ``achieved_goal`` / ``desired_goal``, a vectorised ``compute_reward``). The reward
+of step ``t`` is ``compute_reward(achieved goal of o_t+1, goal)``. Each sampled window whose episode
+is finished is relabelled, with probability ``k / (k + 1)`` (``k = n_sampled_goal``), with ONE goal
+``g`` for the whole window:
+
+* ``'future'``: the achieved goal of ``o_tau``, ``tau`` uniform over ``s_last + 1 .. T``, where
+  ``s_last`` is the window's last transition and ``T`` the episode's transition count. The window's
+  own final outcome ``o_{s_last + 1}`` is a candidate (as the flat buffer's 'future' includes the
+  sampled step); later observations of the episode, beyond the window's rows, are too.
+* ``'final'``: the achieved goal of the episode's last observation ``o_T``.
+
+``g`` replaces the desired goal in every observation row of the window (burn-in included), and all
+rewards of the batch are recomputed in ONE ``compute_reward`` call: ``reward`` of every transition
+row and ``prev_reward`` (the network's reward input) of every observation row, so the inputs agree
+with the goal. Padding rows stay zero; ``mask``, ``obs_mask``, actions, termination flags and the
+stored recurrent state are left as they are::
+
+    episode (T = 9):  o0 o1 o2 o3 o4 o5 o6 o7 o8 o9
+    window (t0 = 2):        [o2 o3 o4 o5]                   s_last = 5
+    'future' goals:                      ag(o6) .. ag(o9)    'final': ag(o9)
+    reward rows:             r2 r3 r4 r5                     r_t = compute_reward(ag(o_t+1), g)
+
+Feeding it. The network sees one flat observation per step: ``observation`` and ``desired_goal``,
+flattened and concatenated (:meth:`SequenceHerReplayBuffer.flatten_obs`); the buffer stores the
+achieved goal of each row beside it, given to :class:`~r2d2kit.replay.SequenceBuilder` as an extra::
+
+    flat = SequenceHerReplayBuffer.flatten_obs(obs)         # [E, obs_size + goal_size], also the actor's input
+    windows = builder.step(flat, action, reward, terminated, truncated, state,
+                           extras={"achieved_goal": obs["achieved_goal"]})
+    buffer.add_sequences(windows)
+    batch = buffer.sample(64)                               # what SequenceReplayBuffer returns, relabelled
+
+How rows are found. Windows hold slots into the step ring; rows a window does not hold (the
+observations after it) are looked up by episode time in a *goal table*: when an episode ends (its
+final observation arrives with ``SequenceBuilder``'s last windows), the write indices of its rows
+from the earliest live window on are appended to the table in time order, and every live window of
+the episode records where its episode starts there. The step ring overwrites rows in write order and
+an episode's later rows are written after its earlier ones, so while a window can be sampled (its
+oldest row is stored) every later row of its episode is stored too: a goal never comes from an
+overwritten row. Only windows of finished episodes are relabelled; the windows of an episode still
+running are returned with their original goal.
+
+Differences from the flat :class:`~r2d2kit.replay.HerReplayBuffer`:
+    * one goal per window, not per transition; strategies ``'future'`` and ``'final'`` only (the
+      rows before a window may already be overwritten, so ``'episode'`` and ``'random'`` are not
+      offered);
+    * termination flags are kept as stored (no ``compute_terminated``), as R2D2's n-step targets
+      cut returns at stored terminations;
+    * the stored recurrent state was computed under the original goal: burn-in (or
+      ``initial_state="zero"``) lets the network adapt to the relabelled goal;
+    * ``n_step >= 1`` is required: only then does ``SequenceBuilder`` store an episode's final
+      observation, whose achieved goal is both the 'final' goal and the last step's outcome.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from r2d2kit._validation import check_float, check_positive_int
+from r2d2kit.kernels import sequence_her as sequence_her_kernels
+from r2d2kit.kernels import sumtree as tree_kernels
+from r2d2kit.replay.fields import fields_from_json, parse_fields
+from r2d2kit.replay.her import GoalSelectionStrategy
+from r2d2kit.replay.persistence import read_npz, require_arrays
+from r2d2kit.replay.sequence import SequenceReplayBuffer
+
+__all__ = ["SequenceHerReplayBuffer"]
+
+RewardFn = Callable[[np.ndarray, np.ndarray, Any], Any]
+_SUPPORTED = (GoalSelectionStrategy.FUTURE, GoalSelectionStrategy.FINAL)
+
+
+def _as_strategy(value: Any) -> GoalSelectionStrategy:
+    try:
+        strategy = GoalSelectionStrategy(value)
+    except ValueError:
+        strategy = None
+    if strategy not in _SUPPORTED:
+        raise ValueError(f"goal_selection_strategy must be 'future' or 'final' for sequence windows (the rows "
+                         f"before a window may be overwritten, so 'episode' and 'random' are not offered), "
+                         f"got {value!r}")
+    return strategy
+
+
+@dataclass
+class _EpisodeRecord:
+    """The running (or last finished) episode of one ``(source, env)``."""
+
+    episode: int
+    transitions: int = -1  # T once the final observation arrived
+    origin: int = 0  # goal-table position of episode time 0 (once finished)
+    windows: deque = field(default_factory=deque)  # (slot, generation) of its windows, while running
+
+
+class SequenceHerReplayBuffer(SequenceReplayBuffer):
+    """Prioritized R2D2 window replay for goal envs, relabelled in hindsight at sample time.
+
+    A :class:`~r2d2kit.replay.SequenceReplayBuffer` whose per-step ``obs`` is the flattened
+    ``observation`` followed by the flattened ``desired_goal`` (:meth:`flatten_obs`), with the
+    step's ``achieved_goal`` stored beside it (see the module docstring for the semantics).
+    Sampling, ``update_priorities``, ``update_states``, ``save``/``load`` and ``as_dataset`` work as
+    on the parent; ``sample`` also returns ``achieved_goal`` ``[B, L, *goal]``, ``goal``
+    ``[B, *goal]`` (the relabelled goal, or the desired goal of the window's first observation)
+    and ``relabelled`` ``[B]``.
+
+    Args:
+        capacity: steps held in the ring.
+        observation_spec: ``(shape, dtype)`` of ``obs["observation"]``, e.g. ``((10,), "float32")``.
+        goal_spec: ``(shape, dtype)`` of ``obs["achieved_goal"]`` and ``obs["desired_goal"]``.
+        action_spec: ``(shape, dtype)`` of one env's action.
+        state: per-window recurrent state fields, as for ``SequenceReplayBuffer``.
+        compute_reward: ``compute_reward(achieved_goal [M, *goal], desired_goal [M, *goal], info)``
+            returning ``[M]`` rewards, e.g. ``env.unwrapped.compute_reward``; called once per
+            ``sample`` (with ``info = {}``) when anything is relabelled.
+        burn_in, trace_length, n_step: the window layout (the builder's); ``n_step >= 1``.
+        period, max_sequences, alpha, eps, initial_state, seed: as for ``SequenceReplayBuffer``.
+        n_sampled_goal: the HER paper's ``k``: relabel probability ``k / (k + 1)`` (0: never).
+        goal_selection_strategy: ``"future"`` or ``"final"``.
+
+    The relabelling kernel compiles on the first ``sample`` (about a second; cached on disk after).
+
+    Example:
+        >>> env = gymnasium.make("BitFlip-v0", n_bits=8)
+        >>> buf = SequenceHerReplayBuffer(100_000, ((8,), "float32"), ((8,), "float32"),
+        ...                               state={"state_h": ((64,), "float32"), "state_c": ((64,), "float32")},
+        ...                               compute_reward=env.unwrapped.compute_reward,
+        ...                               burn_in=4, trace_length=8, n_step=2, period=4, seed=0)
+        >>> builder = SequenceBuilder(4, burn_in=4, trace_length=8, n_step=2, period=4)
+        >>> windows = builder.step(buf.flatten_obs(obs), action, reward, terminated, truncated, (h, c),
+        ...                        extras={"achieved_goal": obs["achieved_goal"]})   # obs: the vector env's dict
+        >>> buf.add_sequences(windows)
+        >>> batch = buf.sample(64)      # obs [64, 14, 16], reward, prev_reward, goal, relabelled, ...
+    """
+
+    def __init__(self, capacity: int, observation_spec: Any, goal_spec: Any, action_spec: Any = ((), "int64"),
+                 state: Mapping[str, Any] | None = None, *, compute_reward: RewardFn, burn_in: int,
+                 trace_length: int, n_step: int, period: int | None = None, max_sequences: int | None = None,
+                 n_sampled_goal: int = 4, goal_selection_strategy: Any = "future", alpha: float = 0.9,
+                 eps: float = 1e-6, initial_state: str = "stored", seed: Any = None) -> None:
+        if not callable(compute_reward):
+            raise TypeError(f"compute_reward must be callable like env.unwrapped.compute_reward, "
+                            f"got {compute_reward!r}")
+        check_positive_int("n_step", n_step, minimum=0)
+        if n_step < 1:
+            raise ValueError(f"n_step must be >= 1 for SequenceHerReplayBuffer, got {n_step}: only then does "
+                             "SequenceBuilder store an episode's final observation, whose achieved goal the "
+                             "relabelling needs")
+        self.compute_reward = compute_reward
+        self.n_sampled_goal = check_positive_int("n_sampled_goal", n_sampled_goal, minimum=0)
+        self.goal_selection_strategy = _as_strategy(goal_selection_strategy)
+        self._relabel_probability = self.n_sampled_goal / (self.n_sampled_goal + 1.0)
+        given = parse_fields({"observation": observation_spec, "goal": goal_spec, "action": action_spec})
+        self._observation_spec, self._goal_spec = given["observation"], given["goal"]
+        self.goal_size = int(np.prod(self._goal_spec.shape))
+        obs_size = int(np.prod(self._observation_spec.shape)) + self.goal_size
+        obs_dtype = np.result_type(self._observation_spec.dtype, self._goal_spec.dtype)
+        fields = {"obs": ((obs_size,), obs_dtype), "action": action_spec, "achieved_goal": goal_spec}
+        super().__init__(capacity, fields, state, burn_in=burn_in, trace_length=trace_length, n_step=n_step,
+                         period=period, max_sequences=max_sequences, alpha=alpha, eps=eps,
+                         initial_state=initial_state, seed=seed)
+        self._action_spec = self._row_specs["action"]
+        # per window slot: episode time of row 0, the episode's T (-1: unfinished), its goal-table origin
+        self._window_start = np.zeros(self.max_sequences, dtype=np.int64)
+        self._window_transitions = np.full(self.max_sequences, -1, dtype=np.int64)
+        self._table_origin = np.zeros(self.max_sequences, dtype=np.int64)
+        # write indices of finished episodes' rows, appended in time order; 2 * capacity entries are
+        # enough: a live window's entries are outlived by fewer than 2 * capacity later ones
+        self._goal_table = np.full(2 * self.capacity, -1, dtype=np.int64)
+        self._table_written = 0
+        self._episodes: dict[tuple[int, int], _EpisodeRecord] = {}
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def relabel_probability(self) -> float:
+        """``k / (k + 1)``: the chance that a sampled window of a finished episode is relabelled."""
+        return self._relabel_probability
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of preallocated storage: rows, slot table, states, goal table and window bookkeeping."""
+        return (super().nbytes + self._goal_table.nbytes + self._window_start.nbytes
+                + self._window_transitions.nbytes + self._table_origin.nbytes)
+
+    @staticmethod
+    def flatten_obs(obs: Mapping[str, Any]) -> np.ndarray:
+        """``[N, obs_size + goal_size]``: each GoalEnv observation's ``observation`` then ``desired_goal``, flattened.
+
+        The network's (and the builder's) per-step input; ``obs`` holds arrays with a leading batch
+        axis ``N`` (e.g. a vector env's ``num_envs``).
+        """
+        if not isinstance(obs, Mapping) or "observation" not in obs or "desired_goal" not in obs:
+            keys = sorted(obs) if isinstance(obs, Mapping) else type(obs).__name__
+            raise ValueError(f"obs must be a GoalEnv observation dict with 'observation' and 'desired_goal' "
+                             f"(batched over envs), got {keys}")
+        observation, desired = np.asarray(obs["observation"]), np.asarray(obs["desired_goal"])
+        if observation.ndim == 0 or desired.ndim == 0 or observation.shape[0] != desired.shape[0]:
+            raise ValueError(f"obs['observation'] {observation.shape} and obs['desired_goal'] {desired.shape} need "
+                             "the same leading batch axis (add one for a single env: x[np.newaxis])")
+        count = observation.shape[0]
+        return np.concatenate([observation.reshape(count, -1), desired.reshape(count, -1)], axis=1)
+
+    # ------------------------------------------------------------------ adding
+    def _check_windows(self, windows: Mapping[str, np.ndarray]) -> int:
+        if "achieved_goal" not in windows and "obs" in windows:
+            raise ValueError("windows have no 'achieved_goal' rows: pass extras={'achieved_goal': "
+                             "obs['achieved_goal']} to SequenceBuilder.step")
+        return super()._check_windows(windows)
+
+    def _add_window(self, windows: Mapping[str, np.ndarray], w: int, source: int) -> int:
+        slot = super()._add_window(windows, w, source)
+        env, episode, start = int(windows["env"][w]), int(windows["episode"][w]), int(windows["start"][w])
+        self._window_start[slot] = start
+        self._window_transitions[slot] = -1
+        self._table_origin[slot] = 0
+        # the final observation: the one row with an observation but no transition
+        final = np.flatnonzero(np.asarray(windows["obs_mask"][w], bool) & ~np.asarray(windows["mask"][w], bool))
+        key = (source, env)
+        record = self._episodes.get(key)
+        if record is None or record.episode != episode:
+            record = self._episodes[key] = _EpisodeRecord(episode)
+        if record.transitions >= 0:
+            # a later window of a finished episode: it holds o_T itself, so it never reads the table
+            if final.size and start + int(final[0]) == record.transitions:
+                self._window_transitions[slot] = record.transitions
+                self._table_origin[slot] = record.origin
+            return slot
+        record.windows.append((slot, int(self._generation[slot])))
+        if final.size:
+            self._finish_episode(record, start + int(final[0]))
+        else:
+            while record.windows and not self._alive(*record.windows[0]):
+                record.windows.popleft()
+        return slot
+
+    def _alive(self, slot: int, generation: int) -> bool:
+        """The window is still in its slot and its oldest row still in the ring."""
+        return (self._generation[slot] == generation
+                and self._oldest_write[slot] >= self._rows_written - self.capacity)
+
+    def _finish_episode(self, record: _EpisodeRecord, transitions: int) -> None:
+        """Append the episode's rows after its earliest live window to the goal table; mark its live windows."""
+        alive = np.array([slot for slot, generation in record.windows if self._alive(slot, generation)],
+                         dtype=np.int64)
+        record.windows.clear()
+        record.transitions = transitions
+        if not alive.size:
+            return
+        times = self._window_start[alive, None] + np.arange(self.length)  # [A, L]
+        writes = self._row_write_index[self._slots[alive]]  # [A, L], -1 for padding
+        first = int(self._window_start[alive].min()) + self.length  # earliest time a window reads from the table
+        count = max(transitions - first + 1, 0)
+        entries = np.full(count, -1, dtype=np.int64)  # write index of each time first .. T
+        keep = (times >= first) & (times <= transitions) & (writes >= 0)
+        # live windows agree on every row they share: a row is stored again only after its older copy,
+        # and so every window holding that copy, was overwritten
+        entries[times[keep] - first] = writes[keep]
+        if (entries < 0).any():
+            return  # rows missing (windows not from SequenceBuilder, in order): never relabel this episode
+        positions = self._table_written + np.arange(count)
+        self._goal_table[positions % self._goal_table.shape[0]] = entries
+        record.origin = self._table_written - first
+        self._table_written += count
+        self._window_transitions[alive] = transitions
+        self._table_origin[alive] = record.origin
+
+    # ------------------------------------------------------------------ sampling
+    def sample(self, batch_size: int, beta: float = 0.6) -> dict[str, np.ndarray]:
+        """Sample windows in proportion to priority and relabel those of finished episodes in hindsight.
+
+        Returns:
+            What ``SequenceReplayBuffer.sample`` returns (``obs``, ``reward`` and ``prev_reward``
+            under the relabelled goal where ``relabelled``), plus ``achieved_goal`` ``[B, L, *goal]``,
+            ``goal`` ``[B, *goal]`` and ``relabelled`` ``[B]`` (bool).
+        """
+        batch_size = check_positive_int("batch_size", batch_size)
+        beta = check_float("beta", beta, 0.0, 1.0)
+        with self._lock:
+            t = self._tree
+            if not t.total() > 0.0:
+                raise ValueError("cannot sample from an empty SequenceHerReplayBuffer: add windows first")
+            uniforms = self._rng.random((3, batch_size))  # [3, B]: window, relabel, goal
+            indices, weights = tree_kernels.sum_tree_sample_weighted(
+                t._sum, t._min, t._leaf_offset, t._depth, uniforms[0], beta)
+            batch = self._gather_windows(indices)
+            goal_rows, pair_samples, pair_positions, pair_rows, stale = sequence_her_kernels.sequence_her_relabel(
+                indices, self._slots, self._window_start, self._window_transitions, self._table_origin,
+                self._goal_table, self._table_written, self._rows_written, self.capacity,
+                self.goal_selection_strategy.code, self._relabel_probability, uniforms[1], uniforms[2])
+            if stale >= 0:
+                raise RuntimeError(f"internal error: window slot {indices[stale]} is sampleable but rows of its "
+                                   "episode after it are no longer stored; please report this")
+            achieved = self._rows["achieved_goal"]
+            goals = achieved.take(np.maximum(goal_rows, 0), axis=0)  # [B, *goal], used where relabelled
+            pair_achieved = achieved.take(pair_rows, axis=0)  # [M, *goal]
+        self._relabel(batch, goal_rows >= 0, goals, pair_samples, pair_positions, pair_achieved)
+        batch["indices"] = indices
+        batch["weights"] = weights
+        return batch
+
+    def _relabel(self, batch: dict[str, np.ndarray], relabelled: np.ndarray, goals: np.ndarray,
+                 pair_samples: np.ndarray, pair_positions: np.ndarray, pair_achieved: np.ndarray) -> None:
+        """Write the goals into the relabelled windows' obs and their recomputed rewards (in place)."""
+        count, length = relabelled.shape[0], self.length
+        obs = batch["obs"]  # [B, L, obs_size + goal_size]
+        first_obs = np.argmax(batch["obs_mask"], axis=1)  # [B]: every window holds an observation
+        original = obs[np.arange(count), first_obs, obs.shape[2] - self.goal_size:]  # [B, goal_size]
+        batch["goal"] = np.where(relabelled.reshape((count,) + (1,) * len(self._goal_spec.shape)), goals,
+                                 original.reshape(goals.shape).astype(self._goal_spec.dtype))
+        batch["relabelled"] = relabelled
+        if not relabelled.any():
+            return
+        if pair_samples.size:
+            rewards = _call_reward(self.compute_reward, pair_achieved, goals.take(pair_samples, axis=0))
+            by_position = np.zeros((count, length + 1), dtype=np.float32)  # [B, L + 1]: reward for reaching row p
+            by_position[pair_samples, pair_positions] = rewards
+            batch["prev_reward"][relabelled] = by_position[relabelled, :length]
+            batch["reward"][relabelled] = np.where(batch["mask"][relabelled], by_position[relabelled, 1:], 0.0)
+        flat_goals = goals[relabelled].reshape(-1, 1, self.goal_size).astype(obs.dtype)  # [R, 1, goal_size]
+        present = batch["obs_mask"][relabelled][:, :, None]  # [R, L, 1]
+        obs[relabelled, :, obs.shape[2] - self.goal_size:] = np.where(present, flat_goals, 0)
+
+    def batch_spec(self, batch_size: int) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+        """Shape and dtype of every array ``sample(batch_size)`` returns."""
+        spec = super().batch_spec(batch_size)
+        spec["goal"] = ((batch_size,) + self._goal_spec.shape, self._goal_spec.dtype)
+        spec["relabelled"] = ((batch_size,), np.dtype(bool))
+        return spec
+
+    # ------------------------------------------------------------------ persistence
+    def _params(self) -> dict[str, Any]:
+        params = super()._params()
+        params.update(n_sampled_goal=self.n_sampled_goal, goal_selection_strategy=self.goal_selection_strategy.value)
+        return params
+
+    def _saved_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        meta, arrays = super()._saved_state()
+        sequences = min(self._sequences_written, self.max_sequences)
+        meta["specs"] = {"observation": self._observation_spec.to_json(), "goal": self._goal_spec.to_json(),
+                         "action": self._action_spec.to_json()}
+        meta["table_written"] = self._table_written
+        keys = sorted(self._episodes)
+        records = [self._episodes[key] for key in keys]
+        arrays.update({
+            "her.window_start": self._window_start[:sequences],
+            "her.window_transitions": self._window_transitions[:sequences],
+            "her.table_origin": self._table_origin[:sequences],
+            "her.goal_table": self._goal_table[:min(self._table_written, self._goal_table.shape[0])],
+            "her.episode_key": np.array([[s, e, r.episode, r.transitions, r.origin, len(r.windows)]
+                                         for (s, e), r in zip(keys, records)], dtype=np.int64).reshape(-1, 6),
+            "her.episode_windows": np.array([pair for r in records for pair in r.windows],
+                                            dtype=np.int64).reshape(-1, 2),
+        })
+        return meta, arrays
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, *, compute_reward: RewardFn) -> "SequenceHerReplayBuffer":
+        """Read a buffer written by ``save``; ``compute_reward`` is passed again (functions are not saved)."""
+        if not callable(compute_reward):
+            raise TypeError(f"load() needs compute_reward (functions are not saved), got {compute_reward!r}")
+        path = os.fspath(path)
+        meta, arrays = read_npz(path, cls.__name__)
+        try:
+            specs = fields_from_json(meta["specs"])
+            buffer = cls(meta["capacity"], specs["observation"], specs["goal"], specs["action"],
+                         fields_from_json(meta["state"]), compute_reward=compute_reward, seed=0, **meta["params"])
+            buffer._restore_saved_state(path, meta, arrays)
+        except (KeyError, TypeError) as error:
+            raise ValueError(f"{path!r}: saved buffer metadata is incomplete or malformed ({error!r})") from error
+        return buffer
+
+    def _restore_saved_state(self, path: str, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
+        super()._restore_saved_state(path, meta, arrays)
+        sequences = min(self._sequences_written, self.max_sequences)
+        table_written = int(meta["table_written"])
+        if table_written < 0:
+            raise ValueError(f"{path!r}: table_written = {table_written} must be >= 0; the file is corrupt")
+        table = min(table_written, self._goal_table.shape[0])
+        require_arrays(path, arrays, {"her.window_start": (sequences,), "her.window_transitions": (sequences,),
+                                      "her.table_origin": (sequences,), "her.goal_table": (table,)})
+        keys, pairs = arrays.get("her.episode_key"), arrays.get("her.episode_windows")
+        if keys is None or pairs is None or keys.ndim != 2 or keys.shape[1] != 6 or pairs.ndim != 2 \
+                or pairs.shape[1] != 2 or keys[:, 5].sum() != pairs.shape[0]:
+            raise ValueError(f"{path!r}: the episode records (her.episode_key / her.episode_windows) are missing "
+                             "or inconsistent; the file is corrupt")
+        goal_table = arrays["her.goal_table"]
+        transitions = arrays["her.window_transitions"]
+        if (goal_table < -1).any() or (goal_table >= self._rows_written).any() or (transitions < -1).any() \
+                or (pairs.size and (pairs[:, 0].min() < 0 or pairs[:, 0].max() >= self.max_sequences)):
+            raise ValueError(f"{path!r}: goal table or window bookkeeping out of range; the file is corrupt")
+        self._window_start[:sequences] = arrays["her.window_start"]
+        self._window_transitions[:sequences] = transitions
+        self._table_origin[:sequences] = arrays["her.table_origin"]
+        self._goal_table[:table] = goal_table
+        self._table_written = table_written
+        offset = 0
+        for source, env, episode, record_transitions, origin, count in keys.tolist():
+            windows = deque((int(slot), int(generation)) for slot, generation in pairs[offset:offset + count])
+            self._episodes[(source, env)] = _EpisodeRecord(episode, record_transitions, origin, windows)
+            offset += count
+
+    def __repr__(self) -> str:
+        return (f"SequenceHerReplayBuffer(capacity={self.capacity}, windows={len(self)}, length={self.length}, "
+                f"steps_stored={self.steps_stored}, strategy={self.goal_selection_strategy.value!r}, "
+                f"n_sampled_goal={self.n_sampled_goal})")
+
+
+def _call_reward(function: RewardFn, achieved: np.ndarray, goals: np.ndarray) -> np.ndarray:
+    """``function(achieved, goals, {})`` as ``[M]`` float32, after checking the GoalEnv contract."""
+    count = achieved.shape[0]
+    result = np.asarray(function(achieved, goals, {}))
+    if result.shape != (count,):
+        raise ValueError(f"compute_reward returned shape {result.shape} for {count} (achieved_goal, desired_goal) "
+                         f"pairs; it must be vectorised over the leading batch axis and return shape ({count},)")
+    if result.dtype.kind not in "biuf":
+        raise TypeError(f"compute_reward must return real numbers, got dtype {result.dtype}")
+    if result.dtype.kind == "f" and not np.isfinite(result).all():
+        bad = int(np.flatnonzero(~np.isfinite(result))[0])
+        raise ValueError(f"compute_reward returned {result[bad]!r} at position {bad}; it must return finite values")
+    return result.astype(np.float32)
