@@ -24,8 +24,9 @@ def make_env(config: TrainConfig) -> Any:
     """One env: ``gymnasium.make(env.id, **env.kwargs)`` with ``env.wrappers`` applied in order."""
     import gymnasium as gym
 
-    import r2d2kit.envs  # noqa: F401  (registers r2d2kit's ids, also in a fresh actor process)
+    from r2d2kit.envs import ensure_registered  # registers r2d2kit's ids, also in a fresh actor process
 
+    ensure_registered(config.env.id)
     env = gym.make(config.env.id, **config.env.kwargs)
     for wrapper in config.env.wrappers:
         env = _import(wrapper, "env.wrappers entry")(env)

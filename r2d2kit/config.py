@@ -216,6 +216,9 @@ def build_config(data: Mapping[str, Any] | None, source: str = "<config>") -> Tr
     if not isinstance(data, Mapping):
         raise ConfigError(f"{source}: the top level must be a mapping of sections {list(SECTIONS)}, got "
                           f"{type(data).__name__}")
+    if "agent" in data and "agent" not in SECTIONS:
+        raise ConfigError(f"{source}: this file configures agents/her_dqn.py (it has an 'agent' section), not "
+                          f"python -m r2d2kit.train; run: python agents/her_dqn.py --config {source}")
     sections = {}
     for section, values in data.items():
         if section not in SECTIONS:
@@ -245,8 +248,12 @@ def build_config(data: Mapping[str, Any] | None, source: str = "<config>") -> Tr
 def _check_env_id(env_id: str, source: str) -> None:
     import gymnasium
 
-    import r2d2kit.envs  # noqa: F401  (registers r2d2kit's ids)
+    from r2d2kit.envs import ensure_registered  # (importing r2d2kit.envs registers r2d2kit's ids)
 
+    try:
+        ensure_registered(env_id)
+    except ImportError as error:
+        raise ConfigError(f"{source}: env.id {env_id!r}: {error}") from None
     if env_id not in gymnasium.envs.registry:
         raise ConfigError(f"{source}: env.id {env_id!r} is not a registered gymnasium id; "
                           f"{_nearest(env_id, list(gymnasium.envs.registry))}import the module that registers it "

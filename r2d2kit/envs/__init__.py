@@ -4,6 +4,10 @@
 ``CartPoleNoVel-v1``: CartPole-v1 observing cart position and pole angle only (500-step limit).
 ``CueMemory-v0``: remember a cue over ``delay`` blank steps, then act on it.
 Registration is idempotent: importing (or reloading) this module again registers nothing twice.
+
+Ids of optional packages are registered on demand by :func:`ensure_registered` (which the config
+loader and the env factory call): ``ALE/...`` ids import ``ale_py`` (``pip install r2d2kit[atari]``),
+``MiniGrid-...`` ids import ``minigrid`` (``pip install r2d2kit[minigrid]``).
 """
 
 from __future__ import annotations
@@ -14,7 +18,31 @@ from r2d2kit.envs.bitflip import BitFlipEnv, make_bitflip
 from r2d2kit.envs.memory import CueMemoryEnv
 from r2d2kit.envs.pomdp import MaskObservation, make_cartpole_no_velocity
 
-__all__ = ["BitFlipEnv", "make_bitflip", "CueMemoryEnv", "MaskObservation", "make_cartpole_no_velocity"]
+__all__ = ["BitFlipEnv", "make_bitflip", "CueMemoryEnv", "MaskObservation", "make_cartpole_no_velocity",
+           "ensure_registered"]
+
+# id prefix -> (module that registers those ids, the extra that installs it)
+OPTIONAL_PACKAGES = {"ALE/": ("ale_py", "atari"), "MiniGrid-": ("minigrid", "minigrid"),
+                     "BabyAI-": ("minigrid", "minigrid")}
+
+
+def ensure_registered(env_id: str) -> None:
+    """Import the optional package that registers ``env_id`` (ALE, MiniGrid), if it is one of those.
+
+    Raises:
+        ImportError: the package is not installed; the message names the pip extra to install.
+    """
+    import importlib
+
+    for prefix, (module_name, extra) in OPTIONAL_PACKAGES.items():
+        if env_id.startswith(prefix) and env_id not in gymnasium.envs.registry:
+            try:
+                module = importlib.import_module(module_name)
+            except ImportError as error:
+                raise ImportError(f"env id {env_id!r} needs the {module_name!r} package: "
+                                  f"pip install 'r2d2kit[{extra}]' ({error})") from None
+            if module_name == "ale_py":
+                gymnasium.register_envs(module)
 
 
 def _register(env_id: str, entry_point: str, **kwargs) -> None:

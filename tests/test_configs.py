@@ -1,0 +1,46 @@
+"""Every shipped config loads, and the optional-env configs (Pong, MiniGrid) run a tiny budget end to end."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from r2d2kit.config import ConfigError, load_config
+from r2d2kit.trainer import Trainer
+
+ROOT = Path(__file__).resolve().parents[1]
+TRAIN_CONFIGS = sorted(path for path in (ROOT / "configs").glob("*.yaml") if path.name != "bitflip_her.yaml")
+SMOKE = ["actors.runner=local", "run.total_env_steps=160", "run.warmup_steps=80", "run.eval_every=0",
+         "learner.burn_in=2", "learner.trace_length=8", "learner.period=4", "learner.n_step=1",
+         "learner.batch_size=4", "logging.progress=false", "logging.tensorboard=false", "replay.capacity=2000"]
+
+
+@pytest.mark.parametrize("path", TRAIN_CONFIGS, ids=lambda path: path.name)
+def test_every_train_config_loads(path):
+    config = load_config(path)
+    assert config.env.id and config.run.total_env_steps > 0
+
+
+def test_the_her_agent_config_is_pointed_at_its_agent():
+    with pytest.raises(ConfigError, match=r"configures agents/her_dqn\.py.*python agents/her_dqn\.py --config"):
+        load_config(ROOT / "configs" / "bitflip_her.yaml")
+
+
+@pytest.mark.parametrize("name, obs_shape", [("pong.yaml", (84, 84)), ("minigrid_memory.yaml", (147,))])
+def test_optional_env_configs_train_a_few_steps(tmp_path, name, obs_shape):
+    """Wrappers from the config (AtariPreprocessing; MiniGrid image, flattened) feed the configured encoder."""
+    trainer = Trainer(load_config(ROOT / "configs" / name, SMOKE), tmp_path)
+    assert trainer.network.obs_shape == obs_shape
+    summary = trainer.fit()
+    assert summary["env_steps"] == 160 and summary["updates"] > 0
+
+
+def test_a_missing_optional_package_names_the_extra(tmp_path, monkeypatch):
+    import r2d2kit.envs
+
+    monkeypatch.setitem(r2d2kit.envs.OPTIONAL_PACKAGES, "Fancy-", ("no_such_module_r2d2kit", "fancy"))
+    path = tmp_path / "c.yaml"
+    path.write_text("env: {id: Fancy-v0}\n")
+    with pytest.raises(ConfigError, match=r"env\.id 'Fancy-v0'.*pip install 'r2d2kit\[fancy\]'"):
+        load_config(path)
