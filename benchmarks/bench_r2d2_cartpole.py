@@ -141,9 +141,12 @@ def run_r2d2(config_path: Path, overrides: list[str], steps: int, seed: int, eva
     if model_cfg.pop("encoder", "mlp") != "mlp":
         raise SystemExit(f"{config_path}: this benchmark builds the MLP encoder only")
     config = R2D2Config(**data.get("learner", {}))
-    run_cfg.pop("runner", None)
+    # the single-process runner with as many envs as the config's actors have in all
+    actors_cfg = dict(data.get("actors", {}))
+    actors = actors_cfg.get("num_actors", 2) if actors_cfg.get("runner", "local") == "processes" else 1
     run_cfg.update(total_env_steps=steps, seed=seed, eval_every=eval_every, eval_episodes=eval_episodes,
-                   progress=progress, num_envs=env_cfg.get("num_envs", 4),
+                   progress=progress, num_envs=env_cfg.get("num_envs", 4) * actors,
+                   epsilon=actors_cfg.get("epsilon", 0.4), epsilon_alpha=actors_cfg.get("epsilon_alpha", 7.0),
                    replay_capacity=replay_cfg.get("capacity", 100_000))
     run = LocalRunConfig(**run_cfg)
 
