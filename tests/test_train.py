@@ -35,3 +35,17 @@ def test_bad_config_exits_2_with_the_message(tmp_path):
     result = run_train(str(bad))
     assert result.returncode == 2
     assert "unknown key learner.batch_sise; did you mean 'batch_size'" in result.stderr
+
+
+def test_readme_main_config_runs_a_tiny_budget_with_actor_processes(tmp_path):
+    """The README's main command (configs/cartpole_pomdp.yaml: two actor processes), on a CI budget."""
+    result = run_train("configs/cartpole_pomdp.yaml", "--set", "run.total_env_steps=2000", "--set",
+                       "run.warmup_steps=500", "--set", "run.eval_every=1000", "--set", "run.eval_episodes=4",
+                       "--set", "logging.progress=false", "--run-dir", str(tmp_path / "run"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "runner: processes (2 actor processes x 2 envs)" in result.stdout
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["runner"] == "processes" and summary["env_steps"] >= 2000 and summary["updates"] > 0
+    assert summary["actor_restarts"] == 0 and summary["interrupted"] is False
+    rows = list(csv.DictReader(open(tmp_path / "run" / "metrics.csv")))
+    assert len(rows) >= 1 and all(1 <= float(row["eval_mean"]) <= 500 for row in rows)

@@ -170,3 +170,55 @@ def test_actor_callbacks_run_inside_the_actor_processes(tmp_path):
     assert episodes and all(length == 8 and reward in (-1.0, 1.0) for reward, length in episodes)  # delay 6 + 2
     assert summary["episodes"] <= len(episodes)  # the learner heard of no episode the actors did not report
     assert np.isfinite(summary["train_seconds"])
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_actors_exit_by_themselves_when_the_learner_is_killed(tmp_path):
+    """SIGKILL the learner: its actors notice and leave, and no segment outlives the run."""
+    run_dir = tmp_path / "run"
+    before = shm_segments()
+    learner = subprocess.Popen(
+        [sys.executable, "-m", "r2d2kit.train", str(CUE), "--run-dir", str(run_dir), "--set", "actors.runner=processes",
+         "--set", "run.total_env_steps=10000000", "--set", "run.eval_every=1000", "--set", "logging.progress=false"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 240
+        while not (run_dir / "metrics.csv").exists() and time.monotonic() < deadline and learner.poll() is None:
+            time.sleep(0.5)
+        assert (run_dir / "metrics.csv").exists(), "no evaluation within 240 s"
+        actors = [pid for pid in _children(learner.pid) if "spawn_main" in Path(f"/proc/{pid}/cmdline").read_text()]
+        ours = shm_segments() - before
+        assert len(actors) == 2 and len(ours) == 3
+        learner.kill()
+        learner.wait(timeout=30)
+        deadline = time.monotonic() + 60
+        while any(_alive(pid) for pid in actors) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not any(_alive(pid) for pid in actors), "actors outlived their learner"
+        # the learner could not unlink its segments; the resource tracker it started does so when it dies
+        while ours & shm_segments() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not ours & shm_segments()
+    finally:
+        if learner.poll() is None:
+            learner.kill()
