@@ -105,6 +105,21 @@ _STRATEGY_CODES = {GoalSelectionStrategy.FUTURE: 0, GoalSelectionStrategy.FINAL:
                    GoalSelectionStrategy.EPISODE: 2, GoalSelectionStrategy.RANDOM: 3}
 
 
+def call_goal_function(name: str, function: RewardFn, achieved: np.ndarray, goals: np.ndarray) -> np.ndarray:
+    """``function(achieved, goals, {})`` checked against the GoalEnv contract: shape ``[M]``, real, finite."""
+    count = achieved.shape[0]
+    result = np.asarray(function(achieved, goals, {}))
+    if result.shape != (count,):
+        raise ValueError(f"{name} returned shape {result.shape} for {count} (achieved_goal, desired_goal) pairs; "
+                         f"it must be vectorised over the leading batch axis and return shape ({count},)")
+    if result.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must return real numbers or booleans, got dtype {result.dtype}")
+    if result.dtype.kind == "f" and not np.isfinite(result).all():
+        bad = int(np.flatnonzero(~np.isfinite(result))[0])
+        raise ValueError(f"{name} returned {result[bad]!r} at position {bad}; it must return finite values")
+    return result
+
+
 def _as_strategy(value: Any) -> GoalSelectionStrategy:
     try:
         return GoalSelectionStrategy(value)
@@ -421,11 +436,11 @@ class HerReplayBuffer:
         if pair_samples.size:
             achieved = d["next_achieved_goal"].take(pair_steps, axis=0)  # [M, *goal]
             goals = desired.take(pair_samples, axis=0)  # [M, *goal]
-            pair_rewards = self._call("compute_reward", self.compute_reward, achieved, goals).astype(np.float64)
+            pair_rewards = call_goal_function("compute_reward", self.compute_reward, achieved, goals).astype(np.float64)
             if self.compute_terminated is None:
                 pair_terminated = d["terminated"].take(pair_steps)
             else:
-                pair_terminated = self._call("compute_terminated", self.compute_terminated, achieved, goals) != 0
+                pair_terminated = call_goal_function("compute_terminated", self.compute_terminated, achieved, goals) != 0
         else:
             pair_rewards, pair_terminated = np.zeros(0), np.zeros(0, dtype=bool)
         returns, discount, last_steps = her_kernels.her_nstep_returns(
@@ -441,20 +456,6 @@ class HerReplayBuffer:
             "discount": discount,
             "relabelled": relabelled,
         }
-
-    @staticmethod
-    def _call(name: str, function: RewardFn, achieved: np.ndarray, goals: np.ndarray) -> np.ndarray:
-        count = achieved.shape[0]
-        result = np.asarray(function(achieved, goals, {}))
-        if result.shape != (count,):
-            raise ValueError(f"{name} returned shape {result.shape} for {count} (achieved_goal, desired_goal) pairs; "
-                             f"it must be vectorised over the leading batch axis and return shape ({count},)")
-        if result.dtype.kind not in "biuf":
-            raise TypeError(f"{name} must return real numbers or booleans, got dtype {result.dtype}")
-        if result.dtype.kind == "f" and not np.isfinite(result).all():
-            bad = int(np.flatnonzero(~np.isfinite(result))[0])
-            raise ValueError(f"{name} returned {result[bad]!r} at position {bad}; it must return finite values")
-        return result
 
     def _nothing_to_sample(self) -> str:
         if not self._env_written.any():

@@ -71,7 +71,7 @@ from r2d2kit._validation import check_float, check_positive_int
 from r2d2kit.kernels import sequence_her as sequence_her_kernels
 from r2d2kit.kernels import sumtree as tree_kernels
 from r2d2kit.replay.fields import fields_from_json, parse_fields
-from r2d2kit.replay.her import GoalSelectionStrategy
+from r2d2kit.replay.her import GoalSelectionStrategy, call_goal_function
 from r2d2kit.replay.persistence import read_npz, require_arrays
 from r2d2kit.replay.sequence import SequenceReplayBuffer
 
@@ -321,7 +321,8 @@ class SequenceHerReplayBuffer(SequenceReplayBuffer):
         if not relabelled.any():
             return
         if pair_samples.size:
-            rewards = _call_reward(self.compute_reward, pair_achieved, goals.take(pair_samples, axis=0))
+            rewards = call_goal_function("compute_reward", self.compute_reward, pair_achieved,
+                                         goals.take(pair_samples, axis=0)).astype(np.float32)
             by_position = np.zeros((count, length + 1), dtype=np.float32)  # [B, L + 1]: reward for reaching row p
             by_position[pair_samples, pair_positions] = rewards
             batch["prev_reward"][relabelled] = by_position[relabelled, :length]
@@ -413,18 +414,3 @@ class SequenceHerReplayBuffer(SequenceReplayBuffer):
         return (f"SequenceHerReplayBuffer(capacity={self.capacity}, windows={len(self)}, length={self.length}, "
                 f"steps_stored={self.steps_stored}, strategy={self.goal_selection_strategy.value!r}, "
                 f"n_sampled_goal={self.n_sampled_goal})")
-
-
-def _call_reward(function: RewardFn, achieved: np.ndarray, goals: np.ndarray) -> np.ndarray:
-    """``function(achieved, goals, {})`` as ``[M]`` float32, after checking the GoalEnv contract."""
-    count = achieved.shape[0]
-    result = np.asarray(function(achieved, goals, {}))
-    if result.shape != (count,):
-        raise ValueError(f"compute_reward returned shape {result.shape} for {count} (achieved_goal, desired_goal) "
-                         f"pairs; it must be vectorised over the leading batch axis and return shape ({count},)")
-    if result.dtype.kind not in "biuf":
-        raise TypeError(f"compute_reward must return real numbers, got dtype {result.dtype}")
-    if result.dtype.kind == "f" and not np.isfinite(result).all():
-        bad = int(np.flatnonzero(~np.isfinite(result))[0])
-        raise ValueError(f"compute_reward returned {result[bad]!r} at position {bad}; it must return finite values")
-    return result.astype(np.float32)
