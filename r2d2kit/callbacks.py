@@ -6,9 +6,10 @@ Where each hook runs matters once actors are separate processes:
   that called :func:`r2d2kit.trainer.Trainer.fit`), so they may touch the learner, the replay buffer
   and the run directory.
 * ``on_actor_*`` run **where the actor runs**: in the learner process with ``runner: local``, in each
-  spawned actor process with ``runner: processes``. There the callback object is a pickled copy
+  actor process with ``runner: processes`` or ``ray``. There the callback object is a pickled copy
   (define the class at module level); state it gathers stays in that process — send results out
-  through a file or your own queue.
+  through a file or your own queue. Only callbacks that override an ``on_actor_*`` hook are sent
+  to actors, so a learner-side callback may hold anything (the trainer, open files, locks).
 
 Hooks must be quick: they run inside the training loop.
 """
@@ -59,6 +60,12 @@ class CallbackList(Callback):
         for callback in self.callbacks:
             if not isinstance(callback, Callback):
                 raise TypeError(f"callbacks must be r2d2kit.callbacks.Callback instances, got {callback!r}")
+
+    def for_actors(self) -> "CallbackList":
+        """The callbacks that override an actor hook (the ones worth pickling into actor processes)."""
+        hooks = ("on_actor_begin", "on_actor_episode", "on_actor_end")
+        callbacks = object.__getattribute__(self, "callbacks")
+        return CallbackList([c for c in callbacks if any(getattr(type(c), h) is not getattr(Callback, h) for h in hooks)])
 
     def __getattribute__(self, name: str) -> Any:
         if name.startswith("on_"):

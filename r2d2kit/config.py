@@ -40,7 +40,7 @@ class ConfigError(ValueError):
 class EnvConfig:
     """The gymnasium environment (``import r2d2kit.envs`` registers r2d2kit's own ids first)."""
 
-    id: str = "CartPoleNoVel-v1"
+    id: str = "CartPoleNoVel-v1"  # gymnasium id (ALE/... and MiniGrid-... ids need the atari / minigrid extra)
     num_envs: int = 4  # per actor (the local runner has one actor)
     kwargs: dict = field(default_factory=dict)  # passed to gymnasium.make
     wrappers: list = field(default_factory=list)  # "package.module:callable" applied in order: env = f(env)
@@ -60,10 +60,10 @@ class ModelConfig:
     encoder: str = "mlp"  # mlp | dqn | r2d3 | "package.module:ImageModelSubclass"
     hidden: list = field(default_factory=lambda: [64])  # MLP encoder widths
     input_scale: float | list | None = None  # MLP: observation multiplied by this (one number or one per entry)
-    lstm_units: int = 512
-    dueling: bool = True
-    head_units: int = 512
-    prev_action_reward: bool = True
+    lstm_units: int = 512  # LSTM width (R2D2: 512)
+    dueling: bool = True  # dueling head: Q = V + A - mean(A)
+    head_units: int = 512  # hidden units of each head stream (0: a linear head)
+    prev_action_reward: bool = True  # feed the previous action (one-hot) and reward to the LSTM, as R2D2 does
 
 
 @dataclass
@@ -80,27 +80,33 @@ class ReplayConfig:
             raise ValueError(f"capacity must be >= 1, got {self.capacity}")
 
 
-RUNNERS = ("local", "processes")
+RUNNERS = ("local", "processes", "ray")
 
 
 @dataclass
 class ActorsConfig:
     """Who acts: where (``runner``), how many, and how they explore (Ape-X per-env epsilons)."""
 
-    runner: str = "local"  # local: one process | processes: spawned actor processes on shared memory
-    num_actors: int = 2  # processes runner only
+    runner: str = "local"  # local: one process | processes: spawned processes on shared memory | ray: Ray actors
+    num_actors: int = 2  # processes and ray runners
     epsilon: float = 0.4  # env i of N explores with epsilon ** (1 + epsilon_alpha * i / (N - 1))
-    epsilon_alpha: float = 7.0
+    epsilon_alpha: float = 7.0  # Ape-X spread of the per-env epsilons (formula at epsilon)
     publish_every: int = 10  # learner updates between weight broadcasts
     ring_capacity: int = 64  # windows per actor ring; a full ring makes its actor wait
     threads: int = 1  # TensorFlow/BLAS threads per actor process
     max_restarts: int = 10  # actor crashes tolerated per run before training stops
+    ray_address: str | None = None  # ray: cluster to join ("auto", "ray://head:10001"); None: RAY_ADDRESS or local
+    ray_num_cpus: int | None = None  # ray: CPUs of a local instance (None: all)
+    cpus_per_actor: float = 1.0  # ray: CPU resources reserved per actor (placement)
+    steps_per_batch: int = 50  # ray: vector steps per batch an actor sends back
 
     def __post_init__(self) -> None:
         if self.runner not in RUNNERS:
-            hint = " (the Ray runner is not available in this version)" if self.runner == "ray" else ""
-            raise ValueError(f"runner must be one of {list(RUNNERS)}, got {self.runner!r}{hint}")
-        for name in ("num_actors", "publish_every", "ring_capacity", "threads"):
+            raise ValueError(f"runner must be one of {list(RUNNERS)}, got {self.runner!r}")
+        if self.cpus_per_actor < 0 or (self.ray_num_cpus is not None and self.ray_num_cpus < 1):
+            raise ValueError(f"cpus_per_actor must be >= 0 and ray_num_cpus >= 1, got {self.cpus_per_actor} and "
+                             f"{self.ray_num_cpus}")
+        for name in ("num_actors", "publish_every", "ring_capacity", "threads", "steps_per_batch"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.max_restarts < 0:
@@ -113,12 +119,12 @@ class ActorsConfig:
 class RunConfig:
     """Budget, update-to-data ratio and evaluation."""
 
-    total_env_steps: int = 100_000
+    total_env_steps: int = 100_000  # env steps over all envs and actors; the run ends there
     warmup_steps: int = 2_000  # env steps stored before the first update
     updates_per_env_step: float = 0.25  # the learner waits for data beyond this ratio
     eval_every: int = 5_000  # env steps; 0: no periodic evaluation
-    eval_episodes: int = 10
-    seed: int = 0
+    eval_episodes: int = 10  # greedy episodes per evaluation
+    seed: int = 0  # seeds network init, envs, exploration and replay sampling
 
     def __post_init__(self) -> None:
         if self.total_env_steps < 1:
@@ -134,7 +140,7 @@ class RunConfig:
 class LoggingConfig:
     """Where runs are written and what is logged."""
 
-    run_dir: str = "runs"
+    run_dir: str = "runs"  # runs are written to <run_dir>/<name>
     name: str = ""  # default: <env id>-<timestamp>
     progress: bool = True  # tqdm bar on the console
     tensorboard: bool = True  # scalars under <run>/tensorboard

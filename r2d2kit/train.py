@@ -59,7 +59,9 @@ def train(config: TrainConfig, run_dir: Path, resume: bool = False, callbacks=()
     print(describe(config))
     print(f"runner: {config.actors.runner}"
           + (f" ({config.actors.num_actors} actor processes x {config.env.num_envs} envs)"
-             if config.actors.runner == "processes" else f" ({config.env.num_envs} envs in this process)"))
+             if config.actors.runner == "processes" else
+             f" ({config.actors.num_actors} Ray actors x {config.env.num_envs} envs)" if config.actors.runner == "ray"
+             else f" ({config.env.num_envs} envs in this process)"))
     print(f"run directory: {run_dir}" + (f" (resuming from {trainer.resumed_from.name} at "
                                          f"{trainer.counters['env_steps']:,} env steps)" if resume else ""))
     summary = trainer.fit()

@@ -92,7 +92,7 @@ class Trainer:
             {"state_h": ((units,), "float32"), "state_c": ((units,), "float32")}, burn_in=lc.burn_in,
             trace_length=lc.trace_length, n_step=lc.n_step, period=lc.period, alpha=lc.priority_exponent,
             initial_state=config.replay.initial_state, seed=config.run.seed + self.counters["env_steps"])
-        num_actors = config.actors.num_actors if config.actors.runner == "processes" else 1
+        num_actors = config.actors.num_actors if config.actors.runner != "local" else 1
         self.epsilons = apex_epsilons(num_actors * config.env.num_envs, config.actors.epsilon,
                                       config.actors.epsilon_alpha)
         save_config(config, self.run_dir / "config.yaml")
@@ -107,6 +107,15 @@ class Trainer:
     def _start_actors(self) -> Any:
         cfg = self.config
         seed = cfg.run.seed + self.counters["env_steps"]  # a resumed run does not replay the same episodes
+        if cfg.actors.runner == "ray":
+            from r2d2kit.runners.ray_actors import RayActors
+
+            return RayActors(self.make_network, self.make_env, cfg.learner, self.network,
+                             num_actors=cfg.actors.num_actors, envs_per_actor=cfg.env.num_envs, epsilons=self.epsilons,
+                             steps_per_batch=cfg.actors.steps_per_batch, publish_every=cfg.actors.publish_every,
+                             threads=cfg.actors.threads, max_restarts=cfg.actors.max_restarts, seed=seed,
+                             address=cfg.actors.ray_address, num_cpus=cfg.actors.ray_num_cpus,
+                             cpus_per_actor=cfg.actors.cpus_per_actor, callbacks=self.callbacks.for_actors())
         if cfg.actors.runner == "processes":
             from r2d2kit.runners.processes import ProcessActors
 
@@ -114,7 +123,8 @@ class Trainer:
                                  num_actors=cfg.actors.num_actors, envs_per_actor=cfg.env.num_envs,
                                  epsilons=self.epsilons, ring_capacity=cfg.actors.ring_capacity,
                                  publish_every=cfg.actors.publish_every, threads=cfg.actors.threads,
-                                 max_restarts=cfg.actors.max_restarts, seed=seed, callbacks=self.callbacks)
+                                 max_restarts=cfg.actors.max_restarts, seed=seed,
+                                 callbacks=self.callbacks.for_actors())
         from r2d2kit.runners.experience import LocalActors
 
         return LocalActors(self.make_env, self.network, cfg.learner, cfg.env.num_envs, self.epsilons, seed,

@@ -115,7 +115,7 @@ def test_resume_needs_a_checkpoint_and_a_fresh_run_refuses_an_old_directory(fini
 
 
 @pytest.mark.parametrize("override, message", [
-    ("actors.runner=ray", r"runner must be one of \['local', 'processes'\], got 'ray'"),
+    ("actors.runner=gpu", r"runner must be one of \['local', 'processes', 'ray'\], got 'gpu'"),
     ("actors.num_actors=0", r"num_actors must be >= 1, got 0"),
     ("actors.num_actor=2", r"unknown key actors\.num_actor; did you mean 'num_actors'"),
     ("checkpoints.keep=0", r"keep >= 1"),

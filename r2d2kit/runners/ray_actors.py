@@ -1,0 +1,192 @@
+"""Actors as Ray actors, for more than one machine (``actors.runner: ray``; ``pip install r2d2kit[ray]``).
+
+    learner (this process, the Ray driver)               Ray actor i (any node of the cluster)
+    --------------------------------------               ------------------------------------
+    ray.put(weights) once per publish  ----------------> ray.get only when the version changed
+    SequenceReplayBuffer <- batches of windows <-------  ActingLoop: vector env -> stateful actor
+                            + env steps, episodes          -> SequenceBuilder, ``steps_per_batch`` steps
+
+The same acting code as the processes runner (:class:`~r2d2kit.runners.experience.ActingLoop`);
+only the transport differs. Each actor has one batch request in flight at a time, so an actor
+that runs ahead of the learner waits for its next request (back-pressure, nothing dropped). Replay
+stays in the learner's process. ``ray.init(address=...)`` connects to an existing cluster when an
+address is configured (``actors.ray_address`` or the ``RAY_ADDRESS`` environment variable) and
+starts a local instance otherwise. Ray restarts an actor whose process dies (up to
+``max_restarts``); the batch it was working on is lost, counted in ``restarts`` and requested again.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Callable
+
+import numpy as np
+
+from r2d2kit.callbacks import Callback
+from r2d2kit.runners.experience import Experience
+from r2d2kit.runners.processes import assign_flat_weights, flatten_weights, limit_threads
+
+
+class ActorBody:
+    """What runs inside one Ray actor: an acting loop returning batches of windows."""
+
+    def __init__(self, actor_id: int, make_network: Callable[[], Any], make_env: Callable[[], Any], config: Any,
+                 num_envs: int, epsilons: np.ndarray, seed: int, threads: int = 1,
+                 callbacks: Callback | None = None) -> None:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        limit_threads(threads)
+        import gymnasium as gym
+
+        from r2d2kit.replay import SequenceBuilder
+        from r2d2kit.runners.experience import ActingLoop
+        from r2d2kit.tf_setup import setup_tensorflow
+
+        setup_tensorflow(threads=threads)
+        self.actor_id = actor_id
+        self.callbacks = callbacks or Callback()
+        self.network = make_network()
+        self.envs = gym.vector.SyncVectorEnv([make_env] * num_envs)
+        builder = SequenceBuilder(num_envs, config.burn_in, config.trace_length, config.n_step, config.period)
+        self.loop = ActingLoop(self.envs, self.network.actor(num_envs), builder, epsilons, seed)
+        self.num_envs = num_envs
+        self.version = -1
+        self.callbacks.on_actor_begin(actor_id)
+
+    def pid(self) -> int:
+        """The actor's process id (for tests and fault drills)."""
+        return os.getpid()
+
+    def collect(self, weights: list, version: int, steps: int) -> tuple[dict | None, int, list, int]:
+        """Act ``steps`` vector steps with weights ``version``; return (windows, env steps, episodes, version).
+
+        ``weights`` is ``[ObjectRef]``: wrapped in a list so Ray does not fetch it unless the version changed.
+        """
+        import ray
+
+        if version != self.version:
+            assign_flat_weights(self.network.variables, ray.get(weights[0]))
+            self.version = version
+        batches, episodes = [], []
+        for _ in range(steps):
+            windows, returns, lengths = self.loop.step()
+            if windows is not None:
+                batches.append(windows)
+            for episode_return, length in zip(returns.tolist(), lengths.tolist()):
+                self.callbacks.on_actor_episode(self.actor_id, episode_return, length)
+                episodes.append((episode_return, length))
+        stacked = {name: np.concatenate([b[name] for b in batches]) for name in batches[0]} if batches else None
+        return stacked, steps * self.num_envs, episodes, self.version
+
+    def close(self) -> None:
+        """End hook and envs."""
+        self.callbacks.on_actor_end(self.actor_id)
+        self.envs.close()
+
+
+class RayActors:
+    """``num_actors`` Ray actors feeding this (learner) process; same verbs as the other pools.
+
+    Args:
+        make_network, make_env: picklable factories (Ray ships them to the actors).
+        config: the learner's :class:`~r2d2kit.learner.R2D2Config` (window layout).
+        network: the learner's online network (weights to broadcast).
+        epsilons: per-env epsilons over all actors' envs, actor-major.
+        steps_per_batch: vector steps an actor takes per request.
+        address: Ray cluster address; None: ``RAY_ADDRESS`` if set, else a local instance.
+        num_cpus: CPUs of a local instance (None: all of this machine).
+        cpus_per_actor: Ray CPU resources reserved per actor (placement).
+    """
+
+    def __init__(self, make_network: Callable[[], Any], make_env: Callable[[], Any], config: Any, network: Any, *,
+                 num_actors: int, envs_per_actor: int, epsilons: np.ndarray, steps_per_batch: int = 50,
+                 publish_every: int = 10, threads: int = 1, max_restarts: int = 10, seed: int = 0,
+                 address: str | None = None, num_cpus: int | None = None, cpus_per_actor: float = 1.0,
+                 callbacks: Callback | None = None, log: Callable[[str], None] | None = None) -> None:
+        try:
+            import ray
+        except ImportError as error:
+            raise ImportError(f"actors.runner 'ray' needs Ray: pip install 'r2d2kit[ray]' ({error})") from None
+        self._ray = ray
+        self.log = log or (lambda message: print(message, file=sys.stderr, flush=True))
+        self.publish_every, self.steps_per_batch, self.max_restarts = publish_every, steps_per_batch, max_restarts
+        self.restarts = 0
+        self.windows_per_actor: dict[int, int] = {}
+        self.weight_versions_seen: dict[int, int] = {}
+        self._owns_ray = not ray.is_initialized()
+        if self._owns_ray:
+            address = address or os.environ.get("RAY_ADDRESS") or None
+            ray.init(address=address, num_cpus=None if address else num_cpus, include_dashboard=False,
+                     log_to_driver=True, configure_logging=False)
+        self._version = 0
+        self._weights = ray.put(flatten_weights(network.variables))
+        self._published_at = 0
+        remote = ray.remote(num_cpus=cpus_per_actor, max_restarts=max_restarts, max_task_retries=0)(ActorBody)
+        n = envs_per_actor
+        self._actors = [remote.remote(i, make_network, make_env, config, n, np.asarray(epsilons[i * n:(i + 1) * n]),
+                                      seed + 1000 * i, threads, callbacks) for i in range(num_actors)]
+        self._pending: dict[Any, int] = {}
+        for actor_id in range(num_actors):
+            self._request(actor_id)
+
+    def _request(self, actor_id: int) -> None:
+        ref = self._actors[actor_id].collect.remote([self._weights], self._version, self.steps_per_batch)
+        self._pending[ref] = actor_id
+
+    def actor_pids(self) -> dict[int, int]:
+        """Process id of every actor (blocks until each answers)."""
+        return {i: self._ray.get(actor.pid.remote()) for i, actor in enumerate(self._actors)}
+
+    def collect(self) -> Experience:
+        """Take every finished batch and ask its actor for the next one."""
+        ray = self._ray
+        experience = Experience()
+        ready, _ = ray.wait(list(self._pending), num_returns=len(self._pending), timeout=0)
+        for ref in ready:
+            actor_id = self._pending.pop(ref)
+            try:
+                windows, steps, episodes, version = ray.get(ref)
+            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as error:
+                self.restarts += 1
+                if self.restarts > self.max_restarts:
+                    raise RuntimeError(f"Ray actor {actor_id} failed and the restart budget "
+                                       f"(actors.max_restarts={self.max_restarts}) is spent: {error}") from None
+                self.log(f"Ray actor {actor_id} failed ({type(error).__name__}); Ray restarts it, its batch is "
+                         f"requested again (failure {self.restarts} of at most {self.max_restarts})")
+                self._request(actor_id)
+                continue
+            experience.env_steps += steps
+            experience.episodes.extend(episodes)
+            if windows is not None:
+                experience.windows.append((windows, actor_id))
+                self.windows_per_actor[actor_id] = self.windows_per_actor.get(actor_id, 0) + len(windows["env"])
+            self.weight_versions_seen[actor_id] = max(version, self.weight_versions_seen.get(actor_id, -1))
+            self._request(actor_id)
+        if not ready and self._pending:  # nothing yet: wait briefly rather than spin
+            ray.wait(list(self._pending), num_returns=1, timeout=0.01)
+        return experience
+
+    def publish(self, network: Any, updates: int) -> None:
+        """One ``ray.put`` of the weights every ``publish_every`` updates; actors fetch it on their next batch."""
+        if updates - self._published_at >= self.publish_every:
+            self._weights = self._ray.put(flatten_weights(network.variables))
+            self._version += 1
+            self._published_at = updates
+
+    @property
+    def weights_version(self) -> int:
+        """Version of the newest published weights."""
+        return self._version
+
+    def close(self) -> None:
+        """Stop the actors (their end hooks run) and shut down a Ray instance this pool started."""
+        ray = self._ray
+        for actor in getattr(self, "_actors", []):
+            try:
+                ray.get(actor.close.remote(), timeout=30)
+            except Exception:  # noqa: BLE001  (a dead actor has nothing left to close)
+                pass
+            ray.kill(actor, no_restart=True)
+        self._actors, self._pending = [], {}
+        if self._owns_ray and ray.is_initialized():
+            ray.shutdown()

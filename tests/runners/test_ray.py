@@ -1,0 +1,67 @@
+"""Ray runner on a local Ray instance: sequences arrive from every actor, weights advance, a killed
+actor process is restarted by Ray and training goes on."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from r2d2kit.callbacks import Callback
+from r2d2kit.config import load_config
+from r2d2kit.trainer import Trainer
+
+ray = pytest.importorskip("ray", reason="the ray extra is part of the test extras; install r2d2kit[test]")
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ["actors.runner=ray", "actors.num_actors=2", "actors.steps_per_batch=25", "actors.publish_every=5",
+        "run.warmup_steps=200", "run.eval_every=0", "logging.progress=false", "logging.tensorboard=false",
+        "checkpoints.every_env_steps=0"]
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def test_sequences_arrive_from_every_ray_actor_and_weights_advance(local_ray, tmp_path):
+    trainer = Trainer(load_config(ROOT / "configs" / "cue_memory.yaml", TINY + ["run.total_env_steps=2000"]), tmp_path)
+    summary = trainer.fit()
+    pool = trainer.actors
+    assert summary["runner"] == "ray" and summary["env_steps"] >= 2000 and summary["updates"] > 0
+    assert set(pool.windows_per_actor) == {0, 1} and min(pool.windows_per_actor.values()) > 0
+    assert pool.weights_version > 5 and min(pool.weight_versions_seen.values()) > 0  # actors acted on new weights
+    assert ray.is_initialized()  # the pool did not shut down an instance it did not start
+
+
+class KillActorOnce(Callback):
+    """SIGKILL Ray actor 1's process after the 30th update."""
+
+    def __init__(self, trainer_box: list) -> None:
+        self.box = trainer_box
+        self.killed_at: dict | None = None
+
+    def on_learner_step(self, learner, metrics):
+        if self.killed_at is None and metrics["updates"] == 30:
+            pool = self.box[0].actors
+            pid = pool.actor_pids()[1]
+            self.killed_at = {"updates": metrics["updates"], "windows": pool.windows_per_actor.get(1, 0), "pid": pid}
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_a_killed_ray_actor_is_restarted_and_training_continues(local_ray, tmp_path):
+    box: list = []
+    killer = KillActorOnce(box)
+    trainer = Trainer(load_config(ROOT / "configs" / "cue_memory.yaml", TINY + ["run.total_env_steps=4000"]),
+                      tmp_path, callbacks=[killer])
+    box.append(trainer)
+    summary = trainer.fit()
+    assert killer.killed_at is not None, "the run ended before the kill"
+    pool = trainer.actors
+    assert summary["actor_restarts"] >= 1 and pool.restarts >= 1
+    assert summary["updates"] > killer.killed_at["updates"] + 50  # the learner went on
+    assert pool.windows_per_actor[1] > killer.killed_at["windows"]  # the restarted actor delivers again
