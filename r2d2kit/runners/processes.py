@@ -72,9 +72,12 @@ class ActorSpec:
     callbacks: Callback | None = None  # actor hooks, run in the actor process
 
 
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
 def limit_threads(threads: int) -> None:
     """Cap BLAS/OpenMP threads before numpy or TensorFlow start their pools."""
-    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    for name in THREAD_VARIABLES:
         os.environ[name] = str(threads)
 
 

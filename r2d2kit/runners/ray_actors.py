@@ -25,7 +25,7 @@ import numpy as np
 
 from r2d2kit.callbacks import Callback
 from r2d2kit.runners.experience import Experience
-from r2d2kit.runners.processes import assign_flat_weights, flatten_weights, limit_threads
+from r2d2kit.runners.processes import THREAD_VARIABLES, assign_flat_weights, flatten_weights, limit_threads
 
 
 class ActorBody:
@@ -121,7 +121,10 @@ class RayActors:
         self._version = 0
         self._weights = ray.put(flatten_weights(network.variables))
         self._published_at = 0
-        remote = ray.remote(num_cpus=cpus_per_actor, max_restarts=max_restarts, max_task_retries=0)(ActorBody)
+        # set before the worker imports TensorFlow (unpickling make_network already does)
+        env_vars = {"TF_CPP_MIN_LOG_LEVEL": "2", **{name: str(threads) for name in THREAD_VARIABLES}}
+        remote = ray.remote(num_cpus=cpus_per_actor, max_restarts=max_restarts, max_task_retries=0,
+                            runtime_env={"env_vars": env_vars})(ActorBody)
         n = envs_per_actor
         self._actors = [remote.remote(i, make_network, make_env, config, n, np.asarray(epsilons[i * n:(i + 1) * n]),
                                       seed + 1000 * i, threads, callbacks) for i in range(num_actors)]

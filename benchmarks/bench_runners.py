@@ -1,0 +1,122 @@
+"""Actor throughput of the processes runner and the Ray runner, side by side, with the learner idle.
+
+    python benchmarks/bench_runners.py                 # 2 actors x 2 envs, 20k env steps per run, 2 rounds
+    python benchmarks/bench_runners.py --quick         # smoke run
+    python benchmarks/bench_runners.py --markdown --actors 1 2
+
+Both pools run the same acting code (``ActingLoop``: CartPoleNoVel-v1, the network of
+configs/cartpole_pomdp.yaml) and hand windows to this process, which only drains them (no learner
+updates), so the table compares transports: shared-memory rings + a seqlock weight block against
+Ray's object store + one batch request in flight per actor. Env steps/s count from the first
+experience that arrives to the budget, so process spawn, Ray start-up and TensorFlow import are
+excluded and reported apart. Rounds alternate the runners (ABBA) so that drifting machine load
+hits both alike; the load average is printed. On a 2-core machine the actors and this process
+share the cores: compare rows of one run, not with other machines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO_ROOT = BENCH_DIR.parent
+sys.path.insert(0, str(REPO_ROOT))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+CONFIG = REPO_ROOT / "configs" / "cartpole_pomdp.yaml"
+
+
+def load_average() -> float:
+    return os.getloadavg()[0]
+
+
+def run_pool(runner: str, num_actors: int, envs_per_actor: int, steps: int, ray_cpus: int) -> dict:
+    """Drain one pool until ``steps`` env steps arrived; return start-up seconds and env steps/s."""
+    import tempfile
+
+    from r2d2kit.config import load_config
+    from r2d2kit.trainer import Trainer
+
+    config = load_config(CONFIG, [f"actors.runner={runner}", f"actors.num_actors={num_actors}",
+                                  f"env.num_envs={envs_per_actor}", "logging.tensorboard=false",
+                                  "logging.progress=false", f"actors.ray_num_cpus={ray_cpus}"])
+    with tempfile.TemporaryDirectory() as run_dir:
+        trainer = Trainer(config, run_dir)
+    start = time.perf_counter()
+    pool = trainer._start_actors()  # noqa: SLF001  (the trainer's own factory: same settings as a run)
+    try:
+        first, total, windows = None, 0, 0
+        while total < steps:
+            experience = pool.collect()
+            if experience.env_steps and first is None:
+                first = time.perf_counter()
+                startup = first - start
+                total = 0  # count from the first arrival
+                continue
+            total += experience.env_steps
+            windows += sum(len(w["env"]) for w, _ in experience.windows)
+            if not experience.env_steps:
+                time.sleep(0.001)
+        seconds = time.perf_counter() - first
+    finally:
+        pool.close()
+    return {"runner": runner, "actors": num_actors, "envs": num_actors * envs_per_actor, "startup": startup,
+            "steps_per_s": total / seconds, "windows": windows}
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--actors", type=int, nargs="+", default=[2])
+    parser.add_argument("--envs-per-actor", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=20_000)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--ray-cpus", type=int, default=os.cpu_count())
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--markdown", action="store_true")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.steps, args.rounds = 3_000, 1
+    print(f"command: python benchmarks/{Path(__file__).name} {' '.join(argv if argv is not None else sys.argv[1:])}")
+    print(f"machine: {os.cpu_count()} cores; load average at start {load_average():.2f}; {args.steps:,} env steps "
+          f"per run after start-up, {args.envs_per_actor} envs per actor, learner idle")
+    rows = []
+    for num_actors in args.actors:
+        for round_index in range(args.rounds):
+            order = ("processes", "ray") if round_index % 2 == 0 else ("ray", "processes")
+            for runner in order:
+                row = run_pool(runner, num_actors, args.envs_per_actor, args.steps, args.ray_cpus)
+                row["round"] = round_index + 1
+                rows.append(row)
+                print(f"  {runner:9s} {num_actors} actors round {round_index + 1}: {row['steps_per_s']:,.0f} env steps/s "
+                      f"(start-up {row['startup']:.1f} s)", flush=True)
+    header = ["actors", "envs", "processes: env steps/s", "ray: env steps/s", "ray / processes",
+              "start-up processes", "start-up ray"]
+    body = []
+    for num_actors in args.actors:
+        mine = [r for r in rows if r["actors"] == num_actors]
+        proc = statistics.median(r["steps_per_s"] for r in mine if r["runner"] == "processes")
+        ray_ = statistics.median(r["steps_per_s"] for r in mine if r["runner"] == "ray")
+        body.append([str(num_actors), str(mine[0]["envs"]), f"{proc:,.0f}", f"{ray_:,.0f}", f"{ray_ / proc:.2f}x",
+                     f"{statistics.median(r['startup'] for r in mine if r['runner'] == 'processes'):.1f} s",
+                     f"{statistics.median(r['startup'] for r in mine if r['runner'] == 'ray'):.1f} s"])
+    if args.markdown:
+        print("| " + " | ".join(header) + " |")
+        print("|" + "|".join("---:" for _ in header) + "|")
+        for line in body:
+            print("| " + " | ".join(line) + " |")
+    else:
+        widths = [max(len(h), *(len(line[i]) for line in body)) for i, h in enumerate(header)]
+        print("  ".join(h.rjust(w) for h, w in zip(header, widths)))
+        for line in body:
+            print("  ".join(c.rjust(w) for c, w in zip(line, widths)))
+    print(f"(medians over {args.rounds} round(s); load average at end {load_average():.2f})")
+    return rows
+
+
+if __name__ == "__main__":
+    main()
