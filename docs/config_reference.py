@@ -1,0 +1,151 @@
+"""The config reference page, generated from the schema on every ``mkdocs build`` (an MkDocs hook).
+
+The schema is the dataclasses of ``r2d2kit/config.py`` (one per YAML section) and ``R2D2Config`` in
+``r2d2kit/learner.py`` (the ``learner`` section). Each key's type and default come from the
+dataclass field; its meaning is the field's trailing ``# comment`` in the source, and a ``# --- name``
+comment line inside a class starts a group. ``python docs/config_reference.py`` prints the page;
+tests/test_docs.py checks that every key has a meaning.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+import io
+import json
+import os
+import sys
+import tokenize
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = "reference/config.md"
+
+# Meanings of R2D2Config fields that have no trailing comment in r2d2kit/learner.py yet. A field
+# listed here that gains a comment there is an error (tests/test_docs.py), so this table only shrinks.
+LEARNER_FALLBACK = {
+    "burn_in": "rows per window that only warm up the LSTM from the stored state (no gradient)",
+    "trace_length": "rows per window trained on",
+    "period": "rows between the starts of consecutive windows of an episode (<= trace_length)",
+    "n_step": "rewards summed per target before bootstrapping; the window's extra rows",
+    "gamma": "discount",
+    "value_rescaling": "targets h(r + gamma^n h^-1(Q)) with h(x) = sign(x)(sqrt(|x| + 1) - 1) + eps x",
+    "rescale_eps": "the eps of h",
+    "target_update_period": "updates between copies of the online weights into the target network",
+    "batch_size": "windows per update",
+    "priority_exponent": "alpha: sampling probability proportional to priority ** alpha",
+    "importance_exponent": "beta of the importance-sampling weights",
+    "eta": "window priority: eta * max |TD| + (1 - eta) * mean |TD| over its trained rows",
+    "learning_rate": "Adam learning rate (the start of the decay when one is set)",
+    "final_learning_rate": "learning rate reached at the end of the decay",
+    "adam_epsilon": "Adam epsilon",
+    "max_gradient_norm": "gradients are clipped to this global norm",
+}
+
+
+def sections() -> dict[str, type]:
+    """``{section name: dataclass}`` in the order of ``TrainConfig``."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # r2d2kit.config imports the learner, and so TensorFlow
+    from r2d2kit.config import TrainConfig
+
+    return {f.name: f.default_factory for f in dataclasses.fields(TrainConfig)}
+
+
+def source_comments(cls: type) -> tuple[dict[str, str], dict[str, str]]:
+    """``({field: trailing comment}, {field: group})`` read from the class's source."""
+    source = inspect.getsource(sys.modules[cls.__module__])
+    comments = {token.start[0]: (token.string.lstrip("#").strip(), token.line.strip().startswith("#"))
+                for token in tokenize.generate_tokens(io.StringIO(source).readline)
+                if token.type == tokenize.COMMENT}
+    node = next(node for node in ast.walk(ast.parse(source))
+                if isinstance(node, ast.ClassDef) and node.name == cls.__name__)
+    trailing, groups, group = {}, {}, ""
+    fields = [stmt for stmt in node.body if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)]
+    for line in range(node.lineno, node.end_lineno + 1):
+        text, own_line = comments.get(line, ("", False))
+        if own_line and text.startswith("---"):
+            group = text.strip("- ").strip()
+        for stmt in fields:
+            if stmt.lineno == line:
+                groups[stmt.target.id] = group
+        for stmt in fields:
+            if stmt.lineno <= line <= stmt.end_lineno and text and not own_line:
+                trailing[stmt.target.id] = text
+    return trailing, groups
+
+
+def meanings(cls: type) -> dict[str, str]:
+    """Meaning of every field ("" where none is written down)."""
+    trailing, _ = source_comments(cls)
+    fallback = LEARNER_FALLBACK if cls.__name__ == "R2D2Config" else {}
+    return {f.name: trailing.get(f.name) or fallback.get(f.name, "") for f in dataclasses.fields(cls)}
+
+
+def default_of(f: dataclasses.Field) -> object:
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return f.default
+
+
+def as_yaml(value: object) -> str:
+    """A default as it would be written in the YAML file (JSON is YAML's flow style)."""
+    return json.dumps(value)
+
+
+def cell(text: str) -> str:
+    """Text for a table cell, shown as written: no emphasis from ``*``, no HTML from ``<name>``."""
+    for raw, escaped in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|"), ("*", "\\*")):
+        text = text.replace(raw, escaped)
+    return text
+
+
+def render() -> str:
+    """The whole page as Markdown."""
+    lines = [
+        "# Config reference",
+        "",
+        "Every key of a `python -m r2d2kit.train` config, generated from the schema (the dataclasses in",
+        "`r2d2kit/config.py` and `R2D2Config` in `r2d2kit/learner.py`) each time the site is built. Every",
+        "key is optional; an omitted key keeps the default shown. Defaults are written as in the YAML file.",
+        "Override any key from the command line with `--set section.key=value` (the value is parsed as",
+        "YAML), e.g. `--set learner.burn_in=10`. How to write and run a config:",
+        "[Train from a config](../training.md).",
+        "",
+    ]
+    for name, cls in sections().items():
+        doc = inspect.cleandoc(cls.__doc__ or "").split("\n\n")[0].replace("\n", " ")
+        lines += [f"## `{name}`", "", f"`{cls.__module__}.{cls.__name__}`: {doc}", ""]
+        meaning = meanings(cls)
+        _, groups = source_comments(cls)
+        current = None
+        for f in dataclasses.fields(cls):
+            group = groups.get(f.name, "")
+            if group != current:
+                if current is not None:
+                    lines.append("")  # a blank line ends the previous table
+                if group:
+                    lines += [f"**{group}**", ""]
+                lines += ["| key | type | default | meaning |", "|---|---|---|---|"]
+                current = group
+            type_name = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+            # code spans need no escaping: Python-Markdown splits no table cell inside backticks
+            lines.append(f"| `{f.name}` | `{type_name}` | `{as_yaml(default_of(f))}` | {cell(meaning[f.name])} |")
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+# --- MkDocs hook (mkdocs.yml: hooks): add the generated page to the site's files
+def on_files(files, config):
+    from mkdocs.structure.files import File
+
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    files.append(File.generated(config, PAGE, content=render()))
+    return files
+
+
+if __name__ == "__main__":
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    print(render(), end="")
