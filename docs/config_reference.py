@@ -24,24 +24,6 @@ PAGE = "reference/config.md"
 
 # Meanings of R2D2Config fields that have no trailing comment in r2d2kit/learner.py yet. A field
 # listed here that gains a comment there is an error (tests/test_docs.py), so this table only shrinks.
-LEARNER_FALLBACK = {
-    "burn_in": "rows per window that only warm up the LSTM from the stored state (no gradient)",
-    "trace_length": "rows per window trained on",
-    "period": "rows between the starts of consecutive windows of an episode (<= trace_length)",
-    "n_step": "rewards summed per target before bootstrapping; the window's extra rows",
-    "gamma": "discount",
-    "value_rescaling": "targets h(r + gamma^n h^-1(Q)) with h(x) = sign(x)(sqrt(|x| + 1) - 1) + eps x",
-    "rescale_eps": "the eps of h",
-    "target_update_period": "updates between copies of the online weights into the target network",
-    "batch_size": "windows per update",
-    "priority_exponent": "alpha: sampling probability proportional to priority ** alpha",
-    "importance_exponent": "beta of the importance-sampling weights",
-    "eta": "window priority: eta * max |TD| + (1 - eta) * mean |TD| over its trained rows",
-    "learning_rate": "Adam learning rate (the start of the decay when one is set)",
-    "final_learning_rate": "learning rate reached at the end of the decay",
-    "adam_epsilon": "Adam epsilon",
-    "max_gradient_norm": "gradients are clipped to this global norm",
-}
 
 
 def sections() -> dict[str, type]:
@@ -78,8 +60,7 @@ def source_comments(cls: type) -> tuple[dict[str, str], dict[str, str]]:
 def meanings(cls: type) -> dict[str, str]:
     """Meaning of every field ("" where none is written down)."""
     trailing, _ = source_comments(cls)
-    fallback = LEARNER_FALLBACK if cls.__name__ == "R2D2Config" else {}
-    return {f.name: trailing.get(f.name) or fallback.get(f.name, "") for f in dataclasses.fields(cls)}
+    return {f.name: trailing.get(f.name, "") for f in dataclasses.fields(cls)}
 
 
 def default_of(f: dataclasses.Field) -> object:

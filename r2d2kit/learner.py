@@ -24,26 +24,26 @@ class R2D2Config:
     """Hyper-parameters, defaulting to the R2D2 paper's (Kapturowski et al. 2019, table 2)."""
 
     # --- sequences
-    burn_in: int = 40
-    trace_length: int = 80
-    period: int = 40
-    n_step: int = 5
+    burn_in: int = 40  # rows per window that only warm up the LSTM from the stored state (no gradient)
+    trace_length: int = 80  # rows per window trained on
+    period: int = 40  # rows between the starts of consecutive windows of an episode (<= trace_length)
+    n_step: int = 5  # rewards summed per target before bootstrapping; the window's extra rows
     # --- targets
-    gamma: float = 0.997
-    value_rescaling: bool = True
-    rescale_eps: float = 1e-3
-    target_update_period: int = 2500
+    gamma: float = 0.997  # discount
+    value_rescaling: bool = True  # targets h(r + gamma^n h^-1(Q)) with h(x) = sign(x)(sqrt(|x| + 1) - 1) + eps x
+    rescale_eps: float = 1e-3  # the eps of h
+    target_update_period: int = 2500  # updates between copies of the online weights into the target network
     # --- replay
-    batch_size: int = 64
-    priority_exponent: float = 0.9
-    importance_exponent: float = 0.6
-    eta: float = 0.9
+    batch_size: int = 64  # windows per update
+    priority_exponent: float = 0.9  # alpha: sampling probability proportional to priority ** alpha
+    importance_exponent: float = 0.6  # beta of the importance-sampling weights
+    eta: float = 0.9  # window priority: eta * max |TD| + (1 - eta) * mean |TD| over its trained rows
     # --- optimiser
-    learning_rate: float = 1e-4
+    learning_rate: float = 1e-4  # Adam learning rate (the start of the decay when one is set)
     learning_rate_decay_updates: int = 0  # > 0: decay linearly to final_learning_rate over this many updates
-    final_learning_rate: float = 0.0
-    adam_epsilon: float = 1e-3
-    max_gradient_norm: float = 40.0
+    final_learning_rate: float = 0.0  # learning rate reached at the end of the decay
+    adam_epsilon: float = 1e-3  # Adam epsilon
+    max_gradient_norm: float = 40.0  # gradients are clipped to this global norm
 
     def __post_init__(self) -> None:
         for name in ("trace_length", "period", "n_step", "target_update_period", "batch_size"):
