@@ -44,3 +44,23 @@ def test_a_missing_optional_package_names_the_extra(tmp_path, monkeypatch):
     path.write_text("env: {id: Fancy-v0}\n")
     with pytest.raises(ConfigError, match=r"env\.id 'Fancy-v0'.*pip install 'r2d2kit\[fancy\]'"):
         load_config(path)
+
+
+def test_an_env_registered_by_its_own_module_is_named_module_colon_id(tmp_path, monkeypatch):
+    """gymnasium's "module:EnvId" form: the module is imported (here and in actors), then the id is made."""
+    from r2d2kit.builders import make_env
+
+    (tmp_path / "my_envs_r2d2kit_test.py").write_text(
+        "import gymnasium\n"
+        "if 'MyCue-v0' not in gymnasium.envs.registry:\n"
+        "    gymnasium.register('MyCue-v0', entry_point='r2d2kit.envs.memory:CueMemoryEnv', kwargs={'delay': 2})\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    path = tmp_path / "c.yaml"
+    path.write_text("env: {id: 'my_envs_r2d2kit_test:MyCue-v0'}\n")
+    config = load_config(path)
+    env = make_env(config)
+    assert env.unwrapped.delay == 2
+    env.close()
+    path.write_text("env: {id: 'no_such_module_r2d2kit:MyCue-v0'}\n")
+    with pytest.raises(ConfigError, match=r"env id module 'no_such_module_r2d2kit' cannot be imported"):
+        load_config(path)

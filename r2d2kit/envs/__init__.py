@@ -27,13 +27,20 @@ OPTIONAL_PACKAGES = {"ALE/": ("ale_py", "atari"), "MiniGrid-": ("minigrid", "min
 
 
 def ensure_registered(env_id: str) -> None:
-    """Import the optional package that registers ``env_id`` (ALE, MiniGrid), if it is one of those.
+    """Import the package that registers ``env_id``: ``module`` of a ``"module:EnvId"`` id, or the
+    optional package of an ALE or MiniGrid id.
 
     Raises:
         ImportError: the package is not installed; the message names the pip extra to install.
     """
     import importlib
 
+    if ":" in env_id:  # gymnasium's "module:EnvId": importing the module registers the id
+        module_name, _, env_id = env_id.partition(":")
+        try:
+            importlib.import_module(module_name)
+        except ImportError as error:
+            raise ImportError(f"env id module {module_name!r} cannot be imported: {error}") from None
     for prefix, (module_name, extra) in OPTIONAL_PACKAGES.items():
         if env_id.startswith(prefix) and env_id not in gymnasium.envs.registry:
             try:
