@@ -39,13 +39,11 @@ import functools
 import gc
 import json
 import os
-import platform
 import secrets
 import shlex
 import sys
 import time
 import zlib
-from importlib import metadata
 from multiprocessing import shared_memory
 from pathlib import Path
 
@@ -53,6 +51,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before any TensorFlow impo
 
 import numpy as np  # noqa: E402
 import yaml  # noqa: E402
+from peers import machine as peers_machine  # noqa: E402
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent
@@ -66,30 +65,6 @@ PARTS = ("actors", "broadcast")
 
 # ---------------------------------------------------------------------------------------------
 # machine
-
-
-def version(dist: str) -> str:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return "not installed"
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def machine_line() -> str:
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    versions = ", ".join(f"{dist} {version(dist)}" for dist in ("numpy", "tensorflow", "keras", "gymnasium", "r2d2kit"))
-    return (f"machine: {cpu_name()}, {cores} cores ({platform.machine()}, {platform.system()}); "
-            f"python {platform.python_version()}, {versions}")
 
 
 def load_average() -> float:
@@ -470,6 +445,10 @@ def broadcast_table(summary: dict, markdown: bool) -> str:
 
 # ---------------------------------------------------------------------------------------------
 # main
+
+
+def machine_line() -> str:
+    return peers_machine.machine_line(('numpy', 'tensorflow', 'keras', 'gymnasium', 'r2d2kit'))
 
 
 def main(argv: list[str] | None = None) -> dict:

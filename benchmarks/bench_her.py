@@ -39,7 +39,6 @@ import argparse
 import importlib.util
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -55,7 +54,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 
-from peers import PeerUnavailable, dist_version  # noqa: E402
+from peers import PeerUnavailable  # noqa: E402
+from peers import machine as peers_machine  # noqa: E402
 
 CONFIG = REPO_ROOT / "configs" / "bitflip_her.yaml"
 TARGET = 0.95
@@ -243,21 +243,6 @@ def table(rows: list[list[str]], checkpoints: list[int], markdown: bool) -> str:
     return "\n".join([render(header), render(["-" * w for w in widths])] + [render(r) for r in rows])
 
 
-def machine_line() -> str:
-    cpu = platform.processor() or "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    versions = ", ".join(f"{name} {dist_version(name)}" for name in
-                         ("numpy", "numba", "tensorflow", "keras", "gymnasium", "torch", "stable-baselines3"))
-    return f"machine: {cpu}, {cores} cores; python {platform.python_version()}, {versions}"
-
-
 def run_job(job: dict[str, Any]) -> Run:
     """One run in a fresh interpreter (``--worker``): TensorFlow and torch never share a process."""
     command = [sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(job)]
@@ -283,6 +268,10 @@ def worker(job: dict[str, Any]) -> None:
         run = run_r2d2kit(agent, job["n_bits"], job["seed"], job["method"] == "r2d2kit HER", job["steps"],
                           job["seconds"], job["eval_every"])
     print("RESULT " + json.dumps(asdict(run)), flush=True)
+
+
+def machine_line() -> str:
+    return peers_machine.machine_line(('numpy', 'numba', 'tensorflow', 'keras', 'gymnasium', 'torch', 'stable-baselines3'))
 
 
 def main(argv: list[str] | None = None) -> list[Run]:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import gc
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -37,12 +36,11 @@ import numpy as np
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR.parent))  # benchmark the checkout, not an installed copy
 
-import numba  # noqa: E402
 
-import r2d2kit  # noqa: E402
 from r2d2kit.envs import BitFlipEnv  # noqa: E402
 from r2d2kit.kernels import her as her_kernels  # noqa: E402
 from r2d2kit.replay import HerReplayBuffer  # noqa: E402
+from peers import machine as peers_machine  # noqa: E402
 
 FULL = dict(capacity=2**17, fill=2**17 + 2**15, n_bits=15, batch=256, reps=2000, slow_reps=300, rounds=10, warmup=50)
 QUICK = dict(capacity=2**14, fill=2**14 + 2**12, n_bits=15, batch=256, reps=300, slow_reps=60, rounds=3, warmup=10)
@@ -259,17 +257,7 @@ def table(rows: list[list[str]], markdown: bool) -> str:
 
 
 def machine_line() -> str:
-    cpu = platform.processor() or "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return (f"machine: {cpu}, {cores} cores; python {platform.python_version()}, numpy {np.__version__}, "
-            f"numba {numba.__version__}, r2d2kit {r2d2kit.__version__}")
+    return peers_machine.machine_line(('numpy', 'numba', 'r2d2kit'))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -28,16 +28,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import time
-from importlib import metadata
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
 import yaml  # noqa: E402
+from peers import machine as peers_machine  # noqa: E402
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent
@@ -60,37 +59,11 @@ ZOO_RECURRENT_PPO = dict(normalize=True, n_envs=8, n_timesteps=100_000, policy="
 # helpers
 
 
-def version(dist: str) -> str:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return "not installed"
-
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def load_average() -> str:
     try:
         return "%.2f" % os.getloadavg()[0]
     except OSError:
         return "n/a"
-
-
-def machine_line() -> str:
-    return (f"machine: {cpu_name()}, {os.cpu_count()} cores ({platform.machine()}, {platform.system()}); "
-            f"python {platform.python_version()}, numpy {version('numpy')}, tensorflow {version('tensorflow')}, "
-            f"keras {version('keras')}, gymnasium {version('gymnasium')}, r2d2kit {version('r2d2kit')}, "
-            f"torch {version('torch')}, stable-baselines3 {version('stable_baselines3')}, "
-            f"sb3-contrib {version('sb3_contrib')}")
 
 
 def curve_summary(evaluations: list[tuple[int, float, float, float]], threshold: float = THRESHOLD) -> dict:
@@ -401,6 +374,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     if unknown:
         p.error(f"unknown peer(s) {sorted(unknown)}; peers: {', '.join(PEERS)}")
     return args
+
+
+def machine_line() -> str:
+    return peers_machine.machine_line(('numpy', 'tensorflow', 'keras', 'gymnasium', 'r2d2kit', 'torch', 'stable_baselines3', 'sb3_contrib'))
 
 
 def main(argv=None) -> dict:

@@ -24,7 +24,6 @@ import contextlib
 import gc
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -39,17 +38,16 @@ BENCH_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent
 sys.path.insert(0, str(REPO_ROOT))  # benchmark the checkout, not an installed copy
 
-import numba  # noqa: E402
 
 from peers import (  # noqa: E402
     PeerUnavailable,
     SeedMinSegmentTree,
     SeedSumSegmentTree,
-    dist_version,
     load_cpprb,
     load_tianshou_segment_tree,
     load_torchrl,
 )
+from peers import machine as peers_machine  # noqa: E402
 
 ALPHA, BETA, EPS = 0.6, 0.4, 1e-6
 FIELDS = {
@@ -555,25 +553,6 @@ def table(rows: list[Row], markdown: bool) -> str:
     return "\n".join([render(header), render(["-" * w for w in widths])] + [render(r) for r in body])
 
 
-def machine_line() -> str:
-    cpu = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        cpu = platform.processor() or cpu
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    import r2d2kit
-
-    versions = [f"python {platform.python_version()}", f"numpy {np.__version__}", f"numba {numba.__version__}",
-                f"r2d2kit {r2d2kit.__version__}"]
-    for dist in ("cpprb", "torch", "torchrl", "tensordict", "tianshou"):
-        versions.append(f"{dist} {dist_version(dist)}")
-    return f"machine: {cpu}, {cores} cores ({platform.machine()}, {platform.system()}); " + ", ".join(versions)
-
-
 # ---------------------------------------------------------------------------------------------
 # main
 
@@ -663,6 +642,10 @@ def fresh_pages(notes: dict):
         yield
     finally:
         set_mmap_threshold(32 * 1024 * 1024)
+
+
+def machine_line() -> str:
+    return peers_machine.machine_line(('numpy', 'numba', 'r2d2kit', 'cpprb', 'torch', 'torchrl', 'tensordict', 'tianshou'))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,10 +12,10 @@ import importlib.util
 import logging
 import os
 import sys
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from types import ModuleType
 
+from .machine import dist_version, machine_line
 from .seed_segment_tree import MinSegmentTree as SeedMinSegmentTree
 from .seed_segment_tree import SumSegmentTree as SeedSumSegmentTree
 
@@ -24,6 +24,7 @@ __all__ = [
     "SeedMinSegmentTree",
     "SeedSumSegmentTree",
     "dist_version",
+    "machine_line",
     "load_cpprb",
     "load_tianshou_segment_tree",
     "load_torchrl",
@@ -32,13 +33,6 @@ __all__ = [
 
 class PeerUnavailable(RuntimeError):
     """A peer library cannot be used here; the message says why (one line)."""
-
-
-def dist_version(name: str) -> str:
-    try:
-        return version(name)
-    except PackageNotFoundError:
-        return "not installed"
 
 
 def _short(error: BaseException, limit: int = 110) -> str:
