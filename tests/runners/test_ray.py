@@ -29,7 +29,9 @@ def local_ray():
 
 
 def test_sequences_arrive_from_every_ray_actor_and_weights_advance(local_ray, tmp_path):
-    trainer = Trainer(load_config(ROOT / "configs" / "cue_memory.yaml", TINY + ["run.total_env_steps=2000"]), tmp_path)
+    """The tiny CartPole config (the README's, CI budget) with runner: ray on a local 2-CPU instance."""
+    trainer = Trainer(load_config(ROOT / "configs" / "cartpole_pomdp.yaml", TINY + ["run.total_env_steps=2000"]),
+                      tmp_path)
     summary = trainer.fit()
     pool = trainer.actors
     assert summary["runner"] == "ray" and summary["env_steps"] >= 2000 and summary["updates"] > 0
