@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from typing import Any, Callable
 
 import numpy as np
@@ -26,6 +27,9 @@ import numpy as np
 from r2d2kit.callbacks import Callback
 from r2d2kit.runners.experience import Experience
 from r2d2kit.runners.processes import THREAD_VARIABLES, assign_flat_weights, flatten_weights, limit_threads
+
+
+RESTART_TIMEOUT_S = 300.0  # a failed actor that Ray has not brought back by then stops the run
 
 
 class ActorBody:
@@ -129,6 +133,8 @@ class RayActors:
         self._actors = [remote.remote(i, make_network, make_env, config, n, np.asarray(epsilons[i * n:(i + 1) * n]),
                                       seed + 1000 * i, threads, callbacks) for i in range(num_actors)]
         self._pending: dict[Any, int] = {}
+        self._retry_at: dict[int, float] = {}
+        self._restarting: dict[int, float] = {}  # actor id -> when its failure was seen
         for actor_id in range(num_actors):
             self._request(actor_id)
 
@@ -144,20 +150,33 @@ class RayActors:
         """Take every finished batch and ask its actor for the next one."""
         ray = self._ray
         experience = Experience()
+        now = time.monotonic()
+        for actor_id, when in list(self._retry_at.items()):  # actors that were restarting: ask again
+            if now >= when:
+                del self._retry_at[actor_id]
+                self._request(actor_id)
         ready, _ = ray.wait(list(self._pending), num_returns=len(self._pending), timeout=0)
         for ref in ready:
             actor_id = self._pending.pop(ref)
             try:
                 windows, steps, episodes, version = ray.get(ref)
             except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as error:
-                self.restarts += 1
+                # the actor's process died; Ray is restarting it ("unavailable") or gave up ("died").
+                # Count the death once, then ask again shortly until the restarted actor answers.
+                if actor_id not in self._restarting:
+                    self._restarting[actor_id] = time.monotonic()
+                    self.restarts += 1
+                    self.log(f"Ray actor {actor_id} failed ({type(error).__name__}); Ray restarts it and its batch "
+                             f"is requested again (failure {self.restarts} of at most {self.max_restarts})")
                 if self.restarts > self.max_restarts:
                     raise RuntimeError(f"Ray actor {actor_id} failed and the restart budget "
                                        f"(actors.max_restarts={self.max_restarts}) is spent: {error}") from None
-                self.log(f"Ray actor {actor_id} failed ({type(error).__name__}); Ray restarts it, its batch is "
-                         f"requested again (failure {self.restarts} of at most {self.max_restarts})")
-                self._request(actor_id)
+                if time.monotonic() - self._restarting[actor_id] > RESTART_TIMEOUT_S:
+                    raise RuntimeError(f"Ray actor {actor_id} did not come back within {RESTART_TIMEOUT_S:.0f} s of "
+                                       f"failing: {error}") from None
+                self._retry_at[actor_id] = time.monotonic() + 0.5
                 continue
+            self._restarting.pop(actor_id, None)
             experience.env_steps += steps
             experience.episodes.extend(episodes)
             if windows is not None:
@@ -165,8 +184,11 @@ class RayActors:
                 self.windows_per_actor[actor_id] = self.windows_per_actor.get(actor_id, 0) + len(windows["env"])
             self.weight_versions_seen[actor_id] = max(version, self.weight_versions_seen.get(actor_id, -1))
             self._request(actor_id)
-        if not ready and self._pending:  # nothing yet: wait briefly rather than spin
-            ray.wait(list(self._pending), num_returns=1, timeout=0.01)
+        if not ready:  # nothing yet: wait briefly rather than spin
+            if self._pending:
+                ray.wait(list(self._pending), num_returns=1, timeout=0.01)
+            else:
+                time.sleep(0.01)
         return experience
 
     def publish(self, network: Any, updates: int) -> None:
@@ -190,6 +212,6 @@ class RayActors:
             except Exception:  # noqa: BLE001  (a dead actor has nothing left to close)
                 pass
             ray.kill(actor, no_restart=True)
-        self._actors, self._pending = [], {}
+        self._actors, self._pending, self._retry_at = [], {}, {}
         if self._owns_ray and ray.is_initialized():
             ray.shutdown()
