@@ -44,9 +44,6 @@ def run_directory(config: TrainConfig, override: str | None, name: str | None) -
     else:
         label = name or config.logging.name or f"{config.env.id}-{time.strftime('%Y%m%d-%H%M%S')}"
         path = Path(config.logging.run_dir) / label
-    if (path / "checkpoints").exists() or (path / "metrics.csv").exists():
-        raise ConfigError(f"run directory {path} already holds a run; continue it with --resume {path}, or pick "
-                          "another --run-dir / --name")
     path.mkdir(parents=True, exist_ok=True)
     return path
 

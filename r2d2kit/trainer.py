@@ -32,7 +32,7 @@ import numpy as np
 
 from r2d2kit.callbacks import Callback, CallbackList
 from r2d2kit.checkpoint import CheckpointError, latest_checkpoint, restore_learner, save_checkpoint
-from r2d2kit.config import TrainConfig, save_config
+from r2d2kit.config import ConfigError, TrainConfig, save_config
 
 COUNTERS = ("env_steps", "updates", "episodes", "next_eval", "next_checkpoint", "next_log", "update_credit",
             "train_seconds", "actor_restarts")
@@ -46,7 +46,8 @@ class Trainer:
         run_dir: the run directory (created if missing).
         callbacks: hooks (see :mod:`r2d2kit.callbacks` for which process runs which hook).
         resume: continue from the newest checkpoint in ``run_dir`` (a :class:`CheckpointError`
-            if there is none or it is corrupted).
+            if there is none or it is corrupted). Without it, a ``run_dir`` that already holds a
+            run is refused (:class:`~r2d2kit.config.ConfigError`) rather than mixed into.
     """
 
     def __init__(self, config: TrainConfig, run_dir: str | Path, callbacks: Sequence[Callback] = (),
@@ -63,6 +64,9 @@ class Trainer:
         setup_tensorflow()
         self.config = config
         self.run_dir = Path(run_dir)
+        if not resume and ((self.run_dir / "checkpoints").exists() or (self.run_dir / "metrics.csv").exists()):
+            raise ConfigError(f"run directory {self.run_dir} already holds a run; continue it with --resume "
+                              f"{self.run_dir} (Trainer(..., resume=True)), or pick another --run-dir / --name")
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.callbacks = CallbackList(callbacks)
         keras.utils.set_random_seed(config.run.seed)
