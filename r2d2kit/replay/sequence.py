@@ -254,16 +254,22 @@ class SequenceReplayBuffer:
         batch_size = check_positive_int("batch_size", batch_size)
         beta = check_float("beta", beta, 0.0, 1.0)
         with self._lock:
-            t = self._tree
-            if not t.total() > 0.0:
-                raise ValueError("cannot sample from an empty SequenceReplayBuffer: add windows first")
-            uniforms = self._rng.random(batch_size)
-            indices, weights = tree_kernels.sum_tree_sample_weighted(
-                t._sum, t._min, t._leaf_offset, t._depth, uniforms, beta)
-            batch = self._gather_windows(indices)
+            self._check_not_empty()
+            indices, weights, batch = self._sample_windows(self._rng.random(batch_size), beta)
         batch["indices"] = indices
         batch["weights"] = weights
         return batch
+
+    def _check_not_empty(self) -> None:
+        if not self._tree.total() > 0.0:
+            raise ValueError(f"cannot sample from an empty {type(self).__name__}: add windows first")
+
+    def _sample_windows(self, uniforms: np.ndarray, beta: float) -> tuple[np.ndarray, np.ndarray, dict]:
+        """Windows for ``uniforms`` ``[B]`` in [0, 1): (slots, importance weights, gathered rows); lock held."""
+        t = self._tree
+        indices, weights = tree_kernels.sum_tree_sample_weighted(
+            t._sum, t._min, t._leaf_offset, t._depth, uniforms, beta)
+        return indices, weights, self._gather_windows(indices)
 
     def _gather_windows(self, indices: np.ndarray) -> dict[str, np.ndarray]:
         """Rows ``[B, L, ...]``, ``obs_mask`` and states of the windows in slots ``indices`` (lock held)."""

@@ -69,7 +69,6 @@ import numpy as np
 
 from r2d2kit._validation import check_float, check_positive_int
 from r2d2kit.kernels import sequence_her as sequence_her_kernels
-from r2d2kit.kernels import sumtree as tree_kernels
 from r2d2kit.replay.fields import fields_from_json, parse_fields
 from r2d2kit.replay.her import GoalSelectionStrategy, call_goal_function
 from r2d2kit.replay.persistence import read_npz, require_arrays
@@ -286,13 +285,9 @@ class SequenceHerReplayBuffer(SequenceReplayBuffer):
         batch_size = check_positive_int("batch_size", batch_size)
         beta = check_float("beta", beta, 0.0, 1.0)
         with self._lock:
-            t = self._tree
-            if not t.total() > 0.0:
-                raise ValueError("cannot sample from an empty SequenceHerReplayBuffer: add windows first")
+            self._check_not_empty()
             uniforms = self._rng.random((3, batch_size))  # [3, B]: window, relabel, goal
-            indices, weights = tree_kernels.sum_tree_sample_weighted(
-                t._sum, t._min, t._leaf_offset, t._depth, uniforms[0], beta)
-            batch = self._gather_windows(indices)
+            indices, weights, batch = self._sample_windows(uniforms[0], beta)
             goal_rows, pair_samples, pair_positions, pair_rows, stale = sequence_her_kernels.sequence_her_relabel(
                 indices, self._slots, self._window_start, self._window_transitions, self._table_origin,
                 self._goal_table, self._table_written, self._rows_written, self.capacity,
