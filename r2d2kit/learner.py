@@ -16,6 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from r2d2kit.models.qnetwork import QNetwork
+from r2d2kit.replay.sequence import SequenceReplayBuffer
 from r2d2kit.targets import tf_nstep_targets
 
 
@@ -72,6 +73,22 @@ class R2D2Config:
     def describe(self) -> str:
         """One line per field, for the start-of-run printout."""
         return "\n".join(f"  {f.name:22s} {getattr(self, f.name)}" for f in dataclasses.fields(self))
+
+
+def make_sequence_replay(network: QNetwork, config: R2D2Config, capacity: int, *, seed: Any = None,
+                         initial_state: str = "stored") -> SequenceReplayBuffer:
+    """The replay an :class:`R2D2Learner` of ``network`` samples from.
+
+    Windows match ``config`` (burn-in, trace, n-step, period, priority exponent) and carry the
+    fields :meth:`R2D2Learner.train` reads: ``obs`` and ``action`` per row, the LSTM's ``state_h``
+    and ``state_c`` per window.
+    """
+    units = network.lstm_units
+    return SequenceReplayBuffer(
+        capacity, {"obs": (network.obs_shape, network.obs_dtype), "action": ((), "int64")},
+        {"state_h": ((units,), "float32"), "state_c": ((units,), "float32")}, burn_in=config.burn_in,
+        trace_length=config.trace_length, n_step=config.n_step, period=config.period,
+        alpha=config.priority_exponent, initial_state=initial_state, seed=seed)
 
 
 def tf_sequence_priorities(abs_td, mask, eta: float):
@@ -204,4 +221,14 @@ class R2D2Learner:
         self.updates += 1
         if self.updates % self.config.target_update_period == 0:
             self._sync_target()
+        return out
+
+    def train_from(self, replay: SequenceReplayBuffer) -> dict[str, np.ndarray]:
+        """One R2D2 update from ``replay``: sample a batch by priority, train, write the priorities back.
+
+        Returns :meth:`train`'s outputs. ``replay`` is typically :func:`make_sequence_replay`'s.
+        """
+        batch = replay.sample(self.config.batch_size, beta=self.config.importance_exponent)
+        out = self.train(batch)
+        replay.update_priorities(batch["indices"], out["priorities"])
         return out

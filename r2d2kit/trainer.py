@@ -55,7 +55,7 @@ class Trainer:
         import keras
 
         from r2d2kit.builders import build_network, make_env
-        from r2d2kit.learner import R2D2Learner
+        from r2d2kit.learner import R2D2Learner, make_sequence_replay
         from r2d2kit.policies import apex_epsilons
         from r2d2kit.replay import SequenceReplayBuffer
         from r2d2kit.run_log import RunLog
@@ -89,13 +89,10 @@ class Trainer:
             if (checkpoint / "replay.npz").exists():
                 replay = SequenceReplayBuffer.load(checkpoint / "replay.npz")
             self.resumed_from = checkpoint
-        units = self.network.lstm_units
         lc = config.learner
-        self.replay = replay or SequenceReplayBuffer(
-            config.replay.capacity, {"obs": (self.network.obs_shape, self.network.obs_dtype), "action": ((), "int64")},
-            {"state_h": ((units,), "float32"), "state_c": ((units,), "float32")}, burn_in=lc.burn_in,
-            trace_length=lc.trace_length, n_step=lc.n_step, period=lc.period, alpha=lc.priority_exponent,
-            initial_state=config.replay.initial_state, seed=config.run.seed + self.counters["env_steps"])
+        self.replay = replay or make_sequence_replay(
+            self.network, lc, config.replay.capacity, initial_state=config.replay.initial_state,
+            seed=config.run.seed + self.counters["env_steps"])
         num_actors = config.actors.num_actors if config.actors.runner != "local" else 1
         self.epsilons = apex_epsilons(num_actors * config.env.num_envs, config.actors.epsilon,
                                       config.actors.epsilon_alpha)
@@ -214,9 +211,7 @@ class Trainer:
                     if not learner_started:
                         self.callbacks.on_learner_begin(self.learner)
                         learner_started = True
-                    batch = self.replay.sample(lc.batch_size, beta=lc.importance_exponent)
-                    out = self.learner.train(batch)
-                    self.replay.update_priorities(batch["indices"], out["priorities"])
+                    out = self.learner.train_from(self.replay)
                     c["update_credit"] -= 1.0
                     c["updates"] = self.learner.updates
                     trained += 1

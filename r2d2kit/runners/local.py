@@ -14,10 +14,10 @@ import gymnasium as gym
 import numpy as np
 from tqdm.auto import tqdm
 
-from r2d2kit.learner import R2D2Config, R2D2Learner
+from r2d2kit.learner import R2D2Config, R2D2Learner, make_sequence_replay
 from r2d2kit.models.qnetwork import QNetwork, StatefulActor
 from r2d2kit.policies import apex_epsilons, greedy
-from r2d2kit.replay import SequenceBuilder, SequenceReplayBuffer
+from r2d2kit.replay import SequenceBuilder
 from r2d2kit.runners.episodes import EpisodeTracker
 from r2d2kit.runners.experience import ActingLoop
 
@@ -104,13 +104,7 @@ def train_local(make_env: Callable[[], gym.Env], network: QNetwork, config: R2D2
     actor = network.actor(run.num_envs)
     eval_actor = network.actor(min(run.eval_episodes, 8)) if run.eval_every else None
     builder = SequenceBuilder(run.num_envs, config.burn_in, config.trace_length, config.n_step, config.period)
-    units = network.lstm_units
-    buffer = SequenceReplayBuffer(
-        run.replay_capacity,
-        {"obs": (network.obs_shape, network.obs_dtype), "action": ((), "int64")},
-        {"state_h": ((units,), "float32"), "state_c": ((units,), "float32")},
-        burn_in=config.burn_in, trace_length=config.trace_length, n_step=config.n_step, period=config.period,
-        alpha=config.priority_exponent, seed=run.seed)
+    buffer = make_sequence_replay(network, config, run.replay_capacity, seed=run.seed)
     epsilons = apex_epsilons(run.num_envs, run.epsilon, run.epsilon_alpha)
 
     result = RunResult()
@@ -134,9 +128,7 @@ def train_local(make_env: Callable[[], gym.Env], network: QNetwork, config: R2D2
             update_credit += run.updates_per_env_step * new_steps
             learn_start = time.perf_counter()
             while update_credit >= 1.0:
-                batch = buffer.sample(config.batch_size, beta=config.importance_exponent)
-                out = learner.train(batch)
-                buffer.update_priorities(batch["indices"], out["priorities"])
+                out = learner.train_from(buffer)
                 result.losses.append(float(out["loss"]))
                 update_credit -= 1.0
             result.updates = learner.updates

@@ -315,18 +315,12 @@ def train_processes(make_network: Callable[[], Any], make_env: Callable[[], Any]
 
     The bare loop (no evaluation, logging or checkpoints): :class:`r2d2kit.trainer.Trainer` adds those.
     """
-    from r2d2kit.learner import R2D2Learner
+    from r2d2kit.learner import R2D2Learner, make_sequence_replay
     from r2d2kit.policies import apex_epsilons
-    from r2d2kit.replay import SequenceReplayBuffer
 
     network = make_network()
     learner = R2D2Learner(network, config)
-    units = network.lstm_units
-    replay = SequenceReplayBuffer(
-        run.replay_capacity, {"obs": (network.obs_shape, network.obs_dtype), "action": ((), "int64")},
-        {"state_h": ((units,), "float32"), "state_c": ((units,), "float32")}, burn_in=config.burn_in,
-        trace_length=config.trace_length, n_step=config.n_step, period=config.period,
-        alpha=config.priority_exponent, seed=run.seed)
+    replay = make_sequence_replay(network, config, run.replay_capacity, seed=run.seed)
     epsilons = apex_epsilons(run.num_actors * run.envs_per_actor, run.epsilon, run.epsilon_alpha)
     result = ProcessRunResult()
     start = time.perf_counter()
@@ -346,9 +340,7 @@ def train_processes(make_network: Callable[[], Any], make_env: Callable[[], Any]
                 result.windows += len(windows["env"])
             trained = False
             while credit >= 1.0 and len(replay):
-                batch = replay.sample(config.batch_size, beta=config.importance_exponent)
-                out = learner.train(batch)
-                replay.update_priorities(batch["indices"], out["priorities"])
+                learner.train_from(replay)
                 credit -= 1.0
                 trained = True
                 actors.publish(network, learner.updates)

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from r2d2kit.learner import R2D2Config, R2D2Learner
+from r2d2kit.learner import R2D2Config, R2D2Learner, make_sequence_replay
+from r2d2kit.replay import SequenceBuilder
 from r2d2kit.models import ImageModel, MLPModel, QNetwork
 
 UNITS = 8
@@ -170,6 +171,49 @@ def test_train_returns_td_and_priorities_of_the_right_shape_and_mixing():
     np.testing.assert_array_equal(out["abs_td"][~trace_mask], 0.0)
     expected = [0.9 * row[m].max() + 0.1 * row[m].mean() if m.any() else 0.0 for row, m in zip(out["abs_td"], trace_mask)]
     np.testing.assert_allclose(out["priorities"], expected, rtol=1e-5)
+
+
+def filled_replay(network, config, seed):
+    """A replay of make_sequence_replay filled with two random episodes per env."""
+    replay = make_sequence_replay(network, config, 200, seed=seed)
+    builder = SequenceBuilder(2, config.burn_in, config.trace_length, config.n_step, config.period)
+    rng = np.random.default_rng(1)
+    for t in range(30):
+        ended = np.array([t % 13 == 12, t % 17 == 16])
+        windows = builder.step(rng.normal(size=(2, 3)).astype(np.float32), rng.integers(0, 2, 2), np.ones(2),
+                               ended, np.zeros(2, bool), network.zero_state(2))
+        if windows is not None:
+            replay.add_sequences(windows)
+    return replay
+
+
+def test_make_sequence_replay_matches_the_config_and_the_network():
+    config = R2D2Config(burn_in=2, trace_length=4, period=2, n_step=2, priority_exponent=0.7)
+    replay = make_sequence_replay(small_network(), config, 100, seed=0)
+    assert (replay.burn_in, replay.trace_length, replay.n_step, replay.length) == (2, 4, 2, 8)
+    assert replay.capacity == 100
+    batch = filled_replay(small_network(), config, seed=0).sample(3, beta=0.6)
+    assert batch["obs"].shape == (3, 8, 3) and batch["state_h"].shape == (3, UNITS)
+    assert set(R2D2Learner.BATCH_KEYS) <= set(batch)
+
+
+def test_train_from_is_sample_train_and_update_priorities():
+    config = R2D2Config(burn_in=2, trace_length=4, period=2, n_step=2, gamma=0.9, batch_size=3,
+                        target_update_period=100, importance_exponent=0.5)
+    by_hand, by_helper = R2D2Learner(small_network(), config), R2D2Learner(small_network(), config)
+    replay_hand = filled_replay(by_hand.online, config, seed=3)
+    replay_helper = filled_replay(by_helper.online, config, seed=3)
+    for _ in range(3):
+        batch = replay_hand.sample(config.batch_size, beta=config.importance_exponent)
+        expected = by_hand.train(batch)
+        replay_hand.update_priorities(batch["indices"], expected["priorities"])
+        out = by_helper.train_from(replay_helper)
+        np.testing.assert_allclose(out["loss"], expected["loss"], rtol=1e-6)
+        np.testing.assert_allclose(out["priorities"], expected["priorities"], rtol=1e-6)
+    assert by_helper.updates == 3
+    assert len(replay_helper) == len(replay_hand) > config.batch_size
+    np.testing.assert_allclose(replay_helper.tree.leaves(), replay_hand.tree.leaves(), rtol=1e-6)
+    assert not np.allclose(replay_hand.tree.leaves()[:len(replay_hand)], 1.0)  # priorities were written
 
 
 class TinyConv(ImageModel):
