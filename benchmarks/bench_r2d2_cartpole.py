@@ -90,7 +90,12 @@ def read_config(path: Path, overrides: list[str]) -> dict:
     for override in overrides:
         key, raw = override.split("=", 1)
         section, name = key.split(".", 1)
-        data.setdefault(section, {})[name] = yaml.safe_load(raw)
+        value = yaml.safe_load(raw)
+        try:  # PyYAML reads 1e-3 (no dot) as a string
+            value = float(value) if isinstance(value, str) else value
+        except ValueError:
+            pass
+        data.setdefault(section, {})[name] = value
     return data
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -191,8 +192,12 @@ def _nearest(name: str, options: Sequence[str]) -> str:
     return f"did you mean {close[0]!r}? " if close else ""
 
 
+# PyYAML reads YAML 1.1, where ``1e-3`` (no dot) is a string, not a float; accept it for float fields.
+_EXPONENT_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+
+
 def _check_type(where: str, value: Any, annotation: Any) -> Any:
-    """Return ``value`` if it matches the field's annotation (ints are accepted for floats)."""
+    """Return ``value`` if it matches the field's annotation (ints and ``1e-3`` strings are accepted for floats)."""
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType):
         options = typing.get_args(annotation)
@@ -208,6 +213,8 @@ def _check_type(where: str, value: Any, annotation: Any) -> Any:
         raise ConfigError(f"{where} must be {names}, got {value!r} ({type(value).__name__})")
     expected = origin or annotation
     if expected is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if expected is float and isinstance(value, str) and _EXPONENT_FLOAT.fullmatch(value.strip()):
         return float(value)
     if expected is int and isinstance(value, bool):
         raise ConfigError(f"{where} must be an integer, got {value!r}")

@@ -1,6 +1,7 @@
 """Config loading: every promised error names the file, the key and a fix."""
 
 import pytest
+import yaml
 
 from r2d2kit.config import ConfigError, apply_overrides, build_config, load_config, save_config
 
@@ -15,6 +16,7 @@ def write(tmp_path, text):
     ("unknown section", "learnr: {}\n", r"c\.yaml: unknown section 'learnr'; did you mean 'learner'"),
     ("unknown key", "learner: {batch_sise: 3}\n", r"unknown key learner\.batch_sise; did you mean 'batch_size'"),
     ("wrong type", "learner: {batch_size: many}\n", r"learner\.batch_size must be int, got 'many'"),
+    ("word for a float", "learner: {learning_rate: fast}\n", r"learner\.learning_rate must be float, got 'fast'"),
     ("bool is not an int", "learner: {n_step: true}\n", r"learner\.n_step must be an integer"),
     ("out of range", "learner: {gamma: 1.5}\n", r"section 'learner'.*gamma must be in \[0, 1\]"),
     ("period longer than trace", "learner: {trace_length: 4, period: 8}\n", r"period \(8\) must be <= trace_length"),
@@ -37,6 +39,17 @@ def test_omitted_keys_keep_the_paper_defaults_and_ints_are_accepted_for_floats(t
     config = load_config(write(tmp_path, "learner: {burn_in: 2, gamma: 1}\n"))
     assert config.learner.burn_in == 2 and config.learner.gamma == 1.0
     assert (config.learner.trace_length, config.learner.n_step, config.learner.target_update_period) == (80, 5, 2500)
+
+
+def test_exponent_floats_without_a_dot_are_floats(tmp_path):
+    # PyYAML (YAML 1.1) reads 1e-3 as the string '1e-3'; float fields take it as the number
+    assert yaml.safe_load("x: 1e-3")["x"] == "1e-3"
+    config = load_config(write(tmp_path, "learner: {learning_rate: 1e-3, adam_epsilon: 5E-7}\n"),
+                         ["learner.final_learning_rate=-0e+0", "learner.rescale_eps=.5e-2"])
+    assert config.learner.learning_rate == 1e-3 and config.learner.adam_epsilon == 5e-7
+    assert config.learner.final_learning_rate == 0.0 and config.learner.rescale_eps == 0.005
+    with pytest.raises(ConfigError, match=r"learner\.batch_size must be int, got '1e3'"):
+        load_config(write(tmp_path, "learner: {batch_size: 1e3}\n"))
 
 
 def test_overrides_parse_as_yaml_and_win(tmp_path):
