@@ -24,6 +24,7 @@ import pytest
 import tensorflow as tf
 
 import reference
+from dataset_checks import draw, to_numpy
 from r2d2kit.replay import LinearSchedule, PrioritizedReplayBuffer, RankBasedReplayBuffer, ReplayBuffer
 from r2d2kit.replay.dataset import priority_updater
 
@@ -58,19 +59,6 @@ def filled(cls, capacity: int = 64, count: int = 40, seed: int = 0, **kwargs):
     rng = np.random.default_rng(seed + 1)
     buffer.update_priorities(np.arange(count), rng.uniform(0.1, 5.0, count))
     return buffer
-
-
-def to_numpy(batch: dict[str, tf.Tensor]) -> dict[str, np.ndarray]:
-    return {key: value.numpy() for key, value in batch.items()}
-
-
-def draw(dataset: tf.data.Dataset, count: int) -> list[dict[str, np.ndarray]]:
-    """The first ``count`` batches of a fresh iterator, which is gone (thread stopped) on return."""
-    batches = iter(dataset)
-    try:
-        return [to_numpy(next(batches)) for _ in range(count)]
-    finally:
-        del batches  # also when next() raises: a traceback must not keep the iterator alive
 
 
 # ------------------------------------------------------------------------------------------- spec

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from dataset_checks import assert_dataset_matches_sample
 from reference import chi_square_test
 from reference_her import (
     ReferenceHer,
@@ -658,20 +659,7 @@ def test_as_dataset_yields_what_sample_would(tmp_path):
     feed(buffer, None, scripted_rollout(1, 2, 30, max_len=6))
     buffer.save(tmp_path / "b.npz")
     copy = HerReplayBuffer.load(tmp_path / "b.npz", compute_reward=distance_reward)
-    dataset = buffer.as_dataset(8, beta=0.5, prefetch=0)
-    spec = dataset.element_spec
-    assert {name: (tuple(s.shape), s.dtype.as_numpy_dtype) for name, s in spec.items()} == \
-        {name: (shape, dtype.type) for name, (shape, dtype) in buffer.batch_spec(8).items()}
-    batches = iter(dataset)
-    try:
-        drawn = [{k: v.numpy() for k, v in next(batches).items()} for _ in range(3)]
-    finally:
-        del batches
-    for got in drawn:
-        want = copy.sample(8, beta=0.5)
-        assert set(got) == set(want)
-        for key in want:
-            np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+    spec = assert_dataset_matches_sample(buffer, copy, 8, beta=0.5)
     assert isinstance(spec["relabelled"], tf.TensorSpec)
 
 

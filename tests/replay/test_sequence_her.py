@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from dataset_checks import assert_dataset_matches_sample
 from reference import chi_square_test
 from reference_sequence_her import (
     GoalEpisode,
@@ -520,19 +521,7 @@ def test_as_dataset_yields_what_sample_would(tmp_path):
     rig.feed(30)
     rig.buffer.save(tmp_path / "b.npz")
     copy = SequenceHerReplayBuffer.load(tmp_path / "b.npz", compute_reward=distance_reward)
-    dataset = rig.buffer.as_dataset(8, beta=0.5, prefetch=0)
-    assert {name: (tuple(s.shape), s.dtype.as_numpy_dtype) for name, s in dataset.element_spec.items()} == \
-        {name: (shape, dtype.type) for name, (shape, dtype) in rig.buffer.batch_spec(8).items()}
-    batches = iter(dataset)
-    try:
-        drawn = [{k: v.numpy() for k, v in next(batches).items()} for _ in range(3)]
-    finally:
-        del batches
-    for got in drawn:
-        want = copy.sample(8, beta=0.5)
-        assert set(got) == set(want)
-        for key in want:
-            np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+    assert_dataset_matches_sample(rig.buffer, copy, 8, beta=0.5)
 
 
 # =====================================================================================================

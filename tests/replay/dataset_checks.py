@@ -1,0 +1,46 @@
+"""Shared checks for ``as_dataset``: draw batches safely, and compare them with ``sample`` calls.
+
+No iterator outlives its caller, not even through a failure's traceback: a prefetching
+``from_generator`` iterator still alive at interpreter exit can hang the process
+(tensorflow/tensorflow#22632).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:  # the HER tests import TensorFlow only inside their dataset test
+    import tensorflow as tf
+
+
+def to_numpy(batch: dict[str, tf.Tensor]) -> dict[str, np.ndarray]:
+    return {key: value.numpy() for key, value in batch.items()}
+
+
+def draw(dataset: tf.data.Dataset, count: int) -> list[dict[str, np.ndarray]]:
+    """The first ``count`` batches of a fresh iterator, which is gone (thread stopped) on return."""
+    batches = iter(dataset)
+    try:
+        return [to_numpy(next(batches)) for _ in range(count)]
+    finally:
+        del batches  # also when next() raises: a traceback must not keep the iterator alive
+
+
+def assert_dataset_matches_sample(buffer: Any, copy: Any, batch_size: int, beta: float, draws: int = 3) -> dict:
+    """``buffer.as_dataset`` has ``batch_spec``'s element spec and yields what ``copy.sample`` would.
+
+    ``copy`` is a saved-and-loaded twin of ``buffer`` (same items, priorities and random state).
+    Returns the dataset's element spec for further checks.
+    """
+    dataset = buffer.as_dataset(batch_size, beta=beta, prefetch=0)
+    spec = dataset.element_spec
+    assert {name: (tuple(s.shape), s.dtype.as_numpy_dtype) for name, s in spec.items()} == \
+        {name: (shape, dtype.type) for name, (shape, dtype) in buffer.batch_spec(batch_size).items()}
+    for got in draw(dataset, draws):
+        want = copy.sample(batch_size, beta=beta)
+        assert set(got) == set(want)
+        for key in want:
+            np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+    return spec
