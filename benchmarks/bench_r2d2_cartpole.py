@@ -35,7 +35,6 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
-import yaml  # noqa: E402
 from peers import machine as peers_machine  # noqa: E402
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -83,58 +82,38 @@ def curve_summary(evaluations: list[tuple[int, float, float, float]], threshold:
 # r2d2kit
 
 
-def read_config(path: Path, overrides: list[str]) -> dict:
-    """The YAML sections (env, model, replay, learner, run) with ``section.key=value`` overrides."""
-    with open(path) as handle:
-        data = yaml.safe_load(handle) or {}
-    for override in overrides:
-        key, raw = override.split("=", 1)
-        section, name = key.split(".", 1)
-        value = yaml.safe_load(raw)
-        try:  # PyYAML reads 1e-3 (no dot) as a string
-            value = float(value) if isinstance(value, str) else value
-        except ValueError:
-            pass
-        data.setdefault(section, {})[name] = value
-    return data
-
-
 def run_r2d2(config_path: Path, overrides: list[str], steps: int, seed: int, eval_every: int, eval_episodes: int,
              progress: bool) -> dict:
     import gymnasium as gym
     import keras
 
     import r2d2kit.envs  # noqa: F401  (registers CartPoleNoVel-v1)
-    from r2d2kit.learner import R2D2Config
-    from r2d2kit.models import MLPModel, QNetwork
+    from r2d2kit.builders import build_network
+    from r2d2kit.config import ConfigError, load_config
     from r2d2kit.runners import LocalRunConfig, train_local
     from r2d2kit.tf_setup import setup_tensorflow
 
     setup_tensorflow()
-    data = read_config(config_path, overrides)
-    env_cfg, model_cfg = dict(data.get("env", {})), dict(data.get("model", {}))
-    replay_cfg, run_cfg = dict(data.get("replay", {})), dict(data.get("run", {}))
-    if env_cfg.get("id", ENV_ID) != ENV_ID:
-        raise SystemExit(f"{config_path}: env.id must be {ENV_ID}, got {env_cfg['id']!r}")
-    if model_cfg.pop("encoder", "mlp") != "mlp":
+    try:
+        settings = load_config(config_path, overrides)  # the trainer's own validation, --set included
+    except ConfigError as error:
+        raise SystemExit(f"config error: {error}") from None
+    if settings.env.id != ENV_ID:
+        raise SystemExit(f"{config_path}: env.id must be {ENV_ID}, got {settings.env.id!r}")
+    if settings.model.encoder != "mlp":
         raise SystemExit(f"{config_path}: this benchmark builds the MLP encoder only")
-    config = R2D2Config(**data.get("learner", {}))
+    config = settings.learner
     # the single-process runner with as many envs as the config's actors have in all
-    actors_cfg = dict(data.get("actors", {}))
-    actors = actors_cfg.get("num_actors", 2) if actors_cfg.get("runner", "local") == "processes" else 1
-    run_cfg.update(total_env_steps=steps, seed=seed, eval_every=eval_every, eval_episodes=eval_episodes,
-                   progress=progress, num_envs=env_cfg.get("num_envs", 4) * actors,
-                   epsilon=actors_cfg.get("epsilon", 0.4), epsilon_alpha=actors_cfg.get("epsilon_alpha", 7.0),
-                   replay_capacity=replay_cfg.get("capacity", 100_000))
-    run = LocalRunConfig(**run_cfg)
+    actors = settings.actors.num_actors if settings.actors.runner == "processes" else 1
+    run = LocalRunConfig(total_env_steps=steps, seed=seed, eval_every=eval_every, eval_episodes=eval_episodes,
+                         progress=progress, num_envs=settings.env.num_envs * actors,
+                         epsilon=settings.actors.epsilon, epsilon_alpha=settings.actors.epsilon_alpha,
+                         replay_capacity=settings.replay.capacity, warmup_steps=settings.run.warmup_steps,
+                         updates_per_env_step=settings.run.updates_per_env_step)
 
     keras.utils.set_random_seed(seed)  # network initialisation
+    network = build_network(settings)
     make_env = lambda: gym.make(ENV_ID)  # noqa: E731
-    probe = make_env()
-    network = QNetwork(probe.observation_space.shape, int(probe.action_space.n),
-                       MLPModel(tuple(model_cfg.pop("hidden", (64,))), input_scale=model_cfg.pop("input_scale", None)),
-                       **model_cfg)
-    probe.close()
     def show(row: dict) -> None:  # one line per evaluation, so a long run shows where it is
         print(f"  r2d2kit {row['env_steps']:>7,} env steps: eval {row['eval_mean']:6.1f} +- {row['eval_std']:5.1f}, "
               f"{row['updates']:,} updates, {row['seconds']:.0f} s", flush=True)
