@@ -4,6 +4,7 @@
     python benchmarks/bench_r2d2_cartpole.py --markdown --out curve.png
     python benchmarks/bench_r2d2_cartpole.py --without recurrent-ppo --set learner.learning_rate=5e-4
     python benchmarks/bench_r2d2_cartpole.py --quick            # smoke run: 10k steps, evals every 2.5k
+    python benchmarks/bench_r2d2_cartpole.py --seeds 0,1,2 --without recurrent-ppo   # the target per seed
 
 CartPoleNoVel-v1 is CartPole-v1 observing only the cart position and the pole angle (velocities
 must be inferred from the history; 500-step limit). Both agents are evaluated greedily every
@@ -276,20 +277,27 @@ def report(results: list[dict], skipped: dict[str, str], markdown: bool, steps: 
                      f"{r['actor_steps_per_s']:.0f}"])
     lines += table(header, rows, markdown, right=range(1, len(header)))
     lines.append("")
-    r2d2 = next((r for r in results if r["name"].startswith("r2d2kit")), None)
-    if r2d2 is not None:
+    r2d2_runs = [r for r in results if r["name"].startswith("r2d2kit")]
+    for r2d2 in r2d2_runs:
         s = r2d2["summary"]
-        reached = s["first_steps"] is not None and s["first_steps"] <= TARGET_STEPS
-        lines.append(f"- target: r2d2kit first >= {THRESHOLD:.0f} within {TARGET_STEPS:,} env steps: "
-                     f"{'met' if reached else 'not met'} ({fmt_steps(s['first_steps'])}); held to {steps:,} "
-                     f"steps: {'met' if s['held'] else 'not met'} (lowest from then: "
+        lines.append(f"- target ({r2d2['name']}): first >= {THRESHOLD:.0f} within {TARGET_STEPS:,} env steps: "
+                     f"{'met' if target_reached(s) else 'not met'} ({fmt_steps(s['first_steps'])}); held to "
+                     f"{steps:,} steps: {'met' if s['held'] else 'not met'} (lowest from then: "
                      f"{'-' if s['min_after'] is None else format(s['min_after'], '.1f')})")
+    if len(r2d2_runs) > 1:
+        met = sum(target_reached(r["summary"]) and r["summary"]["held"] for r in r2d2_runs)
+        lines.append(f"- target met (reached and held) on {met} of {len(r2d2_runs)} seeds")
     for r in results:
         lines.append(f"- {r['name']}: {r['updates']:,} gradient updates; evaluations took {r['eval_seconds']:.0f} s "
                      "(excluded from the wall times)")
     for name, why in skipped.items():
         lines.append(f"- {name}: n/a ({why})")
     return "\n".join(lines)
+
+
+def target_reached(summary: dict) -> bool:
+    """Whether the first evaluation >= THRESHOLD came within TARGET_STEPS env steps."""
+    return summary["first_steps"] is not None and summary["first_steps"] <= TARGET_STEPS
 
 
 def table(header: list[str], rows: list[list[str]], markdown: bool, right=()) -> list[str]:
@@ -335,6 +343,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=None, help="env steps per agent (default 100000; --quick: 10000)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seeds", default=None,
+                   help="comma-separated seeds, e.g. 0,1,2: one run of each agent per seed (overrides --seed); "
+                        "the target is judged per seed")
     p.add_argument("--eval-every", type=int, default=None, help="env steps (default 5000; --quick: 2500)")
     p.add_argument("--eval-episodes", type=int, default=10)
     p.add_argument("--config", default=str(REPO_ROOT / "configs" / "cartpole_pomdp.yaml"))
@@ -353,6 +364,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = p.parse_args(argv)
     args.steps = args.steps or (10_000 if args.quick else 100_000)
     args.eval_every = args.eval_every or (2_500 if args.quick else 5_000)
+    try:
+        args.seeds = [int(x) for x in args.seeds.split(",") if x.strip()] if args.seeds else [args.seed]
+    except ValueError:
+        p.error(f"--seeds must be comma-separated integers such as 0,1,2, got {args.seeds!r}")
+    if not args.seeds:
+        p.error("--seeds names no seed; give e.g. --seeds 0,1,2")
     args.without = {w.strip().lower() for w in args.without.split(",") if w.strip()}
     unknown = args.without - set(PEERS)
     if unknown:
@@ -370,20 +387,24 @@ def main(argv=None) -> dict:
     load_start = load_average()
     print(machine_line(), flush=True)
     print(f"{ENV_ID}: {args.steps:,} env steps per agent, greedy evaluation of {args.eval_episodes} episodes every "
-          f"{args.eval_every:,} steps, seed {args.seed}; config {os.path.relpath(args.config)}"
+          f"{args.eval_every:,} steps, seed(s) {', '.join(map(str, args.seeds))}; config {os.path.relpath(args.config)}"
           + (f" with {' '.join(args.set)}" if args.set else ""), flush=True)
     results, skipped = [], {}
-    if not args.only_peers:
-        print("running r2d2kit R2D2 ...", flush=True)
-        results.append(run_r2d2(Path(args.config), args.set, args.steps, args.seed, args.eval_every,
-                                args.eval_episodes, args.progress))
-    if "recurrent-ppo" not in args.without:
-        print("running sb3-contrib RecurrentPPO ...", flush=True)
-        try:
-            results.append(run_recurrent_ppo(args.steps, args.seed, args.eval_every, args.eval_episodes,
-                                             args.torch_threads))
-        except ImportError as error:
-            skipped["sb3-contrib RecurrentPPO"] = f"not installed: {error}; see benchmarks/requirements.txt"
+    for seed in args.seeds:
+        suffix = f" seed {seed}" if len(args.seeds) > 1 else ""
+        if not args.only_peers:
+            print(f"running r2d2kit R2D2{suffix} ...", flush=True)
+            results.append(run_r2d2(Path(args.config), args.set, args.steps, seed, args.eval_every,
+                                    args.eval_episodes, args.progress))
+            results[-1]["name"] += suffix
+        if "recurrent-ppo" not in args.without and "sb3-contrib RecurrentPPO" not in skipped:
+            print(f"running sb3-contrib RecurrentPPO{suffix} ...", flush=True)
+            try:
+                results.append(run_recurrent_ppo(args.steps, seed, args.eval_every, args.eval_episodes,
+                                                 args.torch_threads))
+                results[-1]["name"] += suffix
+            except ImportError as error:
+                skipped["sb3-contrib RecurrentPPO"] = f"not installed: {error}; see benchmarks/requirements.txt"
     for r in results:
         r["summary"] = curve_summary(r["evaluations"])
     print()
