@@ -135,8 +135,17 @@ def chi_square_gof(counts: np.ndarray, probabilities: np.ndarray) -> tuple[float
 
 def per_probabilities(shifted: np.ndarray, alpha: float) -> np.ndarray:
     """P(i) = (p_i + eps)^alpha / sum_k (p_k + eps)^alpha, given ``shifted = p + eps`` per stored item."""
-    mass = np.asarray(shifted, dtype=np.float64) ** alpha
+    mass = per_mass(shifted, alpha)
     return mass / mass.sum()
+
+
+def per_mass(shifted: np.ndarray, alpha: float) -> np.ndarray:
+    """(p + eps)^alpha, except that a zero ``p + eps`` has no mass even at alpha = 0 (where 0^0 = 1).
+
+    The documented contract: with eps = 0 a zero priority is allowed and that item is never sampled.
+    """
+    shifted = np.asarray(shifted, dtype=np.float64)
+    return np.where(shifted > 0.0, shifted ** alpha, 0.0)
 
 
 def is_weights(probabilities: np.ndarray, sampled: np.ndarray, beta: float) -> np.ndarray:
@@ -244,8 +253,8 @@ class ReferenceBuffer:
         return np.array(self.priority[:self.size], dtype=np.float64)
 
     def tree_values(self) -> np.ndarray:
-        """PER sum-tree leaves: (p + eps)^alpha per stored slot."""
-        return self.priorities() ** self.alpha
+        """PER sum-tree leaves: (p + eps)^alpha per stored slot (no mass for a zero p + eps)."""
+        return per_mass(self.priorities(), self.alpha)
 
 
 # =====================================================================================================
