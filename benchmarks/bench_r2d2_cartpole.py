@@ -5,6 +5,7 @@
     python benchmarks/bench_r2d2_cartpole.py --without recurrent-ppo --set learner.learning_rate=5e-4
     python benchmarks/bench_r2d2_cartpole.py --quick            # smoke run: 10k steps, evals every 2.5k
     python benchmarks/bench_r2d2_cartpole.py --seeds 0,1,2 --without recurrent-ppo   # the target per seed
+    python benchmarks/bench_r2d2_cartpole.py --seeds 0,1,2 --without recurrent-ppo --stop-on-miss  # a screen
 
 CartPoleNoVel-v1 is CartPole-v1 observing only the cart position and the pole angle (velocities
 must be inferred from the history; 500-step limit). Both agents are evaluated greedily every
@@ -83,8 +84,20 @@ def curve_summary(evaluations: list[tuple[int, float, float, float]], threshold:
 # r2d2kit
 
 
+def target_missed(evaluations: list[tuple[int, float]]) -> bool:
+    """Whether (env steps, mean) evaluations so far already prove the target missed.
+
+    Missed once there is no mean >= THRESHOLD by TARGET_STEPS, or a mean below it after the first;
+    later evaluations cannot change that, so a screening run may stop there.
+    """
+    first = next((i for i, (_, mean) in enumerate(evaluations) if mean >= THRESHOLD), None)
+    if first is None:
+        return bool(evaluations) and evaluations[-1][0] >= TARGET_STEPS
+    return evaluations[first][0] > TARGET_STEPS or min(mean for _, mean in evaluations[first:]) < THRESHOLD
+
+
 def run_r2d2(config_path: Path, overrides: list[str], steps: int, seed: int, eval_every: int, eval_episodes: int,
-             progress: bool) -> dict:
+             progress: bool, stop_on_miss: bool = False) -> dict:
     import gymnasium as gym
     import keras
 
@@ -106,16 +119,19 @@ def run_r2d2(config_path: Path, overrides: list[str], steps: int, seed: int, eva
     config = settings.learner
     # the single-process runner with as many envs as the config's actors have in all
     actors = settings.actors.num_actors if settings.actors.runner == "processes" else 1
+    seen: list[tuple[int, float]] = []  # (env steps, mean) of the evaluations so far, for stop_on_miss
     run = LocalRunConfig(total_env_steps=steps, seed=seed, eval_every=eval_every, eval_episodes=eval_episodes,
                          progress=progress, num_envs=settings.env.num_envs * actors,
                          epsilon=settings.actors.epsilon, epsilon_alpha=settings.actors.epsilon_alpha,
                          replay_capacity=settings.replay.capacity, warmup_steps=settings.run.warmup_steps,
-                         updates_per_env_step=settings.run.updates_per_env_step)
+                         updates_per_env_step=settings.run.updates_per_env_step,
+                         stop_when=(lambda _mean: target_missed(seen)) if stop_on_miss else None)
 
     keras.utils.set_random_seed(seed)  # network initialisation
     network = build_network(settings)
     make_env = lambda: gym.make(ENV_ID)  # noqa: E731
     def show(row: dict) -> None:  # one line per evaluation, so a long run shows where it is
+        seen.append((row["env_steps"], row["eval_mean"]))
         print(f"  r2d2kit {row['env_steps']:>7,} env steps: eval {row['eval_mean']:6.1f} +- {row['eval_std']:5.1f}, "
               f"{row['updates']:,} updates, {row['seconds']:.0f} s", flush=True)
 
@@ -125,6 +141,7 @@ def run_r2d2(config_path: Path, overrides: list[str], steps: int, seed: int, eva
     return dict(
         name="r2d2kit R2D2", evaluations=evaluations, env_steps=result.env_steps, train_seconds=train_seconds,
         eval_seconds=result.eval_seconds, updates=result.updates,
+        stopped_at=result.env_steps if stop_on_miss and result.env_steps < steps else None,
         updates_per_s=result.updates / max(result.learn_seconds, 1e-9),
         actor_steps_per_s=result.env_steps / max(train_seconds - result.learn_seconds, 1e-9),
         steps_per_s=result.env_steps / max(train_seconds, 1e-9),
@@ -290,6 +307,10 @@ def report(results: list[dict], skipped: dict[str, str], markdown: bool, steps: 
     for r in results:
         lines.append(f"- {r['name']}: {r['updates']:,} gradient updates; evaluations took {r['eval_seconds']:.0f} s "
                      "(excluded from the wall times)")
+    for r in results:
+        if r.get("stopped_at"):
+            lines.append(f"- {r['name']}: stopped at {r['stopped_at']:,} env steps (--stop-on-miss), where the "
+                         "evaluations already proved the target missed")
     for name, why in skipped.items():
         lines.append(f"- {name}: n/a ({why})")
     return "\n".join(lines)
@@ -361,6 +382,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="torch CPU threads for RecurrentPPO (default 1: with 2 its OpenMP threads spin against "
                         "TensorFlow's and other work on a 2-core machine, and a run takes many times longer)")
     p.add_argument("--progress", action="store_true", help="show r2d2kit's tqdm bar")
+    p.add_argument("--stop-on-miss", action="store_true",
+                   help="stop an r2d2kit run at the first evaluation that proves the target missed (a screen of "
+                        "settings: the curve up to there is the same as in a full run)")
     args = p.parse_args(argv)
     args.steps = args.steps or (10_000 if args.quick else 100_000)
     args.eval_every = args.eval_every or (2_500 if args.quick else 5_000)
@@ -395,7 +419,7 @@ def main(argv=None) -> dict:
         if not args.only_peers:
             print(f"running r2d2kit R2D2{suffix} ...", flush=True)
             results.append(run_r2d2(Path(args.config), args.set, args.steps, seed, args.eval_every,
-                                    args.eval_episodes, args.progress))
+                                    args.eval_episodes, args.progress, args.stop_on_miss))
             results[-1]["name"] += suffix
         if "recurrent-ppo" not in args.without and "sb3-contrib RecurrentPPO" not in skipped:
             print(f"running sb3-contrib RecurrentPPO{suffix} ...", flush=True)
