@@ -183,7 +183,8 @@ class SequenceReplayBuffer:
             alive = self._valid[used]
             t = self._tree
             tree_kernels.priority_trees_update(t._sum, t._min, t._leaf_offset, t._depth, used,
-                                               np.where(alive, values ** self.alpha, 0.0))
+                                               # a zero priority has no mass, even at alpha = 0 (0 ** 0 = 1)
+                                               np.where(alive & (values > 0.0), values ** self.alpha, 0.0))
             return used
 
     def _add_window(self, windows: Mapping[str, np.ndarray], w: int, source: int) -> int:

@@ -157,3 +157,27 @@ def test_as_dataset_yields_batches_with_the_sample_spec():
     for key, (shape, dtype) in buffer.batch_spec(4).items():
         assert tuple(batch[key].shape) == shape and batch[key].dtype.as_numpy_dtype == dtype, key
     assert np.all(buffer._valid[batch["indices"].numpy()])
+
+
+def test_zero_priority_windows_have_no_mass_at_alpha_zero_on_add_and_update():
+    """The documented contract (eps = 0: a zero priority is never sampled) holds at alpha = 0 too,
+    where 0 ** 0 would be 1, and the same whether the priority came with the window or later."""
+    builder = SequenceBuilder(1, 1, 2, 1, 2)
+    buffer = SequenceReplayBuffer(50, {"obs": ((1,), "float32"), "action": ((), "int64")},
+                                  {"state_h": ((1,), "float32"), "state_c": ((1,), "float32")},
+                                  burn_in=1, trace_length=2, n_step=1, period=2, alpha=0.0, eps=0.0, seed=0)
+    slots = []
+    zeros = np.zeros((1, 1), np.float32)
+    for t in range(40):
+        out = builder.step(np.full((1, 1), t, np.float32), np.zeros(1, np.int64), np.ones(1), np.zeros(1, bool),
+                           np.zeros(1, bool), (zeros, zeros))
+        if out is not None:
+            count = len(out["obs"])
+            given = np.where(np.arange(len(slots), len(slots) + count) % 2 == 0, 0.0, 3.0)
+            slots += list(buffer.add_sequences(out, priorities=given))
+    slots = np.asarray(slots)
+    leaves = buffer.tree.get(slots)
+    np.testing.assert_array_equal(leaves, np.where(np.arange(slots.size) % 2 == 0, 0.0, 1.0))
+    buffer.update_priorities(slots, np.where(np.arange(slots.size) % 2 == 0, 3.0, 0.0))
+    np.testing.assert_array_equal(buffer.tree.get(slots), np.where(np.arange(slots.size) % 2 == 0, 1.0, 0.0))
+    assert set(buffer.sample(256)["indices"]) == set(slots[::2])
