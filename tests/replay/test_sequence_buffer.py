@@ -176,8 +176,8 @@ def test_zero_priority_windows_have_no_mass_at_alpha_zero_on_add_and_update():
             given = np.where(np.arange(len(slots), len(slots) + count) % 2 == 0, 0.0, 3.0)
             slots += list(buffer.add_sequences(out, priorities=given))
     slots = np.asarray(slots)
-    leaves = buffer.tree.get(slots)
-    np.testing.assert_array_equal(leaves, np.where(np.arange(slots.size) % 2 == 0, 0.0, 1.0))
-    buffer.update_priorities(slots, np.where(np.arange(slots.size) % 2 == 0, 3.0, 0.0))
-    np.testing.assert_array_equal(buffer.tree.get(slots), np.where(np.arange(slots.size) % 2 == 0, 1.0, 0.0))
+    even = np.arange(slots.size) % 2 == 0  # added with priority 0, the odd ones with 3
+    np.testing.assert_array_equal(buffer.tree.get(slots), np.where(even, 0.0, 1.0))
+    buffer.update_priorities(slots, np.where(even, 3.0, 0.0))
+    np.testing.assert_array_equal(buffer.tree.get(slots), np.where(even, 1.0, 0.0))
     assert set(buffer.sample(256)["indices"]) == set(slots[::2])
