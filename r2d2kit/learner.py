@@ -34,6 +34,8 @@ class R2D2Config:
     value_rescaling: bool = True  # targets h(r + gamma^n h^-1(Q)) with h(x) = sign(x)(sqrt(|x| + 1) - 1) + eps x
     rescale_eps: float = 1e-3  # the eps of h
     target_update_period: int = 2500  # updates between copies of the online weights into the target network
+    target_update_tau: float = 1.0  # each copy moves the target this far to the online weights (1: a hard
+    # copy, as the paper; with period 1 and e.g. 0.005: Polyak averaging, a target that never jumps)
     # --- replay
     batch_size: int = 64  # windows per update
     priority_exponent: float = 0.9  # alpha: sampling probability proportional to priority ** alpha
@@ -62,6 +64,9 @@ class R2D2Config:
         if self.learning_rate <= 0.0 or self.final_learning_rate < 0.0:
             raise ValueError(f"R2D2Config.learning_rate must be > 0 and final_learning_rate >= 0, got "
                              f"{self.learning_rate!r} and {self.final_learning_rate!r}")
+        if not 0.0 < self.target_update_tau <= 1.0:
+            raise ValueError(f"R2D2Config.target_update_tau must be in (0, 1] (1 copies the online weights, "
+                             f"smaller values average them in), got {self.target_update_tau!r}")
         if self.period > self.trace_length:
             raise ValueError(f"R2D2Config.period ({self.period}) must be <= trace_length ({self.trace_length})")
 
@@ -188,8 +193,12 @@ class R2D2Learner:
         return outputs
 
     def _copy_online_to_target(self):
+        tau = self.config.target_update_tau
         for target, online in zip(self.target.variables, self.online.variables):
-            target.assign(online)
+            if tau == 1.0:
+                target.assign(online)
+            else:  # Polyak step: target <- target + tau (online - target)
+                target.assign_add(tau * (online - target))
 
     # ------------------------------------------------------------------ public
     def _inputs(self, batch: Mapping[str, Any]) -> dict[str, tf.Tensor]:
@@ -215,7 +224,7 @@ class R2D2Learner:
 
         Returns numpy ``loss``, ``abs_td`` ``[B, T]``, ``priorities`` ``[B]`` (feed them to
         ``update_priorities``) and ``q_mean``. Copies the online weights into the target network
-        every ``target_update_period`` updates.
+        every ``target_update_period`` updates (moves it ``target_update_tau`` of the way there).
         """
         out = {key: value.numpy() for key, value in self._train_step(self._inputs(batch)).items()}
         self.updates += 1

@@ -161,6 +161,31 @@ def test_target_network_changes_only_on_its_period():
             assert any(not np.array_equal(t, o) for t, o in zip(target, online))
 
 
+def test_soft_target_update_moves_the_target_tau_of_the_way_to_the_online_weights():
+    """Polyak averaging: after each update (period 1) target <- target + tau (online - target)."""
+    tau = 0.25
+    config = R2D2Config(burn_in=1, trace_length=3, period=2, n_step=1, gamma=0.9, target_update_period=1,
+                        target_update_tau=tau, learning_rate=1e-2)
+    learner = R2D2Learner(small_network(), config)
+    batch = random_batch(np.random.default_rng(6), config)
+    target = [v.numpy().astype(np.float64) for v in learner.target.variables]
+    for _ in range(3):
+        learner.train(batch)
+        online = [v.numpy() for v in learner.online.variables]
+        target = [t + tau * (o - t) for t, o in zip(target, online)]  # independent float64 recursion
+        for expected, actual in zip(target, learner.target.variables):
+            np.testing.assert_allclose(actual.numpy(), expected, rtol=1e-5, atol=1e-6)
+    # the target lags: it is neither the online weights nor the initial ones
+    assert any(not np.allclose(t.numpy(), o.numpy()) for t, o in zip(learner.target.variables,
+                                                                      learner.online.variables))
+
+
+@pytest.mark.parametrize("tau", [0.0, -0.1, 1.5])
+def test_target_update_tau_outside_zero_one_is_refused_by_name(tau):
+    with pytest.raises(ValueError, match="target_update_tau must be in \\(0, 1\\]"):
+        R2D2Config(target_update_tau=tau)
+
+
 def test_train_returns_td_and_priorities_of_the_right_shape_and_mixing():
     config = R2D2Config(burn_in=2, trace_length=4, period=2, n_step=2, gamma=0.9, target_update_period=100, eta=0.9)
     learner = R2D2Learner(small_network(), config)
