@@ -69,4 +69,5 @@ def build_network(config: TrainConfig) -> Any:
     obs_space, action_space = env_spaces(config)
     return QNetwork(obs_space.shape, int(action_space.n), build_encoder(config), obs_dtype=str(obs_space.dtype),
                     lstm_units=config.model.lstm_units, dueling=config.model.dueling,
-                    head_units=config.model.head_units, prev_action_reward=config.model.prev_action_reward)
+                    head_units=config.model.head_units, prev_action_reward=config.model.prev_action_reward,
+                    layer_norm=config.model.layer_norm)

@@ -35,17 +35,20 @@ class QNetwork:
         dueling: use a dueling head, ``Q = V + A - mean(A)`` (R2D2: yes).
         head_units: hidden units of each head stream (0: linear head).
         prev_action_reward: feed the previous action (one-hot) and reward to the LSTM, as R2D2 does.
+        layer_norm: layer-normalise the LSTM output and each head's hidden layer (before its ReLU); it
+            bounds the features the TD targets chase, which steadies Q-learning (not in R2D2).
         name: prefix of the Keras names (e.g. "online", "target").
     """
 
     def __init__(self, obs_shape: tuple[int, ...], num_actions: int, encoder: ImageModel | None = None, *,
                  obs_dtype: str = "float32", lstm_units: int = 512, dueling: bool = True, head_units: int = 512,
-                 prev_action_reward: bool = True, name: str = "online") -> None:
+                 prev_action_reward: bool = True, layer_norm: bool = False, name: str = "online") -> None:
         if not isinstance(num_actions, (int, np.integer)) or num_actions < 1:
             raise ValueError(f"num_actions must be a positive int, got {num_actions!r}")
         self.config = dict(obs_shape=tuple(obs_shape), num_actions=int(num_actions), encoder=encoder or MLPModel(),
                            obs_dtype=str(np.dtype(obs_dtype)), lstm_units=int(lstm_units), dueling=bool(dueling),
-                           head_units=int(head_units), prev_action_reward=bool(prev_action_reward))
+                           head_units=int(head_units), prev_action_reward=bool(prev_action_reward),
+                           layer_norm=bool(layer_norm))
         self.obs_shape = tuple(obs_shape)
         self.obs_dtype = str(np.dtype(obs_dtype))
         self.num_actions = int(num_actions)
@@ -55,14 +58,26 @@ class QNetwork:
         self.name = name
         self.encoder = self.config["encoder"].build(self.obs_shape, self.obs_dtype)
         self.cell = keras.layers.LSTMCell(self.lstm_units, name=f"{name}_lstm_cell")
-        hidden = int(head_units)
-        self._value = [keras.layers.Dense(hidden, activation="relu", name=f"{name}_value_hidden")] if hidden else []
-        self._advantage = [keras.layers.Dense(hidden, activation="relu", name=f"{name}_advantage_hidden")] if hidden else []
+        self.layer_norm = bool(layer_norm)
+        self._norm = keras.layers.LayerNormalization(name=f"{name}_lstm_norm") if self.layer_norm else None
+        # hidden layers first, then the outputs: Keras draws each initializer's seed when the layer is
+        # made, so this order keeps the weights (and recorded runs) of a given seed unchanged
+        self._value = self._hidden(int(head_units), f"{name}_value")
+        self._advantage = self._hidden(int(head_units), f"{name}_advantage")
         self._value.append(keras.layers.Dense(1, name=f"{name}_value"))
         self._advantage.append(keras.layers.Dense(self.num_actions, name=f"{name}_advantage"))
         self.model = self._build_sequence_model()
 
     # ------------------------------------------------------------------ shared pieces
+    def _hidden(self, units: int, name: str) -> list:
+        """A head stream's hidden layer: Dense -> (LayerNorm) -> ReLU; none if ``units`` is 0."""
+        if not units:
+            return []
+        if self.layer_norm:
+            return [keras.layers.Dense(units, name=f"{name}_hidden"),
+                    keras.layers.LayerNormalization(name=f"{name}_hidden_norm"), keras.layers.ReLU()]
+        return [keras.layers.Dense(units, activation="relu", name=f"{name}_hidden")]
+
     def _features(self, obs, prev_action, prev_reward):
         features = self.encoder(obs)  # [B, T, F]
         if not self.prev_action_reward:
@@ -72,6 +87,8 @@ class QNetwork:
         return keras.ops.concatenate([features, one_hot, reward], axis=-1)
 
     def _head(self, hidden):
+        if self._norm is not None:
+            hidden = self._norm(hidden)
         advantage = hidden
         for layer in self._advantage:
             advantage = layer(advantage)  # [B, T, A]

@@ -73,6 +73,50 @@ def test_stateful_actor_receives_exactly_the_stored_state():
     np.testing.assert_allclose(actor.get_state()[1], c_end.numpy(), rtol=1e-5, atol=1e-6)
 
 
+def numpy_layer_norm(x, layer):
+    gamma, beta = (w.numpy() for w in layer.weights)
+    mean, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + layer.epsilon) * gamma + beta
+
+
+def test_layer_norm_head_equals_a_numpy_reference_and_the_actor_shares_it():
+    """layer_norm=True: Q = dueling(Dense(ReLU(LN(Dense(LN(lstm_out)))))) per stream, in numpy."""
+    rng = np.random.default_rng(2)
+    network = small_network(layer_norm=True)
+    for layer in network.model.layers + network._value + network._advantage:  # non-trivial LN gains
+        if isinstance(layer, keras.layers.LayerNormalization):
+            layer.gamma.assign(rng.uniform(0.5, 2.0, layer.gamma.shape))
+            layer.beta.assign(rng.normal(size=layer.beta.shape))
+    obs = rng.normal(size=(2, 5, 3)).astype(np.float32)
+    prev_action = rng.integers(0, 2, (2, 5)).astype(np.int32)
+    prev_reward = rng.normal(size=(2, 5)).astype(np.float32)
+    h, c = rng.normal(size=(2, UNITS)).astype(np.float32), rng.normal(size=(2, UNITS)).astype(np.float32)
+    inputs = [obs, prev_action, prev_reward, np.ones((2, 5), bool), h, c]
+    q = network.model(inputs)[0].numpy()
+
+    lstm_out = keras.Model(network.model.inputs, network.model.get_layer("online_lstm").output[0])(inputs).numpy()
+    x = numpy_layer_norm(lstm_out, network._norm)
+
+    def stream(layers):
+        dense, norm, _, out = layers
+        hidden = np.maximum(numpy_layer_norm(x @ dense.kernel.numpy() + dense.bias.numpy(), norm), 0.0)
+        return hidden @ out.kernel.numpy() + out.bias.numpy()
+
+    value, advantage = stream(network._value), stream(network._advantage)
+    np.testing.assert_allclose(q, value + advantage - advantage.mean(-1, keepdims=True), rtol=1e-4, atol=1e-5)
+
+    # the stateful actor runs the very same normalised head
+    actor = network.actor(2)
+    actor.set_state(h, c)
+    stepped = np.stack([actor.q_values(obs[:, t], prev_action[:, t], prev_reward[:, t]) for t in range(5)], axis=1)
+    np.testing.assert_allclose(stepped, q, rtol=1e-5, atol=1e-6)
+    # and a clone (the target network) copies the normalisation weights too
+    target = network.clone()
+    target.copy_weights_from(network)
+    np.testing.assert_allclose(target.model(inputs)[0].numpy(), q, rtol=1e-6, atol=1e-6)
+    assert not any(isinstance(layer, keras.layers.LayerNormalization) for layer in small_network().model.layers)
+
+
 def test_actor_reset_zeroes_only_the_masked_envs():
     network = small_network()
     actor = network.actor(3)
