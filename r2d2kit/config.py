@@ -65,7 +65,7 @@ class ModelConfig:
     dueling: bool = True  # dueling head: Q = V + A - mean(A)
     head_units: int = 512  # hidden units of each head stream (0: a linear head)
     prev_action_reward: bool = True  # feed the previous action (one-hot) and reward to the LSTM, as R2D2 does
-    layer_norm: bool = False  # layer-normalise the LSTM output and the head's hidden layers (steadier TD learning)
+    layer_norm: bool = False  # layer-normalise the LSTM output and the head's hidden layers (not in R2D2)
 
 
 @dataclass

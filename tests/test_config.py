@@ -19,6 +19,7 @@ def write(tmp_path, text):
     ("word for a float", "learner: {learning_rate: fast}\n", r"learner\.learning_rate must be float, got 'fast'"),
     ("bool is not an int", "learner: {n_step: true}\n", r"learner\.n_step must be an integer"),
     ("out of range", "learner: {gamma: 1.5}\n", r"section 'learner'.*gamma must be in \[0, 1\]"),
+    ("tau outside (0, 1]", "learner: {target_update_tau: 0}\n", r"target_update_tau must be in \(0, 1\]"),
     ("period longer than trace", "learner: {trace_length: 4, period: 8}\n", r"period \(8\) must be <= trace_length"),
     ("unknown env id", "env: {id: CartPol-v1}\n", r"env\.id 'CartPol-v1' is not a registered gymnasium id; did you mean 'CartPole-v1'"),
     ("section not a mapping", "run: 5\n", r"section 'run' must be a mapping"),

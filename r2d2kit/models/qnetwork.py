@@ -35,8 +35,9 @@ class QNetwork:
         dueling: use a dueling head, ``Q = V + A - mean(A)`` (R2D2: yes).
         head_units: hidden units of each head stream (0: linear head).
         prev_action_reward: feed the previous action (one-hot) and reward to the LSTM, as R2D2 does.
-        layer_norm: layer-normalise the LSTM output and each head's hidden layer (before its ReLU); it
-            bounds the features the TD targets chase, which steadies Q-learning (not in R2D2).
+        layer_norm: layer-normalise the LSTM output and each head's hidden layer (before its ReLU), which
+            bounds the features TD targets chase (as in PQN, Gallici et al. 2024; not in R2D2). Off by
+            default: on ``CartPoleNoVel-v1`` it learned slower (docs/performance.md, session 6).
         name: prefix of the Keras names (e.g. "online", "target").
     """
 

@@ -83,7 +83,7 @@ def test_layer_norm_head_equals_a_numpy_reference_and_the_actor_shares_it():
     """layer_norm=True: Q = dueling(Dense(ReLU(LN(Dense(LN(lstm_out)))))) per stream, in numpy."""
     rng = np.random.default_rng(2)
     network = small_network(layer_norm=True)
-    for layer in network.model.layers + network._value + network._advantage:  # non-trivial LN gains
+    for layer in network.model.layers:  # non-trivial LN gains and offsets
         if isinstance(layer, keras.layers.LayerNormalization):
             layer.gamma.assign(rng.uniform(0.5, 2.0, layer.gamma.shape))
             layer.beta.assign(rng.normal(size=layer.beta.shape))
@@ -115,6 +115,18 @@ def test_layer_norm_head_equals_a_numpy_reference_and_the_actor_shares_it():
     target.copy_weights_from(network)
     np.testing.assert_allclose(target.model(inputs)[0].numpy(), q, rtol=1e-6, atol=1e-6)
     assert not any(isinstance(layer, keras.layers.LayerNormalization) for layer in small_network().model.layers)
+
+
+def test_model_layer_norm_in_a_config_reaches_the_network(tmp_path):
+    from r2d2kit.builders import build_network
+    from r2d2kit.config import load_config
+
+    path = tmp_path / "c.yaml"
+    path.write_text("env: {id: CartPoleNoVel-v1}\nmodel: {lstm_units: 4, head_units: 4, hidden: [4]}\n")
+    norms = [sorted(layer.name for layer in build_network(config).model.layers
+                    if isinstance(layer, keras.layers.LayerNormalization))
+             for config in (load_config(path, ["model.layer_norm=true"]), load_config(path))]
+    assert norms == [["online_advantage_hidden_norm", "online_lstm_norm", "online_value_hidden_norm"], []]
 
 
 def test_actor_reset_zeroes_only_the_masked_envs():
