@@ -129,7 +129,7 @@ class R2D2Learner:
             global_clipnorm=self.config.max_gradient_norm)
         self.updates = 0
         self._train_step = tf.function(self._step)
-        self._sync_target = tf.function(self._copy_online_to_target)
+        self._sync_target = tf.function(self._update_target)
 
     @staticmethod
     def learning_rate_schedule(config: R2D2Config):
@@ -192,13 +192,13 @@ class R2D2Learner:
         self.optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
         return outputs
 
-    def _copy_online_to_target(self):
+    def _update_target(self):
         tau = self.config.target_update_tau
-        for target, online in zip(self.target.variables, self.online.variables):
-            if tau == 1.0:
-                target.assign(online)
-            else:  # Polyak step: target <- target + tau (online - target)
-                target.assign_add(tau * (online - target))
+        if tau == 1.0:  # the paper's hard copy, bit for bit
+            self.target.copy_weights_from(self.online)
+            return
+        for target, online in zip(self.target.variables, self.online.variables, strict=True):
+            target.assign_add(tau * (online - target))  # Polyak step: target <- target + tau (online - target)
 
     # ------------------------------------------------------------------ public
     def _inputs(self, batch: Mapping[str, Any]) -> dict[str, tf.Tensor]:
