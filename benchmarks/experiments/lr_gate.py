@@ -31,7 +31,6 @@ import keras
 import tensorflow as tf
 
 from r2d2kit.learner import R2D2Learner
-from r2d2kit.policies import epsilon_greedy
 from r2d2kit.runners import local
 
 MAX_EPS = float(os.environ.get("GATE_MAX_EPS", "0.05"))
@@ -71,30 +70,34 @@ class GatedLearner(R2D2Learner):
         return super().train_from(buffer)
 
 
-class GatedActingLoop(local.ActingLoop):
-    """``ActingLoop.step`` plus the gate update from the episodes that ended in near-greedy envs."""
+def update_gate(near_greedy_returns) -> None:
+    """Account the episodes that just ended in near-greedy envs and set the gate from the recent ones."""
+    if not len(near_greedy_returns):
+        return
+    RECENT_FAILURES.extend(near_greedy_returns < SUCCESS)
+    if MODE == "freeze":
+        if len(RECENT_FAILURES) == WINDOW and not any(RECENT_FAILURES):
+            GATE.assign(0.0)
+        return
+    failed = sum(RECENT_FAILURES) / len(RECENT_FAILURES) if MODE == "frac" else float(any(RECENT_FAILURES))
+    if len(RECENT_FAILURES) < WINDOW:
+        failed = 1.0
+    GATE.assign(max(FLOOR, min(1.0, GAIN * failed)))
 
-    def step(self):
-        tracker = self.tracker
-        state = self.actor.get_state()
-        q_values = self.actor.q_values(self.obs, tracker.prev_action, tracker.prev_reward)
-        action = epsilon_greedy(q_values, self.epsilons, self.rng)
-        next_obs, reward, terminated, truncated, _ = self.envs.step(action)
-        windows = self.builder.step(self.obs, action, reward, terminated, truncated, state)
-        ended, returns, lengths, restart = tracker.record(action, reward, terminated, truncated)
-        counted = self.epsilons[ended] < MAX_EPS
-        RECENT_FAILURES.extend(returns[counted] < SUCCESS)
-        if counted.any() and MODE == "freeze":
-            if len(RECENT_FAILURES) == WINDOW and not any(RECENT_FAILURES):
-                GATE.assign(0.0)
-        elif counted.any():
-            failed = sum(RECENT_FAILURES) / len(RECENT_FAILURES) if MODE == "frac" else float(any(RECENT_FAILURES))
-            if len(RECENT_FAILURES) < WINDOW:
-                failed = 1.0
-            GATE.assign(max(FLOOR, min(1.0, GAIN * failed)))
-        self.actor.reset(restart)
-        self.obs = next_obs
-        return windows, returns, lengths
+
+class GatedActingLoop(local.ActingLoop):
+    """``ActingLoop`` whose episode tracker also feeds :func:`update_gate` (acting is unchanged)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        record = self.tracker.record
+
+        def record_and_gate(*step):
+            ended, returns, lengths, restart = record(*step)
+            update_gate(returns[self.epsilons[ended] < MAX_EPS])
+            return ended, returns, lengths, restart
+
+        self.tracker.record = record_and_gate
 
 
 def evaluate_and_show_gate(*args, **kwargs):

@@ -56,7 +56,8 @@ def cut_targets(reward, mask, terminated, q_online, q_target, action, *, gamma, 
     return targets * mask[:, window]
 
 class CutLearner(R2D2Learner):
-    """``R2D2Learner._forward`` with :func:`cut_targets` in place of the uncorrected n-step targets."""
+    """A copy of ``R2D2Learner._forward`` (the targets take the actions, which its call does not pass)
+    with :func:`cut_targets` in place of the uncorrected n-step targets."""
 
     def _forward(self, batch):
         cfg = self.config
