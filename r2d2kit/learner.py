@@ -163,10 +163,7 @@ class R2D2Learner:
 
         # --- online network over trace + n-step rows, with gradient
         q_online, _, _ = self._unroll(self.online, batch, rest, h, c)  # [B, T + n, A]
-        targets = tf.stop_gradient(tf_nstep_targets(
-            batch["reward"][:, rest], batch["mask"][:, rest], batch["terminated"][:, rest],
-            tf.stop_gradient(q_online), q_target, gamma=cfg.gamma, n_step=cfg.n_step, burn_in=0,
-            trace_length=cfg.trace_length, eps=cfg.rescale_eps, rescale=cfg.value_rescaling))  # [B, T]
+        targets = tf.stop_gradient(self._targets(batch, rest, tf.stop_gradient(q_online), q_target))  # [B, T]
 
         # --- importance-weighted loss over the rows that hold transitions
         trace = slice(0, cfg.trace_length)
@@ -184,6 +181,14 @@ class R2D2Learner:
             "priorities": tf_sequence_priorities(abs_td, mask, cfg.eta),
             "q_mean": tf.reduce_sum(q_taken * mask) / tf.maximum(tf.reduce_sum(mask), 1.0),
         }
+
+    def _targets(self, batch: Mapping[str, tf.Tensor], rest: slice, q_online, q_target):
+        """Value-rescaled n-step double-Q targets ``[B, T]`` for the rows after burn-in (a subclass may vary them)."""
+        cfg = self.config
+        return tf_nstep_targets(
+            batch["reward"][:, rest], batch["mask"][:, rest], batch["terminated"][:, rest], q_online, q_target,
+            gamma=cfg.gamma, n_step=cfg.n_step, burn_in=0, trace_length=cfg.trace_length, eps=cfg.rescale_eps,
+            rescale=cfg.value_rescaling)
 
     def _step(self, batch: Mapping[str, tf.Tensor]):
         with tf.GradientTape() as tape:

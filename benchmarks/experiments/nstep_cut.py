@@ -22,7 +22,7 @@ sys.path[:0] = [str(BENCH_DIR), str(BENCH_DIR.parent)]  # the benchmark and the 
 import bench_r2d2_cartpole as bench
 import tensorflow as tf
 
-from r2d2kit.learner import R2D2Learner, tf_sequence_priorities
+from r2d2kit.learner import R2D2Learner
 from r2d2kit.rescale import tf_inverse_value_rescale, tf_value_rescale
 from r2d2kit.runners import local
 
@@ -56,35 +56,14 @@ def cut_targets(reward, mask, terminated, q_online, q_target, action, *, gamma, 
     return targets * mask[:, window]
 
 class CutLearner(R2D2Learner):
-    """A copy of ``R2D2Learner._forward`` (the targets take the actions, which its call does not pass)
-    with :func:`cut_targets` in place of the uncorrected n-step targets."""
+    """``R2D2Learner`` with :func:`cut_targets` in place of the uncorrected n-step targets."""
 
-    def _forward(self, batch):
+    def _targets(self, batch, rest, q_online, q_target):
         cfg = self.config
-        burn, rest = slice(0, cfg.burn_in), slice(cfg.burn_in, None)
-        h, c = batch["state_h"], batch["state_c"]
-        h_target, c_target = h, c
-        if cfg.burn_in > 0:
-            _, h, c = self._unroll(self.online, batch, burn, h, c)
-            _, h_target, c_target = self._unroll(self.target, batch, burn, h_target, c_target)
-            h, c = tf.stop_gradient(h), tf.stop_gradient(c)
-        q_target, _, _ = self._unroll(self.target, batch, rest, h_target, c_target)
-        q_online, _, _ = self._unroll(self.online, batch, rest, h, c)
-        targets = tf.stop_gradient(cut_targets(
-            batch["reward"][:, rest], batch["mask"][:, rest], batch["terminated"][:, rest],
-            tf.stop_gradient(q_online), q_target, batch["action"][:, rest], gamma=cfg.gamma, n_step=cfg.n_step,
-            trace_length=cfg.trace_length, eps=cfg.rescale_eps, rescale=cfg.value_rescaling))
-        trace = slice(0, cfg.trace_length)
-        actions = tf.cast(batch["action"][:, rest][:, trace], tf.int32)
-        q_taken = tf.gather(q_online[:, trace], actions, axis=2, batch_dims=2)
-        mask = tf.cast(batch["mask"][:, rest][:, trace], tf.float32)
-        td = (targets - q_taken) * mask
-        valid = tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)
-        per_sequence = tf.reduce_sum(0.5 * tf.square(td), axis=1) / valid
-        loss = tf.reduce_mean(tf.cast(batch["weights"], tf.float32) * per_sequence)
-        abs_td = tf.abs(td)
-        return loss, {"loss": loss, "abs_td": abs_td, "priorities": tf_sequence_priorities(abs_td, mask, cfg.eta),
-                      "q_mean": tf.reduce_sum(q_taken * mask) / tf.maximum(tf.reduce_sum(mask), 1.0)}
+        return cut_targets(batch["reward"][:, rest], batch["mask"][:, rest], batch["terminated"][:, rest], q_online,
+                           q_target, batch["action"][:, rest], gamma=cfg.gamma, n_step=cfg.n_step,
+                           trace_length=cfg.trace_length, eps=cfg.rescale_eps, rescale=cfg.value_rescaling)
+
 
 local.R2D2Learner = CutLearner
 if __name__ == "__main__":
