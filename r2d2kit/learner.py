@@ -150,16 +150,12 @@ class R2D2Learner:
         cfg = self.config
         burn, rest = slice(0, cfg.burn_in), slice(cfg.burn_in, None)
         h, c = batch["state_h"], batch["state_c"]
-        h_target, c_target = h, c
+        q_target = self._target_q(batch, burn, rest, h, c)  # [B, T + n, A]
 
-        # --- burn-in: warm both LSTMs up from the stored state, no gradient
+        # --- burn-in: warm the online LSTM up from the stored state, no gradient
         if cfg.burn_in > 0:
             _, h, c = self._unroll(self.online, batch, burn, h, c)
-            _, h_target, c_target = self._unroll(self.target, batch, burn, h_target, c_target)
             h, c = tf.stop_gradient(h), tf.stop_gradient(c)
-
-        # --- target network over trace + n-step rows
-        q_target, _, _ = self._unroll(self.target, batch, rest, h_target, c_target)  # [B, T + n, A]
 
         # --- online network over trace + n-step rows, with gradient
         q_online, _, _ = self._unroll(self.online, batch, rest, h, c)  # [B, T + n, A]
@@ -181,6 +177,13 @@ class R2D2Learner:
             "priorities": tf_sequence_priorities(abs_td, mask, cfg.eta),
             "q_mean": tf.reduce_sum(q_taken * mask) / tf.maximum(tf.reduce_sum(mask), 1.0),
         }
+
+    def _target_q(self, batch: Mapping[str, tf.Tensor], burn: slice, rest: slice, h, c):
+        """Target-network Q ``[B, T + n, A]`` over the rows after burn-in, warmed up from the stored state."""
+        if self.config.burn_in > 0:
+            _, h, c = self._unroll(self.target, batch, burn, h, c)
+        q_target, _, _ = self._unroll(self.target, batch, rest, h, c)
+        return q_target
 
     def _targets(self, batch: Mapping[str, tf.Tensor], rest: slice, q_online, q_target):
         """Value-rescaled n-step double-Q targets ``[B, T]`` for the rows after burn-in (a subclass may vary them)."""
