@@ -294,16 +294,17 @@ def report(results: list[dict], skipped: dict[str, str], markdown: bool, steps: 
                      f"{r['actor_steps_per_s']:.0f}"])
     lines += table(header, rows, markdown, right=range(1, len(header)))
     lines.append("")
-    r2d2_runs = [r for r in results if r["name"].startswith("r2d2kit")]
-    for r2d2 in r2d2_runs:
-        s = r2d2["summary"]
-        lines.append(f"- target ({r2d2['name']}): first >= {THRESHOLD:.0f} within {TARGET_STEPS:,} env steps: "
+    for run in results:  # every agent is judged by the target, the peers too
+        s = run["summary"]
+        lines.append(f"- target ({run['name']}): first >= {THRESHOLD:.0f} within {TARGET_STEPS:,} env steps: "
                      f"{'met' if target_reached(s) else 'not met'} ({fmt_steps(s['first_steps'])}); held to "
                      f"{steps:,} steps: {'met' if s['held'] else 'not met'} (lowest from then: "
                      f"{'-' if s['min_after'] is None else format(s['min_after'], '.1f')})")
-    if len(r2d2_runs) > 1:
-        met = sum(target_met(r["summary"]) for r in r2d2_runs)
-        lines.append(f"- target met (reached and held) on {met} of {len(r2d2_runs)} seeds")
+    for agent in dict.fromkeys(r.get("agent", r["name"]) for r in results):
+        runs = [r for r in results if r.get("agent", r["name"]) == agent]
+        if len(runs) > 1:
+            met = sum(target_met(r["summary"]) for r in runs)
+            lines.append(f"- {agent}: target met (reached and held) on {met} of {len(runs)} seeds")
     for r in results:
         lines.append(f"- {r['name']}: {r['updates']:,} gradient updates; evaluations took {r['eval_seconds']:.0f} s "
                      "(excluded from the wall times)")
@@ -424,12 +425,14 @@ def main(argv=None) -> dict:
             print(f"running r2d2kit R2D2{suffix} ...", flush=True)
             results.append(run_r2d2(Path(args.config), args.set, args.steps, seed, args.eval_every,
                                     args.eval_episodes, args.progress, args.stop_on_miss))
+            results[-1]["agent"] = results[-1]["name"]
             results[-1]["name"] += suffix
         if "recurrent-ppo" not in args.without and "sb3-contrib RecurrentPPO" not in skipped:
             print(f"running sb3-contrib RecurrentPPO{suffix} ...", flush=True)
             try:
                 results.append(run_recurrent_ppo(args.steps, seed, args.eval_every, args.eval_episodes,
                                                  args.torch_threads))
+                results[-1]["agent"] = results[-1]["name"]
                 results[-1]["name"] += suffix
             except ImportError as error:
                 skipped["sb3-contrib RecurrentPPO"] = f"not installed: {error}; see benchmarks/requirements.txt"
