@@ -8,8 +8,9 @@ weighted loss over valid rows -> |TD| per row -> priority ``eta * max + (1 - eta
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import keras
 import numpy as np

@@ -15,13 +15,13 @@ docs/performance.md (session 8).
 
 import os
 import sys
+from itertools import pairwise
 from pathlib import Path
 
 BENCH_DIR = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(BENCH_DIR), str(BENCH_DIR.parent)]  # the benchmark and the checkout it measures
 
 import bench_r2d2_cartpole as bench
-import tensorflow as tf
 
 from r2d2kit.learner import R2D2Learner
 from r2d2kit.runners import local
@@ -49,7 +49,7 @@ class AveragedTargetLearner(R2D2Learner):
 
     def _update_target(self):
         chain = [self.target, *self.snapshots]
-        for newer, older in reversed(list(zip(chain[:-1], chain[1:]))):
+        for newer, older in reversed(list(pairwise(chain))):
             older.copy_weights_from(newer)  # oldest first, so each copy reads weights not yet moved
         super()._update_target()
 
