@@ -152,14 +152,7 @@ class R2D2Learner:
         burn, rest = slice(0, cfg.burn_in), slice(cfg.burn_in, None)
         h, c = batch["state_h"], batch["state_c"]
         q_target = self._target_q(batch, burn, rest, h, c)  # [B, T + n, A]
-
-        # --- burn-in: warm the online LSTM up from the stored state, no gradient
-        if cfg.burn_in > 0:
-            _, h, c = self._unroll(self.online, batch, burn, h, c)
-            h, c = tf.stop_gradient(h), tf.stop_gradient(c)
-
-        # --- online network over trace + n-step rows, with gradient
-        q_online, _, _ = self._unroll(self.online, batch, rest, h, c)  # [B, T + n, A]
+        q_online = self._unroll_after_burn_in(self.online, batch, burn, rest, h, c)  # [B, T + n, A], with gradient
         targets = tf.stop_gradient(self._targets(batch, rest, tf.stop_gradient(q_online), q_target))  # [B, T]
 
         # --- importance-weighted loss over the rows that hold transitions
@@ -179,12 +172,18 @@ class R2D2Learner:
             "q_mean": tf.reduce_sum(q_taken * mask) / tf.maximum(tf.reduce_sum(mask), 1.0),
         }
 
-    def _target_q(self, batch: Mapping[str, tf.Tensor], burn: slice, rest: slice, h, c):
-        """Target-network Q ``[B, T + n, A]`` over the rows after burn-in, warmed up from the stored state."""
+    def _unroll_after_burn_in(self, network: QNetwork, batch, burn: slice, rest: slice, h, c):
+        """Q ``[B, T + n, A]`` of ``network`` over the rows after burn-in: the LSTM starts from the stored
+        state and is warmed up over the burn-in rows, which get no gradient."""
         if self.config.burn_in > 0:
-            _, h, c = self._unroll(self.target, batch, burn, h, c)
-        q_target, _, _ = self._unroll(self.target, batch, rest, h, c)
-        return q_target
+            _, h, c = self._unroll(network, batch, burn, h, c)
+            h, c = tf.stop_gradient(h), tf.stop_gradient(c)
+        q, _, _ = self._unroll(network, batch, rest, h, c)
+        return q
+
+    def _target_q(self, batch: Mapping[str, tf.Tensor], burn: slice, rest: slice, h, c):
+        """Target-network Q ``[B, T + n, A]`` over the rows after burn-in (a subclass may vary the network)."""
+        return self._unroll_after_burn_in(self.target, batch, burn, rest, h, c)
 
     def _targets(self, batch: Mapping[str, tf.Tensor], rest: slice, q_online, q_target):
         """Value-rescaled n-step double-Q targets ``[B, T]`` for the rows after burn-in (a subclass may vary them)."""

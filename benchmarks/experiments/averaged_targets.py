@@ -39,13 +39,8 @@ class AveragedTargetLearner(R2D2Learner):
             snapshot.copy_weights_from(self.target)
 
     def _target_q(self, batch, burn, rest, h, c):
-        q = super()._target_q(batch, burn, rest, h, c)
-        for snapshot in self.snapshots:
-            h_s, c_s = h, c
-            if self.config.burn_in > 0:
-                _, h_s, c_s = self._unroll(snapshot, batch, burn, h_s, c_s)
-            q += self._unroll(snapshot, batch, rest, h_s, c_s)[0]
-        return q / float(K)
+        networks = [self.target, *self.snapshots]
+        return sum(self._unroll_after_burn_in(n, batch, burn, rest, h, c) for n in networks) / float(K)
 
     def _update_target(self):
         chain = [self.target, *self.snapshots]
