@@ -19,12 +19,12 @@ import numpy as np
 from tqdm.auto import tqdm
 
 import r2d2kit.envs  # noqa: F401  (registers CartPoleNoVel-v1, CueMemory-v0, BitFlip-v0)
-from r2d2kit.learner import R2D2Config, R2D2Learner
+from r2d2kit.agent.learner import R2D2Config, R2D2Learner
+from r2d2kit.agent.policies import apex_epsilons, epsilon_greedy
 from r2d2kit.models import MLPModel, QNetwork
-from r2d2kit.policies import apex_epsilons, epsilon_greedy
+from r2d2kit.models.tf_setup import setup_tensorflow
 from r2d2kit.replay import SequenceBuilder, SequenceReplayBuffer
 from r2d2kit.runners import evaluate
-from r2d2kit.tf_setup import setup_tensorflow
 
 
 def parse_args(argv=None):

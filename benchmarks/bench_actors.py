@@ -103,7 +103,7 @@ def make_env(env_id: str):
 
 def actor_setup(config_path: Path, envs_per_actor: int | None) -> dict:
     """Factories, R2D2Config and plumbing from the YAML config."""
-    from r2d2kit.learner import R2D2Config
+    from r2d2kit.agent.learner import R2D2Config
 
     data = yaml.safe_load(config_path.read_text()) or {}
     env_id = data.get("env", {}).get("id", "CartPoleNoVel-v1")

@@ -17,8 +17,7 @@ index per episode; relabelling loops over the sampled indices in Python, one
 back to the episode's final step (the failure mode r2d2kit does not have; the count is printed).
 
 Method: timings with time.perf_counter_ns around one ``sample(batch)`` call, warm-up first, garbage
-collector off, the two implementations in interleaved rounds; cells are medians. The kernel row
-times ``her_sample_goals`` alone on indices drawn beforehand.
+collector off, the two implementations in interleaved rounds; cells are medians.
 """
 
 from __future__ import annotations
@@ -38,7 +37,6 @@ sys.path.insert(0, str(BENCH_DIR.parent))  # benchmark the checkout, not an inst
 
 
 from r2d2kit.envs import BitFlipEnv  # noqa: E402
-from r2d2kit.kernels import her as her_kernels  # noqa: E402
 from r2d2kit.replay import HerReplayBuffer  # noqa: E402
 from peers import machine as peers_machine  # noqa: E402
 
@@ -226,12 +224,6 @@ def run(cfg: dict) -> tuple[list[list[str]], list[str]]:
         if strategy == "future":
             notes.append(f"seed-style fell back from 'future' to 'final' for {seed_style.fallbacks:,} relabelled "
                          f"samples over the run (episodes wrapping the ring); r2d2kit: never, by construction")
-            indices = ours.tree.sample(b, np.random.default_rng(0))
-            u = np.random.default_rng(1).random((2, b))
-            kernel = lambda: her_kernels.her_sample_goals(  # noqa: E731
-                indices, ours._step_count, ours._episode_start, ours._episode_end, ours._env_written, ours.rows,
-                ours.num_envs, ours.n_step, 0, ours.relabel_probability, False, u[0], u[1], indices)
-            row(f"  her_sample_goals kernel alone ({b})", measure({"k": kernel}, cfg)["k"], None)
         del ours, seed_style
         gc.collect()
 

@@ -102,10 +102,10 @@ def run_r2d2(config_path: Path, overrides: list[str], steps: int, seed: int, eva
     import keras
 
     import r2d2kit.envs  # noqa: F401  (registers CartPoleNoVel-v1)
-    from r2d2kit.builders import build_network
-    from r2d2kit.config import ConfigError, load_config
+    from r2d2kit.models.tf_setup import setup_tensorflow
     from r2d2kit.runners import LocalRunConfig, train_local
-    from r2d2kit.tf_setup import setup_tensorflow
+    from r2d2kit.training.builders import build_network
+    from r2d2kit.training.config import ConfigError, load_config
 
     setup_tensorflow()
     try:

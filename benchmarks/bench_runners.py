@@ -39,8 +39,8 @@ def run_pool(runner: str, num_actors: int, envs_per_actor: int, steps: int, ray_
     """Drain one pool until ``steps`` env steps arrived; return start-up seconds and env steps/s."""
     import tempfile
 
-    from r2d2kit.config import load_config
-    from r2d2kit.trainer import Trainer
+    from r2d2kit.training.config import load_config
+    from r2d2kit.training.trainer import Trainer
 
     config = load_config(CONFIG, [f"actors.runner={runner}", f"actors.num_actors={num_actors}",
                                   f"env.num_envs={envs_per_actor}", "logging.tensorboard=false",
@@ -48,7 +48,7 @@ def run_pool(runner: str, num_actors: int, envs_per_actor: int, steps: int, ray_
     with tempfile.TemporaryDirectory() as run_dir:
         trainer = Trainer(config, run_dir)
     start = time.perf_counter()
-    pool = trainer._start_actors()  # noqa: SLF001  (the trainer's own factory: same settings as a run)
+    pool = trainer.start_actors()  # the trainer's own factory: same settings as a run
     try:
         first, total, windows = None, 0, 0
         while total < steps:

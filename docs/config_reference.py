@@ -1,7 +1,7 @@
 """The config reference page, generated from the schema on every ``mkdocs build`` (an MkDocs hook).
 
-The schema is the dataclasses of ``r2d2kit/config.py`` (one per YAML section) and ``R2D2Config`` in
-``r2d2kit/learner.py`` (the ``learner`` section). Each key's type and default come from the
+The schema is the dataclasses of ``r2d2kit/training/config.py`` (one per YAML section) and ``R2D2Config`` in
+``r2d2kit/agent/learner.py`` (the ``learner`` section). Each key's type and default come from the
 dataclass field; its meaning is the field's trailing ``# comment`` in the source, and a ``# --- name``
 comment line inside a class starts a group. ``python docs/config_reference.py`` prints the page;
 tests/test_docs.py checks that every key has a meaning.
@@ -22,14 +22,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = "reference/config.md"
 
-# Meanings of R2D2Config fields that have no trailing comment in r2d2kit/learner.py yet. A field
+# Meanings of R2D2Config fields that have no trailing comment in r2d2kit/agent/learner.py yet. A field
 # listed here that gains a comment there is an error (tests/test_docs.py), so this table only shrinks.
 
 
 def sections() -> dict[str, type]:
     """``{section name: dataclass}`` in the order of ``TrainConfig``."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # r2d2kit.config imports the learner, and so TensorFlow
-    from r2d2kit.config import TrainConfig
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # r2d2kit.training.config imports the learner, and so TensorFlow
+    from r2d2kit.training.config import TrainConfig
 
     return {f.name: f.default_factory for f in dataclasses.fields(TrainConfig)}
 
@@ -87,7 +87,7 @@ def render() -> str:
         "# Config reference",
         "",
         "Every key of a `python -m r2d2kit.train` config, generated from the schema (the dataclasses in",
-        "`r2d2kit/config.py` and `R2D2Config` in `r2d2kit/learner.py`) each time the site is built. Every",
+        "`r2d2kit/training/config.py` and `R2D2Config` in `r2d2kit/agent/learner.py`) each time the site is built. Every",
         "key is optional; an omitted key keeps the default shown. Defaults are written as in the YAML file.",
         "Override any key from the command line with `--set section.key=value` (the value is parsed as",
         "YAML), e.g. `--set learner.burn_in=10`. How to write and run a config:",

@@ -19,8 +19,12 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from r2d2kit.checkpoint import CheckpointError, latest_checkpoint, verify_checkpoint  # noqa: E402
-from r2d2kit.config import ConfigError, TrainConfig, load_config  # noqa: E402
+from r2d2kit.training.checkpoint import (  # noqa: E402
+    CheckpointError,
+    latest_checkpoint,
+    verify_checkpoint,
+)
+from r2d2kit.training.config import ConfigError, TrainConfig, load_config  # noqa: E402
 
 
 def weights_file(run_dir: Path, checkpoint: str | None = None) -> Path:
@@ -46,8 +50,8 @@ def record_gif(config: TrainConfig, network, path: Path, seed: int, max_frames: 
     import numpy as np
     from PIL import Image
 
-    from r2d2kit.builders import make_env
-    from r2d2kit.policies import greedy
+    from r2d2kit.agent.policies import greedy
+    from r2d2kit.training.builders import make_env
 
     render_config = dataclasses.replace(config, env=dataclasses.replace(
         config.env, kwargs={**config.env.kwargs, "render_mode": "rgb_array"}))
@@ -82,9 +86,9 @@ def evaluate_run(run_dir: str | os.PathLike, episodes: int = 20, seed: int = 123
     """Greedy returns of a run's network; returns ``mean``, ``std``, ``returns`` and ``weights``."""
     import numpy as np
 
-    from r2d2kit.builders import build_network, make_env
+    from r2d2kit.models.tf_setup import setup_tensorflow
     from r2d2kit.runners.local import evaluate
-    from r2d2kit.tf_setup import setup_tensorflow
+    from r2d2kit.training.builders import build_network, make_env
 
     run_dir = Path(run_dir)
     if not (run_dir / "config.yaml").is_file():

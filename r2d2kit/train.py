@@ -23,12 +23,12 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from r2d2kit.config import ConfigError, TrainConfig, load_config  # noqa: E402
+from r2d2kit.training.config import ConfigError, TrainConfig, load_config  # noqa: E402
 
 
 def describe(config: TrainConfig) -> str:
     """The R2D2 hyper-parameters with the paper's defaults marked, so overrides stand out."""
-    from r2d2kit.learner import R2D2Config
+    from r2d2kit.agent.learner import R2D2Config
 
     paper = R2D2Config()
     lines = ["R2D2 hyper-parameters (paper default in brackets where overridden):"]
@@ -50,7 +50,7 @@ def run_directory(config: TrainConfig, override: str | None, name: str | None) -
 
 def train(config: TrainConfig, run_dir: Path, resume: bool = False, callbacks=()) -> dict:
     """Train with the configured runner, writing ``run_dir``; return the summary."""
-    from r2d2kit.trainer import Trainer
+    from r2d2kit.training.trainer import Trainer
 
     trainer = Trainer(config, run_dir, callbacks=callbacks, resume=resume)
     print(describe(config))
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", help="run name under logging.run_dir")
     parser.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its newest checkpoint")
     args = parser.parse_args(argv)
-    from r2d2kit.checkpoint import CheckpointError
+    from r2d2kit.training.checkpoint import CheckpointError
 
     try:
         if args.resume:

@@ -3,7 +3,13 @@
 import pytest
 import yaml
 
-from r2d2kit.config import ConfigError, apply_overrides, build_config, load_config, save_config
+from r2d2kit.training.config import (
+    ConfigError,
+    apply_overrides,
+    build_config,
+    load_config,
+    save_config,
+)
 
 
 def write(tmp_path, text):

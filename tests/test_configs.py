@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from r2d2kit.config import ConfigError, load_config
-from r2d2kit.trainer import Trainer
+from r2d2kit.training.config import ConfigError, load_config
+from r2d2kit.training.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN_CONFIGS = sorted(path for path in (ROOT / "configs").glob("*.yaml") if path.name != "bitflip_her.yaml")
@@ -48,7 +48,7 @@ def test_a_missing_optional_package_names_the_extra(tmp_path, monkeypatch):
 
 def test_an_env_registered_by_its_own_module_is_named_module_colon_id(tmp_path, monkeypatch):
     """gymnasium's "module:EnvId" form: the module is imported (here and in actors), then the id is made."""
-    from r2d2kit.builders import make_env
+    from r2d2kit.training.builders import make_env
 
     (tmp_path / "my_envs_r2d2kit_test.py").write_text(
         "import gymnasium\n"

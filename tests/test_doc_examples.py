@@ -181,7 +181,7 @@ def test_python_blocks_run(tmp_path):
 # --------------------------------------------------------------------------- yaml: configs validate
 @pytest.mark.parametrize("block", of_language("yaml"), ids=lambda b: b.where)
 def test_yaml_blocks_are_valid_training_configs(block):
-    from r2d2kit.config import SECTIONS, build_config
+    from r2d2kit.training.config import SECTIONS, build_config
 
     data = yaml.safe_load(block.code)
     assert isinstance(data, dict) and set(data) <= set(SECTIONS), (
@@ -281,7 +281,11 @@ def check_command(tokens: list[str]) -> list[str]:
         known = module_options(module)
         problems += [f"{module} has no option {flag}" for flag in flags if flag not in known]
         if module == "r2d2kit.train":
-            from r2d2kit.config import apply_overrides, build_config, load_config
+            from r2d2kit.training.config import (
+                apply_overrides,
+                build_config,
+                load_config,
+            )
 
             config = positional[0] if positional else None
             try:

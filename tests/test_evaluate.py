@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from r2d2kit.config import load_config
 from r2d2kit.evaluate import evaluate_run, main
 from r2d2kit.runners.local import evaluate
-from r2d2kit.trainer import Trainer
+from r2d2kit.training.config import load_config
+from r2d2kit.training.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -6,8 +6,8 @@ A policy that cannot remember earns 0 on average.
 
 import numpy as np
 
+from r2d2kit.agent.learner import R2D2Config
 from r2d2kit.envs.memory import CueMemoryEnv
-from r2d2kit.learner import R2D2Config
 from r2d2kit.models import MLPModel, QNetwork
 from r2d2kit.runners import LocalRunConfig, evaluate, train_local
 

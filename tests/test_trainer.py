@@ -14,11 +14,15 @@ import numpy as np
 import pytest
 from trainer_helpers import Recorder
 
-from r2d2kit.checkpoint import CheckpointError, list_checkpoints, verify_checkpoint
-from r2d2kit.config import ConfigError, load_config
 from r2d2kit.runners.shm import PREFIX
 from r2d2kit.train import main as train_main
-from r2d2kit.trainer import Trainer
+from r2d2kit.training.checkpoint import (
+    CheckpointError,
+    list_checkpoints,
+    verify_checkpoint,
+)
+from r2d2kit.training.config import ConfigError, load_config
+from r2d2kit.training.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
 CUE = ROOT / "configs" / "cue_memory.yaml"

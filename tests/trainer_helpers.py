@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 
-from r2d2kit.callbacks import Callback
+from r2d2kit.runners.callbacks import Callback
 
 
 class Recorder(Callback):

@@ -9,15 +9,25 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
-from r2d2kit._validation import as_generator, as_index_array, check_float, check_positive_int
+from r2d2kit._validation import (
+    as_generator,
+    as_index_array,
+    check_float,
+    check_positive_int,
+)
 from r2d2kit.replay.fields import RingStorage, fields_from_json
-from r2d2kit.replay.persistence import read_npz, require_arrays, rng_from_json, rng_to_json, write_npz
-
-Beta = float | Callable[[int], float]
+from r2d2kit.replay.persistence import (
+    read_npz,
+    require_arrays,
+    rng_from_json,
+    rng_to_json,
+    write_npz,
+)
+from r2d2kit.replay.schedules import Beta
 
 
 class BaseReplayBuffer:

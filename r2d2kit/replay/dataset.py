@@ -13,16 +13,26 @@ Two pieces let any Keras/TensorFlow training loop use an r2d2kit buffer:
 from __future__ import annotations
 
 import weakref
-from typing import Callable
+from typing import Any, Callable, Protocol
 
 import numpy as np
 import tensorflow as tf
 
 from r2d2kit._validation import check_float, check_positive_int
-from r2d2kit.replay.base import BaseReplayBuffer, Beta
+from r2d2kit.replay.schedules import Beta
 
 
-def element_spec(buffer: BaseReplayBuffer, batch_size: int) -> dict[str, tf.TensorSpec]:
+class SampledBuffer(Protocol):
+    """What the adapters need of a buffer (every r2d2kit buffer has it; so may one of your own)."""
+
+    def batch_spec(self, batch_size: int) -> dict[str, tuple[tuple[int, ...], Any]]: ...
+
+    def sample(self, batch_size: int, beta: float = ...) -> dict[str, np.ndarray]: ...
+
+    def update_priorities(self, indices: Any, priorities: Any) -> None: ...
+
+
+def element_spec(buffer: SampledBuffer, batch_size: int) -> dict[str, tf.TensorSpec]:
     """The ``tf.TensorSpec`` of one sampled batch, from ``buffer.batch_spec`` (fields, indices, weights)."""
     return {
         name: tf.TensorSpec(shape, tf.as_dtype(dtype), name=name)
@@ -30,7 +40,7 @@ def element_spec(buffer: BaseReplayBuffer, batch_size: int) -> dict[str, tf.Tens
     }
 
 
-def buffer_dataset(buffer: BaseReplayBuffer, batch_size: int, beta: Beta = 0.4, prefetch: int = 2) -> tf.data.Dataset:
+def buffer_dataset(buffer: SampledBuffer, batch_size: int, beta: Beta = 0.4, prefetch: int = 2) -> tf.data.Dataset:
     """An endless ``tf.data.Dataset`` of ``buffer.sample(batch_size, beta)`` batches.
 
     Args:
@@ -79,7 +89,7 @@ def buffer_dataset(buffer: BaseReplayBuffer, batch_size: int, beta: Beta = 0.4, 
     return dataset.with_options(options)
 
 
-def priority_updater(buffer: BaseReplayBuffer) -> Callable[[tf.Tensor, tf.Tensor], tf.Operation]:
+def priority_updater(buffer: SampledBuffer) -> Callable[[tf.Tensor, tf.Tensor], tf.Operation]:
     """A function ``update(indices, priorities)`` callable eagerly or inside ``tf.function``.
 
     Example:

@@ -48,10 +48,16 @@ from r2d2kit._validation import (
 )
 from r2d2kit.kernels import her as her_kernels
 from r2d2kit.kernels import sumtree as tree_kernels
-from r2d2kit.replay.base import Beta
 from r2d2kit.replay.fields import FieldSpec, _check_cast, fields_from_json, parse_fields
 from r2d2kit.replay.nstep import _autoreset_mode
-from r2d2kit.replay.persistence import read_npz, require_arrays, rng_from_json, rng_to_json, write_npz
+from r2d2kit.replay.persistence import (
+    read_npz,
+    require_arrays,
+    rng_from_json,
+    rng_to_json,
+    write_npz,
+)
+from r2d2kit.replay.schedules import Beta
 from r2d2kit.sumtree import SumTree
 
 __all__ = ["GoalSelectionStrategy", "HerReplayBuffer"]

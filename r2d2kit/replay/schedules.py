@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from r2d2kit._validation import check_float, check_positive_int
+
+# PER's importance-sampling exponent: fixed, or a schedule called with the number of draws so far
+Beta = float | Callable[[int], float]
 
 
 @dataclass(frozen=True)

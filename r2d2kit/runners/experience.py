@@ -15,9 +15,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from r2d2kit.callbacks import Callback
-from r2d2kit.policies import epsilon_greedy
+from r2d2kit.agent.policies import epsilon_greedy
 from r2d2kit.replay import SequenceBuilder
+from r2d2kit.runners.callbacks import Callback
 from r2d2kit.runners.episodes import EpisodeTracker
 
 

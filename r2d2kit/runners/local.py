@@ -14,9 +14,9 @@ import gymnasium as gym
 import numpy as np
 from tqdm.auto import tqdm
 
-from r2d2kit.learner import R2D2Config, R2D2Learner, make_sequence_replay
+from r2d2kit.agent.learner import R2D2Config, R2D2Learner, make_sequence_replay
+from r2d2kit.agent.policies import apex_epsilons, greedy
 from r2d2kit.models.qnetwork import QNetwork, StatefulActor
-from r2d2kit.policies import apex_epsilons, greedy
 from r2d2kit.replay import SequenceBuilder
 from r2d2kit.runners.episodes import EpisodeTracker
 from r2d2kit.runners.experience import ActingLoop

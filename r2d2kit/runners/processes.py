@@ -27,9 +27,15 @@ from typing import Any, Callable
 
 import numpy as np
 
-from r2d2kit.callbacks import Callback
+from r2d2kit.runners.callbacks import Callback
 from r2d2kit.runners.experience import ActingLoop, Experience
-from r2d2kit.runners.shm import RecordLayout, RecordRing, WeightBroadcast, stack_records, window_layout
+from r2d2kit.runners.shm import (
+    RecordLayout,
+    RecordRing,
+    WeightBroadcast,
+    stack_records,
+    window_layout,
+)
 
 
 def flatten_weights(variables) -> np.ndarray:
@@ -89,8 +95,8 @@ def actor_main(spec: ActorSpec, stats: mp.Queue, stop: mp.Event) -> None:
     import gymnasium as gym
 
     import r2d2kit.envs  # noqa: F401  (registers r2d2kit's env ids in this fresh process)
+    from r2d2kit.models.tf_setup import setup_tensorflow
     from r2d2kit.replay import SequenceBuilder
-    from r2d2kit.tf_setup import setup_tensorflow
 
     setup_tensorflow(threads=spec.threads)
     callbacks = spec.callbacks or Callback()
@@ -148,7 +154,7 @@ class ProcessActors:
     Args:
         make_network: picklable factory of the Q-network (each actor builds its own copy).
         make_env: picklable factory of one env (each actor runs ``envs_per_actor`` of them).
-        config: the learner's :class:`~r2d2kit.learner.R2D2Config` (window layout).
+        config: the learner's :class:`~r2d2kit.agent.learner.R2D2Config` (window layout).
         network: the learner's online network (weight layout and the first broadcast).
         epsilons: per-env epsilons over all actors' envs, actor-major.
         callbacks: actor hooks (pickled into every actor process).
@@ -313,10 +319,10 @@ def train_processes(make_network: Callable[[], Any], make_env: Callable[[], Any]
                     on_progress: Callable[[ProcessRunResult], None] | None = None) -> ProcessRunResult:
     """Train with ``run.num_actors`` spawned actor processes and the learner in this process.
 
-    The bare loop (no evaluation, logging or checkpoints): :class:`r2d2kit.trainer.Trainer` adds those.
+    The bare loop (no evaluation, logging or checkpoints): :class:`r2d2kit.training.trainer.Trainer` adds those.
     """
-    from r2d2kit.learner import R2D2Learner, make_sequence_replay
-    from r2d2kit.policies import apex_epsilons
+    from r2d2kit.agent.learner import R2D2Learner, make_sequence_replay
+    from r2d2kit.agent.policies import apex_epsilons
 
     network = make_network()
     learner = R2D2Learner(network, config)

@@ -24,10 +24,14 @@ from typing import Any, Callable
 
 import numpy as np
 
-from r2d2kit.callbacks import Callback
+from r2d2kit.runners.callbacks import Callback
 from r2d2kit.runners.experience import Experience
-from r2d2kit.runners.processes import THREAD_VARIABLES, assign_flat_weights, flatten_weights, limit_threads
-
+from r2d2kit.runners.processes import (
+    THREAD_VARIABLES,
+    assign_flat_weights,
+    flatten_weights,
+    limit_threads,
+)
 
 RESTART_TIMEOUT_S = 300.0  # a failed actor that Ray has not brought back by then stops the run
 
@@ -42,9 +46,9 @@ class ActorBody:
         limit_threads(threads)
         import gymnasium as gym
 
+        from r2d2kit.models.tf_setup import setup_tensorflow
         from r2d2kit.replay import SequenceBuilder
         from r2d2kit.runners.experience import ActingLoop
-        from r2d2kit.tf_setup import setup_tensorflow
 
         setup_tensorflow(threads=threads)
         self.actor_id = actor_id
@@ -93,7 +97,7 @@ class RayActors:
 
     Args:
         make_network, make_env: picklable factories (Ray ships them to the actors).
-        config: the learner's :class:`~r2d2kit.learner.R2D2Config` (window layout).
+        config: the learner's :class:`~r2d2kit.agent.learner.R2D2Config` (window layout).
         network: the learner's online network (weights to broadcast).
         epsilons: per-env epsilons over all actors' envs, actor-major.
         steps_per_batch: vector steps an actor takes per request.

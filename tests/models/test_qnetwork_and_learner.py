@@ -4,11 +4,10 @@ the target network moves only on its period, and a user's ImageModel trains."""
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
-from r2d2kit.learner import R2D2Config, R2D2Learner, make_sequence_replay
-from r2d2kit.replay import SequenceBuilder
+from r2d2kit.agent.learner import R2D2Config, R2D2Learner, make_sequence_replay
 from r2d2kit.models import ImageModel, MLPModel, QNetwork
+from r2d2kit.replay import SequenceBuilder
 
 UNITS = 8
 
@@ -118,8 +117,8 @@ def test_layer_norm_head_equals_a_numpy_reference_and_the_actor_shares_it():
 
 
 def test_model_layer_norm_in_a_config_reaches_the_network(tmp_path):
-    from r2d2kit.builders import build_network
-    from r2d2kit.config import load_config
+    from r2d2kit.training.builders import build_network
+    from r2d2kit.training.config import load_config
 
     path = tmp_path / "c.yaml"
     path.write_text("env: {id: CartPoleNoVel-v1}\nmodel: {lstm_units: 4, head_units: 4, hidden: [4]}\n")

@@ -5,7 +5,7 @@ import gymnasium as gym
 import keras
 import numpy as np
 
-from r2d2kit.learner import R2D2Config
+from r2d2kit.agent.learner import R2D2Config
 from r2d2kit.models import MLPModel, QNetwork
 from r2d2kit.runners import LocalRunConfig, evaluate, train_local
 

@@ -5,8 +5,8 @@ import functools
 import os
 import signal
 
+from r2d2kit.agent.learner import R2D2Config
 from r2d2kit.envs.memory import CueMemoryEnv
-from r2d2kit.learner import R2D2Config
 from r2d2kit.models import MLPModel, QNetwork
 from r2d2kit.runners.processes import ProcessRunConfig, train_processes
 from r2d2kit.runners.shm import PREFIX

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from r2d2kit.callbacks import Callback
-from r2d2kit.config import load_config
-from r2d2kit.trainer import Trainer
+from r2d2kit.runners.callbacks import Callback
+from r2d2kit.training.config import load_config
+from r2d2kit.training.trainer import Trainer
 
 ray = pytest.importorskip("ray", reason="the ray extra is part of the test extras; install r2d2kit[test]")
 

@@ -30,7 +30,7 @@ from typing import Any, Mapping, Sequence
 
 import yaml
 
-from r2d2kit.learner import R2D2Config
+from r2d2kit.agent.learner import R2D2Config
 
 
 class ConfigError(ValueError):
@@ -262,7 +262,9 @@ def build_config(data: Mapping[str, Any] | None, source: str = "<config>") -> Tr
 def _check_env_id(env_id: str, source: str) -> None:
     import gymnasium
 
-    from r2d2kit.envs import ensure_registered  # (importing r2d2kit.envs registers r2d2kit's ids)
+    from r2d2kit.envs import (
+        ensure_registered,  # (importing r2d2kit.envs registers r2d2kit's ids)
+    )
 
     try:
         ensure_registered(env_id)

@@ -16,9 +16,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from r2d2kit.agent.targets import tf_nstep_targets
 from r2d2kit.models.qnetwork import QNetwork
 from r2d2kit.replay.sequence import SequenceReplayBuffer
-from r2d2kit.targets import tf_nstep_targets
 
 
 @dataclass

@@ -15,8 +15,12 @@ from typing import Any
 import numpy as np
 
 from r2d2kit._validation import check_float, check_positive_int
+from r2d2kit.agent.rescale import (
+    DEFAULT_EPS,
+    tf_inverse_value_rescale,
+    tf_value_rescale,
+)
 from r2d2kit.kernels.nstep import nstep_double_q_targets as _targets_kernel
-from r2d2kit.rescale import DEFAULT_EPS, tf_inverse_value_rescale, tf_value_rescale
 
 
 def _check(reward, q_online, q_target, burn_in, trace_length, n_step):

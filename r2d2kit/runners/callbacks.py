@@ -3,7 +3,7 @@
 Where each hook runs matters once actors are separate processes:
 
 * ``on_train_*``, ``on_learner_*`` and ``on_evaluation`` run in the **learner process** (the one
-  that called :func:`r2d2kit.trainer.Trainer.fit`), so they may touch the learner, the replay buffer
+  that called :func:`r2d2kit.training.trainer.Trainer.fit`), so they may touch the learner, the replay buffer
   and the run directory.
 * ``on_actor_*`` run **where the actor runs**: in the learner process with ``runner: local``, in each
   actor process with ``runner: processes`` or ``ray``. There the callback object is a pickled copy
@@ -59,7 +59,7 @@ class CallbackList(Callback):
         self.callbacks = list(callbacks)
         for callback in self.callbacks:
             if not isinstance(callback, Callback):
-                raise TypeError(f"callbacks must be r2d2kit.callbacks.Callback instances, got {callback!r}")
+                raise TypeError(f"callbacks must be r2d2kit.runners.callbacks.Callback instances, got {callback!r}")
 
     def for_actors(self) -> "CallbackList":
         """The callbacks that override an actor hook (the ones worth pickling into actor processes)."""

@@ -1,4 +1,4 @@
-"""From a :class:`~r2d2kit.config.TrainConfig` to the objects a run needs: envs, encoder, Q-network.
+"""From a :class:`~r2d2kit.training.config.TrainConfig` to the objects a run needs: envs, encoder, Q-network.
 
 The factories are module-level functions taking the config, so ``functools.partial(make_env, config)``
 pickles into spawned actor processes, which rebuild the same env and network there.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from r2d2kit.config import ConfigError, TrainConfig
+from r2d2kit.training.config import ConfigError, TrainConfig
 
 
 def _import(spec: str, what: str) -> Any:
@@ -24,7 +24,9 @@ def make_env(config: TrainConfig) -> Any:
     """One env: ``gymnasium.make(env.id, **env.kwargs)`` with ``env.wrappers`` applied in order."""
     import gymnasium as gym
 
-    from r2d2kit.envs import ensure_registered  # registers r2d2kit's ids, also in a fresh actor process
+    from r2d2kit.envs import (
+        ensure_registered,  # registers r2d2kit's ids, also in a fresh actor process
+    )
 
     ensure_registered(config.env.id)
     env = gym.make(config.env.id, **config.env.kwargs)

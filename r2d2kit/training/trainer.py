@@ -30,9 +30,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from r2d2kit.callbacks import Callback, CallbackList
-from r2d2kit.checkpoint import CheckpointError, latest_checkpoint, restore_learner, save_checkpoint
-from r2d2kit.config import ConfigError, TrainConfig, save_config
+from r2d2kit.runners.callbacks import Callback, CallbackList
+from r2d2kit.training.checkpoint import (
+    CheckpointError,
+    latest_checkpoint,
+    restore_learner,
+    save_checkpoint,
+)
+from r2d2kit.training.config import ConfigError, TrainConfig, save_config
 
 COUNTERS = ("env_steps", "updates", "episodes", "next_eval", "next_checkpoint", "next_log", "update_credit",
             "train_seconds", "actor_restarts")
@@ -44,22 +49,22 @@ class Trainer:
     Args:
         config: the validated configuration.
         run_dir: the run directory (created if missing).
-        callbacks: hooks (see :mod:`r2d2kit.callbacks` for which process runs which hook).
+        callbacks: hooks (see :mod:`r2d2kit.runners.callbacks` for which process runs which hook).
         resume: continue from the newest checkpoint in ``run_dir`` (a :class:`CheckpointError`
             if there is none or it is corrupted). Without it, a ``run_dir`` that already holds a
-            run is refused (:class:`~r2d2kit.config.ConfigError`) rather than mixed into.
+            run is refused (:class:`~r2d2kit.training.config.ConfigError`) rather than mixed into.
     """
 
     def __init__(self, config: TrainConfig, run_dir: str | Path, callbacks: Sequence[Callback] = (),
                  resume: bool = False) -> None:
         import keras
 
-        from r2d2kit.builders import build_network, make_env
-        from r2d2kit.learner import R2D2Learner, make_sequence_replay
-        from r2d2kit.policies import apex_epsilons
+        from r2d2kit.agent.learner import R2D2Learner, make_sequence_replay
+        from r2d2kit.agent.policies import apex_epsilons
+        from r2d2kit.models.tf_setup import setup_tensorflow
         from r2d2kit.replay import SequenceReplayBuffer
-        from r2d2kit.run_log import RunLog
-        from r2d2kit.tf_setup import setup_tensorflow
+        from r2d2kit.training.builders import build_network, make_env
+        from r2d2kit.training.run_log import RunLog
 
         setup_tensorflow()
         self.config = config
@@ -105,7 +110,9 @@ class Trainer:
         self._recent_returns: deque[float] = deque(maxlen=100)
 
     # ------------------------------------------------------------------ pieces
-    def _start_actors(self) -> Any:
+    def start_actors(self) -> Any:
+        """The actor pool this config describes (local, processes or Ray), started and ready to
+        ``collect()``; the caller closes it. :meth:`fit` uses it; so do benchmarks of the runners."""
         cfg = self.config
         seed = cfg.run.seed + self.counters["env_steps"]  # a resumed run does not replay the same episodes
         if cfg.actors.runner == "ray":
@@ -191,7 +198,7 @@ class Trainer:
         learner_started = False
         last = time.perf_counter()
         try:
-            self.actors = self._start_actors()
+            self.actors = self.start_actors()
             last = time.perf_counter()  # actor start-up (spawn, TF import) is not training time
             while c["env_steps"] < cfg.run.total_env_steps and not self.stop_requested:
                 experience = self.actors.collect()

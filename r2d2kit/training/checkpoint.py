@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 MANIFEST = "MANIFEST.json"
-FORMAT = "r2d2kit.checkpoint"
+FORMAT = "r2d2kit.checkpoint"  # the manifest format tag (kept when the module moved to training/)
 _NAME = re.compile(r"^ckpt-(\d{9,})$")
 
 
@@ -72,7 +72,7 @@ def save_checkpoint(run_dir: str | os.PathLike, learner, state: dict[str, Any], 
 
     Args:
         run_dir: the run directory; the checkpoint goes to ``<run>/checkpoints/ckpt-<env steps>``.
-        learner: an :class:`~r2d2kit.learner.R2D2Learner`.
+        learner: an :class:`~r2d2kit.agent.learner.R2D2Learner`.
         state: JSON-serialisable counters; must hold ``env_steps``.
         replay: a buffer with ``save(path)``, or None.
         keep: newest checkpoints to keep; older ones are deleted after this one is in place.

@@ -1,0 +1,27 @@
+"""The R2D2 agent: learner (``tf.function`` train step), n-step double-Q targets, value rescaling
+and action selection.
+
+``rescale``, ``targets`` and ``policies`` are numpy/Numba; only the learner imports TensorFlow, so
+names are loaded on first use: ``from r2d2kit.agent import greedy`` does not start TensorFlow.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_HOMES = {
+    "R2D2Config": "learner", "R2D2Learner": "learner", "make_sequence_replay": "learner",
+    "tf_sequence_priorities": "learner",
+    "nstep_targets": "targets", "tf_nstep_targets": "targets",
+    "value_rescale": "rescale", "inverse_value_rescale": "rescale", "tf_value_rescale": "rescale",
+    "tf_inverse_value_rescale": "rescale",
+    "greedy": "policies", "epsilon_greedy": "policies", "apex_epsilons": "policies", "boltzmann": "policies",
+}
+__all__ = list(_HOMES)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOMES:
+        return getattr(importlib.import_module(f"r2d2kit.agent.{_HOMES[name]}"), name)
+    raise AttributeError(f"module 'r2d2kit.agent' has no attribute {name!r}")

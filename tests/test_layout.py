@@ -1,0 +1,157 @@
+"""The package's shape: no import cycle between its modules, benchmarks and agents use public names
+only, and the old import paths of moved modules still work (with a warning)."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "r2d2kit"
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def is_type_checking_block(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+
+
+def imported_modules(path: Path, known: set[str]) -> set[str]:
+    """Every r2d2kit module ``path`` imports, at top level or inside functions (a lazy import still
+    closes a cycle), except under ``if TYPE_CHECKING``."""
+    tree = ast.parse(path.read_text())
+    skipped = {id(n) for block in ast.walk(tree) if is_type_checking_block(block) for n in ast.walk(block)}
+    found = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)  # a submodule imported by name
+    return {name for name in found if name in known}
+
+
+def import_graph() -> dict[str, set[str]]:
+    paths = sorted(PACKAGE.rglob("*.py"))
+    known = {module_name(p) for p in paths}
+    return {module_name(p): imported_modules(p, known) - {module_name(p)} for p in paths}
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[set[str]]:
+    """Tarjan's algorithm: the components with more than one module are import cycles."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph[node]:
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = set()
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.add(member)
+                if member == node:
+                    break
+            components.append(component)
+
+    for node in graph:
+        if node not in index:
+            visit(node)
+    return components
+
+
+def test_tarjan_finds_a_planted_cycle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert [c for c in strongly_connected(graph) if len(c) > 1] == [{"a", "b", "c"}]
+
+
+def test_the_import_graph_sees_lazy_imports():
+    graph = import_graph()
+    assert "r2d2kit.agent.learner" in graph["r2d2kit.training.trainer"]  # imported inside a method
+
+
+def test_no_import_cycle_in_the_package():
+    cycles = [sorted(c) for c in strongly_connected(import_graph()) if len(c) > 1]
+    assert cycles == []
+
+
+def private_uses(path: Path) -> list[str]:
+    """Underscore modules or names imported from r2d2kit, and ``obj._attr`` on anything but self/cls."""
+    tree = ast.parse(path.read_text())
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("r2d2kit"):
+            names = node.module.split(".") + [alias.name for alias in node.names]
+            found += [f"{path.name}:{node.lineno} imports {n}" for n in names if n.startswith("_")]
+        elif isinstance(node, ast.Import):
+            found += [f"{path.name}:{node.lineno} imports {a.name}" for a in node.names
+                      if a.name.startswith("r2d2kit") and any(p.startswith("_") for p in a.name.split("."))]
+        elif (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
+              and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))):
+            found.append(f"{path.name}:{node.lineno} uses .{node.attr}")
+    return found
+
+
+def test_private_use_check_catches_examples(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text("from r2d2kit._validation import x\nfrom r2d2kit.agent import _hidden\n"
+                      "buf._tree.total()\nself._ok = 1\nobj.__class__\n")
+    assert private_uses(sample) == ["sample.py:1 imports _validation", "sample.py:2 imports _hidden",
+                                    "sample.py:3 uses ._tree"]
+
+
+@pytest.mark.parametrize("folder", ["benchmarks", "agents"])
+def test_benchmarks_and_agents_use_public_names_only(folder):
+    uses = [use for path in sorted((ROOT / folder).rglob("*.py")) for use in private_uses(path)]
+    assert uses == []
+
+
+@pytest.mark.parametrize("old, new, name", [
+    ("r2d2kit.policies", "r2d2kit.agent.policies", "greedy"),
+    ("r2d2kit.rescale", "r2d2kit.agent.rescale", "value_rescale"),
+    ("r2d2kit.callbacks", "r2d2kit.runners.callbacks", "Callback"),
+])
+def test_old_import_paths_forward_with_a_warning(old, new, name):
+    sys.modules.pop(old, None)
+    with pytest.warns(DeprecationWarning, match=f"{old} moved to {new}"):
+        module = importlib.import_module(old)
+    assert getattr(module, name) is getattr(importlib.import_module(new), name)
+    with pytest.raises(AttributeError):
+        module.no_such_name  # noqa: B018
+
+
+def test_new_rooms_re_export_without_starting_tensorflow():
+    code = ("import sys, r2d2kit.agent as a, r2d2kit.training as t; a.greedy; a.value_rescale; "
+            "print('tensorflow' in sys.modules)")
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "False"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the new paths never warn
+        from r2d2kit.agent import R2D2Learner
+        from r2d2kit.agent.learner import R2D2Learner as same
+    assert R2D2Learner is same
