@@ -1,11 +1,13 @@
 """Observation encoders: the ``ImageModel`` base class users subclass, and the built-ins.
 
-An encoder maps a batch of observations to features. The Q-network builder calls
-:meth:`ImageModel.create_image_model` exactly once, with a Keras input that has a time axis
-(``[batch, time, *obs_shape]``) and ``time_steps=True``; the resulting Keras model is shared by the
-learner (``[batch, L]`` windows) and the actors (``[envs, 1]`` steps), so both see the same weights.
-Wrap per-frame layers in ``keras.layers.TimeDistributed`` when ``time_steps`` is true (the helper
-:meth:`ImageModel.per_frame` does it for you).
+An encoder maps frames to features. The Q-network builder calls :meth:`ImageModel.build` once; the
+base class folds the time axis into the batch (``[B, T, *obs] -> [B*T, *obs]``), calls the
+subclass's :meth:`ImageModel.create_image_model` on those frames (``time_steps=False``) and unfolds
+the features (``[B*T, F] -> [B, T, F]``). So every layer sees a plain batch of frames: one Conv2D
+call over all ``B*T`` frames, where Keras' ``TimeDistributed`` would unroll a fixed time axis frame
+by frame in the gradient graph (a 125-row Pong window: 255 Conv2D + 255 backprop ops, 4x the
+memory). The resulting Keras model is shared by the learner (``[batch, L]`` windows) and the actors
+(``[envs, 1]`` steps), so both see the same weights.
 """
 
 from __future__ import annotations
@@ -14,8 +16,32 @@ import keras
 import numpy as np
 
 
+class FoldTime(keras.layers.Layer):
+    """``[B, T, *frame] -> [B*T, *frame]``: the encoder's layers see a batch of frames."""
+
+    def call(self, x):
+        return keras.ops.reshape(x, (-1,) + tuple(x.shape[2:]))
+
+    def compute_output_spec(self, x):
+        batch, time = x.shape[:2]
+        shape = (None if batch is None or time is None else batch * time,) + tuple(x.shape[2:])
+        return keras.KerasTensor(shape, dtype=x.dtype)  # keep uint8 frames uint8 (scale_uint8 reads it)
+
+
+class UnfoldTime(keras.layers.Layer):
+    """``[B*T, F]`` features back to ``[B, T, F]``, with ``B`` and ``T`` read from the encoder's input."""
+
+    def call(self, features, frames):
+        shape = keras.ops.shape(frames)
+        return keras.ops.reshape(features, (shape[0], shape[1], features.shape[-1]))
+
+    def compute_output_shape(self, features_shape, frames_shape):
+        return (frames_shape[0], frames_shape[1], features_shape[-1])
+
+
 class ImageModel:
-    """Base class for encoders: override :meth:`create_image_model`.
+    """Base class for encoders: override :meth:`create_image_model`, which maps a batch of frames
+    ``[N, *obs]`` to features ``[N, F]``; :meth:`build` folds time around it.
 
     Example:
         >>> class TinyConv(ImageModel):
@@ -25,12 +51,18 @@ class ImageModel:
     """
 
     def create_image_model(self, x, time_steps: bool):
-        """Map ``x`` (``[B, T, *obs]`` if ``time_steps`` else ``[B, *obs]``) to features (``[B, T, F]`` or ``[B, F]``)."""
+        """Map frames ``x`` (``[N, *obs]``) to features (``[N, F]``).
+
+        :meth:`build` calls it with ``time_steps=False``. The flag remains for encoders written for the
+        older contract (a ``[B, T, *obs]`` input, per-frame layers wrapped by :meth:`per_frame`): they
+        work unchanged, because :meth:`per_frame` applies the layer directly when ``time_steps`` is false.
+        """
         raise NotImplementedError("subclass ImageModel and implement create_image_model(x, time_steps)")
 
     @staticmethod
     def per_frame(layer: keras.layers.Layer, x, time_steps: bool):
-        """Apply ``layer`` to every frame: wrapped in ``TimeDistributed`` when there is a time axis."""
+        """Apply ``layer`` to every frame: directly on folded frames (``time_steps=False``, what
+        :meth:`build` passes), wrapped in ``TimeDistributed`` only if a caller passes a time axis."""
         return keras.layers.TimeDistributed(layer)(x) if time_steps else layer(x)
 
     @staticmethod
@@ -41,14 +73,17 @@ class ImageModel:
         return keras.ops.cast(x, "float32")
 
     def build(self, obs_shape: tuple[int, ...], obs_dtype: str = "float32") -> keras.Model:
-        """The shared encoder model: ``[B, T, *obs_shape] -> [B, T, features]``."""
+        """The shared encoder model: ``[B, T, *obs_shape] -> [B, T, features]``, time folded into the batch."""
         inputs = keras.Input(shape=(None,) + tuple(obs_shape), dtype=obs_dtype, name="obs")
-        outputs = self.create_image_model(inputs, time_steps=True)
-        if len(outputs.shape) != 3:
+        frames = FoldTime(name="fold_time")(inputs)
+        features = self.create_image_model(frames, time_steps=False)
+        if len(features.shape) != 2:
             raise ValueError(
-                f"{type(self).__name__}.create_image_model must return [batch, time, features] when "
-                f"time_steps=True, got shape {outputs.shape}; add a Flatten (per frame) before returning"
+                f"{type(self).__name__}.create_image_model must return features [frames, features] for a batch of "
+                f"frames {tuple(frames.shape)}, got shape {tuple(features.shape)}; end with a Flatten (or a pooling "
+                f"layer) before the dense layers"
             )
+        outputs = UnfoldTime(name="unfold_time")(features, inputs)
         return keras.Model(inputs, outputs, name=type(self).__name__)
 
 
@@ -77,7 +112,7 @@ class MLPModel(ImageModel):
         x = self.scale_uint8(x)
         if self.input_scale is not None:
             x = x * self.input_scale  # a constant, broadcast over the last (observation) axis
-        if len(x.shape) > (3 if time_steps else 2):
+        if len(x.shape) > (3 if time_steps else 2):  # e.g. a [H, W] grid: flatten each frame
             x = self.per_frame(keras.layers.Flatten(), x, time_steps)
         for width in self.units:
             x = keras.layers.Dense(width, activation=self.activation)(x)  # Dense acts on the last axis

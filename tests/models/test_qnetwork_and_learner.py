@@ -321,12 +321,12 @@ def test_custom_image_model_trains_a_step():
     assert q.shape == (2, 3)
 
 
-def test_image_model_must_return_features_per_time_step():
+def test_image_model_must_return_features_per_frame():
     class Broken(ImageModel):
         def create_image_model(self, x, time_steps):
-            return keras.layers.Flatten()(x)  # flattens time too
+            return keras.layers.Conv2D(2, 3)(keras.ops.expand_dims(x, -1))  # no Flatten: [N, 2, 2, 2]
 
-    with pytest.raises(ValueError, match="batch, time, features"):
+    with pytest.raises(ValueError, match=r"features \[frames, features\].*Flatten"):
         small_network(obs_shape=(4, 4), encoder=Broken())
 
 
