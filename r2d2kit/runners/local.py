@@ -146,6 +146,7 @@ def train_local(make_env: Callable[[], gym.Env], network: QNetwork, config: R2D2
                     "env_steps": result.env_steps, "updates": learner.updates,
                     "seconds": round(time.perf_counter() - start, 2),
                     "eval_mean": float(returns.mean()), "eval_std": float(returns.std()),
+                    "eval_min": float(returns.min()), "eval_max": float(returns.max()),
                     "train_return": float(np.mean(result.episode_returns[-20:])) if result.episode_returns else float("nan"),
                     "loss": float(np.mean(result.losses[-100:])) if result.losses else float("nan"),
                 })

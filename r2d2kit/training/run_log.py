@@ -12,7 +12,9 @@ import math
 from pathlib import Path
 from typing import Mapping
 
-EVAL_FIELDS = ("env_steps", "updates", "seconds", "eval_mean", "eval_std", "train_return", "loss")
+# eval_min/eval_max came later: rows of older runs lack them (a resumed run keeps its file's header)
+EVAL_FIELDS = ("env_steps", "updates", "seconds", "eval_mean", "eval_std", "train_return", "loss", "eval_min",
+               "eval_max")
 
 
 class RunLog:
@@ -40,10 +42,15 @@ class RunLog:
         self._writer.flush()
 
     def evaluation(self, row: Mapping[str, float]) -> None:
-        """Append one evaluation row to ``metrics.csv`` (header written once)."""
+        """Append one evaluation row to ``metrics.csv`` (header written once; an existing file keeps its
+        own columns, so rows of a resumed run line up with the ones before)."""
         new = not self.metrics_path.exists() or self.metrics_path.stat().st_size == 0
+        fields = EVAL_FIELDS
+        if not new:
+            with open(self.metrics_path, newline="") as handle:
+                fields = next(csv.reader(handle))
         with open(self.metrics_path, "a", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=EVAL_FIELDS, extrasaction="ignore")
+            writer = csv.DictWriter(handle, fieldnames=fields, extrasaction="ignore")
             if new:
                 writer.writeheader()
             writer.writerow(row)
@@ -53,10 +60,16 @@ class RunLog:
         if not self.metrics_path.exists():
             return []
         with open(self.metrics_path, newline="") as handle:
-            return [{key: float(value) for key, value in row.items()} for row in csv.DictReader(handle)]
+            return [{key: float(value) for key, value in row.items() if value not in ("", None)}
+                    for row in csv.DictReader(handle)]
 
     def plot(self, title: str) -> Path | None:
-        """Draw ``learning_curve.png`` from ``metrics.csv``; None if there is nothing to draw."""
+        """Draw ``learning_curve.png`` from ``metrics.csv``; None if there is nothing to draw.
+
+        The band is what was observed: the lowest and highest return among each evaluation's
+        episodes (a mean +- std band would reach past the env's maximum return, e.g. 540 on a task
+        capped at 500). Rows written before those columns existed get no band.
+        """
         rows = self.rows()
         if not rows:
             return None
@@ -67,11 +80,12 @@ class RunLog:
 
         steps = [row["env_steps"] for row in rows]
         means = [row["eval_mean"] for row in rows]
-        stds = [row["eval_std"] for row in rows]
+        banded = [row for row in rows if "eval_min" in row and "eval_max" in row]
         figure, axis = plt.subplots(figsize=(6, 4))
-        axis.plot(steps, means, marker="o", label="greedy evaluation")
-        axis.fill_between(steps, [m - s for m, s in zip(means, stds)], [m + s for m, s in zip(means, stds)],
-                          alpha=0.2)
+        axis.plot(steps, means, marker="o", label="greedy evaluation (mean)")
+        if banded:
+            axis.fill_between([row["env_steps"] for row in banded], [row["eval_min"] for row in banded],
+                              [row["eval_max"] for row in banded], alpha=0.2, label="lowest to highest episode")
         axis.set_xlabel("environment steps")
         axis.set_ylabel("return")
         axis.set_title(title)

@@ -155,6 +155,7 @@ class Trainer:
                            seed=self.config.run.seed + 7919 + c["env_steps"])
         row = {"env_steps": c["env_steps"], "updates": c["updates"], "seconds": round(c["train_seconds"], 2),
                "eval_mean": float(returns.mean()), "eval_std": float(returns.std()),
+               "eval_min": float(returns.min()), "eval_max": float(returns.max()),
                "train_return": float(np.mean(self._recent_returns)) if self._recent_returns else float("nan"),
                "loss": self._window.last_loss}
         self.log.evaluation(row)
