@@ -3,6 +3,7 @@
 ``BitFlip-v0``: the HER paper's bit-flipping goal env (``gymnasium.make("BitFlip-v0", n_bits=15)``).
 ``CartPoleNoVel-v1``: CartPole-v1 observing cart position and pole angle only (500-step limit).
 ``CueMemory-v0``: remember a cue over ``delay`` blank steps, then act on it.
+``PointMassGoal-v0``: stop a point mass on a goal seeing its position only (a goal task needing memory and HER).
 Registration is idempotent: importing (or reloading) this module again registers nothing twice.
 
 Ids of optional packages are registered on demand by :func:`ensure_registered` (which the config
@@ -16,10 +17,11 @@ import gymnasium
 
 from r2d2kit.envs.bitflip import BitFlipEnv, make_bitflip
 from r2d2kit.envs.memory import CueMemoryEnv
+from r2d2kit.envs.point_goal import PointMassGoalEnv, make_point_mass_goal
 from r2d2kit.envs.pomdp import MaskObservation, make_cartpole_no_velocity
 
 __all__ = ["BitFlipEnv", "make_bitflip", "CueMemoryEnv", "MaskObservation", "make_cartpole_no_velocity",
-           "ensure_registered"]
+           "PointMassGoalEnv", "make_point_mass_goal", "ensure_registered"]
 
 # id prefix -> (module that registers those ids, the extra that installs it)
 OPTIONAL_PACKAGES = {"ALE/": ("ale_py", "atari"), "MiniGrid-": ("minigrid", "minigrid"),
@@ -62,3 +64,4 @@ _register("BitFlip-v0", "r2d2kit.envs.bitflip:make_bitflip")
 _register("CartPoleNoVel-v1", "r2d2kit.envs.pomdp:make_cartpole_no_velocity", max_episode_steps=500,
           reward_threshold=475.0)
 _register("CueMemory-v0", "r2d2kit.envs.memory:CueMemoryEnv")
+_register("PointMassGoal-v0", "r2d2kit.envs.point_goal:make_point_mass_goal")
