@@ -65,8 +65,8 @@ class PointMassGoalEnv(gym.Env):
         if self.dims > 2:
             raise ValueError(f"dims must be 1 (a line) or 2 (a plane), got {dims!r}")
         self.acceleration = check_float("acceleration", acceleration, 1e-6, 1.0)
-        self.max_steps_per_axis = int(round(check_float("max_speed", max_speed, self.acceleration, 2.0)
-                                            / self.acceleration))
+        self.max_steps_per_axis = round(check_float("max_speed", max_speed, self.acceleration, 2.0)
+                                        / self.acceleration)
         self.radius = check_float("radius", radius, 1e-6, 2.0)
         self.goal_range = check_float("goal_range", goal_range, 0.0, 1.0)
         self.min_start_distance = check_float("min_start_distance", min_start_distance, 0.0, 2.0)
