@@ -21,8 +21,9 @@ steps x envs), as gymnasium and SB3 do.
   A peer that is not installed is reported and skipped.
 
 Wall times are training time: evaluations are excluded for both agents (their time is printed
-apart). The target (issue 5): r2d2kit first reaches a mean greedy return >= 475 within 30k env
-steps and holds it, every later evaluation up to the end >= 475.
+apart). The target, per seed (the seed-robust criterion that replaced issue 5's strict hold): the
+first greedy 10-episode mean >= 475 comes within 30k env steps, and every later evaluation up to the
+end (100k) stays >= 425. The criterion is met when it holds on every seed of ``--seeds`` (0-4).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ sys.path.insert(0, str(REPO_ROOT))  # benchmark the checkout, not an installed c
 ENV_ID = "CartPoleNoVel-v1"
 THRESHOLD = 475.0
 TARGET_STEPS = 30_000
+FLOOR = 425.0  # every evaluation after the first >= THRESHOLD must stay at or above it
 PEERS = ("recurrent-ppo",)
 
 # rl-baselines3-zoo hyperparams/ppo_lstm.yml, CartPoleNoVel-v1 (unchanged from zoo 1.x to rl-zoo3 2.9.2)
@@ -68,7 +70,7 @@ def load_average() -> str:
 
 
 def curve_summary(evaluations: list[tuple[int, float, float, float]], threshold: float = THRESHOLD) -> dict:
-    """First evaluation >= threshold, whether every later one stays there, and the lowest after it.
+    """First evaluation >= threshold, whether every later one stays at or above FLOOR, and the lowest after it.
 
     ``evaluations``: (env steps, mean, std, training seconds) per evaluation.
     """
@@ -77,7 +79,7 @@ def curve_summary(evaluations: list[tuple[int, float, float, float]], threshold:
         return dict(first_steps=None, first_seconds=None, held=False, min_after=None)
     after = [e[1] for e in evaluations[first:]]
     return dict(first_steps=evaluations[first][0], first_seconds=evaluations[first][3],
-                held=min(after) >= threshold, min_after=min(after))
+                held=min(after) >= FLOOR, min_after=min(after))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -87,7 +89,7 @@ def curve_summary(evaluations: list[tuple[int, float, float, float]], threshold:
 def target_missed(evaluations: list[tuple[int, float, float, float]]) -> bool:
     """Whether the evaluations so far (as for :func:`curve_summary`) already prove the target missed.
 
-    Missed once there is no mean >= THRESHOLD by TARGET_STEPS, or a mean below it after the first;
+    Missed once there is no mean >= THRESHOLD by TARGET_STEPS, or a mean below FLOOR after the first;
     later evaluations cannot change that, so a screening run may stop there.
     """
     summary = curve_summary(evaluations)
@@ -281,7 +283,7 @@ def report(results: list[dict], skipped: dict[str, str], markdown: bool, steps: 
     lines += table(header, rows, markdown, right=range(len(header)))
     lines.append("")
     # --- summary: one row per agent
-    header = ["agent", f"first eval >= {THRESHOLD:.0f} (env steps)", "wall time then", "held to the end",
+    header = ["agent", f"first eval >= {THRESHOLD:.0f} (env steps)", "wall time then", f"all later >= {FLOOR:.0f}",
               "lowest eval from then", "final eval", "training wall time", "env steps/s (training)",
               "learner updates/s", "actor steps/s"]
     rows = []
@@ -297,14 +299,15 @@ def report(results: list[dict], skipped: dict[str, str], markdown: bool, steps: 
     for run in results:  # every agent is judged by the issue's target, the peers too
         s = run["summary"]
         lines.append(f"- target ({run['name']}): first >= {THRESHOLD:.0f} within {TARGET_STEPS:,} env steps: "
-                     f"{'met' if target_reached(s) else 'not met'} ({fmt_steps(s['first_steps'])}); held to "
-                     f"{steps:,} steps: {'met' if s['held'] else 'not met'} (lowest from then: "
+                     f"{'met' if target_reached(s) else 'not met'} ({fmt_steps(s['first_steps'])}); every later "
+                     f"evaluation to {steps:,} steps >= {FLOOR:.0f}: {'met' if s['held'] else 'not met'} (lowest from then: "
                      f"{'-' if s['min_after'] is None else format(s['min_after'], '.1f')})")
     for agent in dict.fromkeys(r.get("agent", r["name"]) for r in results):
         runs = [r for r in results if r.get("agent", r["name"]) == agent]
         if len(runs) > 1:
             met = sum(target_met(r["summary"]) for r in runs)
-            lines.append(f"- {agent}: target met (reached and held) on {met} of {len(runs)} seeds")
+            verdict = "criterion met (every seed)" if met == len(runs) else "criterion missed"
+            lines.append(f"- {agent}: target met (reached in time, floor held) on {met} of {len(runs)} seeds: {verdict}")
     for r in results:
         lines.append(f"- {r['name']}: {r['updates']:,} gradient updates; evaluations took {r['eval_seconds']:.0f} s "
                      "(excluded from the wall times)")
@@ -322,7 +325,7 @@ def target_reached(summary: dict) -> bool:
 
 
 def target_met(summary: dict) -> bool:
-    """The whole issue-5 target: reached within TARGET_STEPS and held to the end."""
+    """The per-seed target: reached within TARGET_STEPS, and no later evaluation below FLOOR."""
     return target_reached(summary) and summary["held"]
 
 
@@ -354,6 +357,7 @@ def plot(results: list[dict], path: str, steps: int) -> None:
             ax.fill_between(x, e[:, 1] - e[:, 2], e[:, 1] + e[:, 2], alpha=0.15)
     for ax, label in zip(axes, ("env steps", "training wall time [s]")):
         ax.axhline(THRESHOLD, color="gray", ls="--", lw=1)
+        ax.axhline(FLOOR, color="gray", ls=":", lw=1)
         ax.set_xlabel(label)
         ax.grid(alpha=0.3)
     if steps > TARGET_STEPS:
