@@ -37,7 +37,8 @@ class QNetwork:
         prev_action_reward: feed the previous action (one-hot) and reward to the LSTM, as R2D2 does.
         layer_norm: layer-normalise the LSTM output and each head's hidden layer (before its ReLU), which
             bounds the features TD targets chase (as in PQN, Gallici et al. 2024; not in R2D2). Off by
-            default: on ``CartPoleNoVel-v1`` it learned slower (session 6 of the experiment record, benchmarks/experiments/README.md).
+            default: on ``CartPoleNoVel-v1`` it learned slower (session 6 of the experiment record,
+            benchmarks/experiments/README.md).
         name: prefix of the Keras names (e.g. "online", "target").
     """
 
