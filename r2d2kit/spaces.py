@@ -121,7 +121,8 @@ class ObservationLayout:
 
     def describe(self) -> str:
         """One line per run, for the start-of-run printout."""
-        lines = [(f"observation {self.space} -> {self.code_size} stored codes ({self.code_space.dtype}) -> "
+        codes = "code" if self.code_size == 1 else "codes"
+        lines = [(f"observation {self.space} -> {self.code_size} stored {codes} ({self.code_space.dtype}) -> "
                   f"{self.encoded_size} network inputs")]
         for segment in self.segments:
             what = (f"{segment.size} x one-hot({segment.categories})" if segment.kind == "categorical"

@@ -75,6 +75,8 @@ def run_directory(config: TrainConfig, override: str | None, name: str | None) -
 
 def train(config: TrainConfig, run_dir: Path, resume: bool = False, callbacks=()) -> dict:
     """Train with the configured runner, writing ``run_dir``; return the summary."""
+    import tensorflow as tf
+
     from r2d2kit.training.builders import observation_layout
     from r2d2kit.training.trainer import Trainer
 
@@ -83,8 +85,6 @@ def train(config: TrainConfig, run_dir: Path, resume: bool = False, callbacks=()
     layout = observation_layout(config)
     if layout is not None:
         print(layout.describe())
-    import tensorflow as tf
-
     warning = size_warning(config, gpu=bool(tf.config.list_physical_devices("GPU")))
     if warning:
         print(f"warning: {warning}", file=sys.stderr, flush=True)
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", help="run name under logging.run_dir")
     parser.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its newest checkpoint")
     args = parser.parse_args(argv)
-    from r2d2kit.training.builders import env_spaces
+    from r2d2kit.training.builders import observation_layout
     from r2d2kit.training.checkpoint import CheckpointError
 
     try:
@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
             config = load_config(run_dir / "config.yaml", args.overrides)
         elif args.config:
             config = load_config(args.config, args.overrides)
-            env_spaces(config)  # an unsupported observation or action space: a ConfigError before TensorFlow starts
+            observation_layout(config)  # spaces the model cannot use: a ConfigError before TensorFlow starts
             run_dir = run_directory(config, args.run_dir, args.name)
         else:
             parser.error("give a CONFIG file, or --resume RUN_DIR")

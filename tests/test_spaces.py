@@ -318,9 +318,9 @@ for _env_id in ENV_IDS:
         gym.register(_env_id, entry_point=f"{__name__}:make_test_env", kwargs={"env_id": _env_id})
 
 
-def write_config(tmp_path, env_id: str, extra: str = ""):
+def write_config(tmp_path, env_id: str, extra: str = "", model: str = "{lstm_units: 8, head_units: 8, hidden: [8]}"):
     path = tmp_path / "c.yaml"
-    path.write_text(f"env: {{id: {env_id}, num_envs: 2}}\nmodel: {{lstm_units: 8, head_units: 8, hidden: [8]}}\n"
+    path.write_text(f"env: {{id: {env_id}, num_envs: 2}}\nmodel: {model}\n"
                     "learner: {burn_in: 1, trace_length: 4, period: 2, n_step: 1, batch_size: 4}\n"
                     "run: {total_env_steps: 120, warmup_steps: 40, eval_every: 60, eval_episodes: 2}\n"
                     "logging: {progress: false, tensorboard: false}\n" + extra)
@@ -350,3 +350,32 @@ def test_a_tuple_observation_multidiscrete_action_env_trains_and_evaluates(tmp_p
     assert summary["env_steps"] == 120 and summary["updates"] > 0 and summary["final_eval"] is not None
     result = evaluate_run(tmp_path / "run", episodes=2)
     assert len(result["returns"]) == 2
+
+
+@pytest.mark.parametrize("model, named", [
+    ("{encoder: dqn}", r"model\.encoder 'dqn' is a convolutional encoder for images, but env\.id "
+                       r"'SpacesTestTupleMultiDiscrete-v0' observes Tuple\(Discrete\(3\), MultiBinary\(2\)\), which the "
+                       r"network gets as a vector of 5 entries .*; use model\.encoder: mlp"),
+    ("{input_scale: [1.0, 2.0]}", r"model\.input_scale has 2 entries, but .* vector of 5 entries .*give one number, "
+                                  r"or 5 \(one per network input"),
+], ids=["conv-encoder", "input-scale-length"])
+def test_a_model_that_cannot_read_the_encoded_observation_is_a_config_error(tmp_path, model, named):
+    from r2d2kit.training.builders import build_network, observation_layout
+    from r2d2kit.training.config import ConfigError, load_config
+
+    config = load_config(write_config(tmp_path, "SpacesTestTupleMultiDiscrete-v0", model=model))
+    for build in (observation_layout, build_network):
+        with pytest.raises(ConfigError, match=named):
+            build(config)
+
+
+def test_an_input_scale_with_one_entry_per_encoded_input_builds(tmp_path):
+    from r2d2kit.training.builders import build_network
+    from r2d2kit.training.config import load_config
+
+    scale = [1.0, 2.0, 3.0, 10.0, 20.0]  # one-hot(3) of the Discrete, then the 2 bits
+    config = load_config(write_config(tmp_path, "SpacesTestTupleMultiDiscrete-v0", model=f"{{input_scale: {scale}}}"))
+    network = build_network(config)
+    layer = network.encoder.get_layer("code_encoding")
+    encoded = np.asarray(layer(np.array([[2, 1, 0]], np.uint8)))
+    np.testing.assert_array_equal(encoded, [[0, 0, 1, 1, 0]])

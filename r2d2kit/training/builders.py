@@ -74,8 +74,17 @@ def env_spaces(config: TrainConfig) -> tuple[Any, Any]:
 
 def observation_layout(config: TrainConfig) -> Any:
     """The :class:`~r2d2kit.spaces.ObservationLayout` of the configured env, or ``None`` for a Box
-    observation space (fed to the encoder as it is)."""
-    return _probe(config)[2]
+    observation space (fed to the encoder as it is). Makes one env, so it also checks the config
+    against the env's spaces (``python -m r2d2kit.train`` calls it before TensorFlow starts).
+
+    Raises:
+        ConfigError: an unsupported observation or action space, or a ``model`` section that cannot
+            read the encoded observation (a convolutional encoder, an ``input_scale`` of another length).
+    """
+    layout = _probe(config)[2]
+    if layout is not None:
+        _check_encoder_for_codes(config, layout)
+    return layout
 
 
 def _probe(config: TrainConfig) -> tuple[Any, Any, Any]:
@@ -100,8 +109,22 @@ def build_network(config: TrainConfig) -> Any:
     if layout is not None:
         from r2d2kit.models.code_encoding import CodeEncoder
 
+        _check_encoder_for_codes(config, layout)
         encoder = CodeEncoder(layout, encoder)
     return QNetwork(obs_space.shape, int(action_space.n), encoder, obs_dtype=str(obs_space.dtype),
                     lstm_units=config.model.lstm_units, dueling=config.model.dueling,
                     head_units=config.model.head_units, prev_action_reward=config.model.prev_action_reward,
                     layer_norm=config.model.layer_norm)
+
+
+def _check_encoder_for_codes(config: TrainConfig, layout: Any) -> None:
+    """The encoder of a non-Box observation gets a flat vector of ``layout.encoded_size`` entries."""
+    where = (f"env.id {config.env.id!r} observes {layout.space}, which the network gets as a vector of "
+             f"{layout.encoded_size} entries (one-hots and values, see r2d2kit.spaces)")
+    if config.model.encoder in ("dqn", "r2d3"):
+        raise ConfigError(f"model.encoder {config.model.encoder!r} is a convolutional encoder for images, but {where};"
+                          " use model.encoder: mlp (or an ImageModel of your own for vectors)")
+    scale = config.model.input_scale
+    if isinstance(scale, list) and len(scale) not in (1, layout.encoded_size):
+        raise ConfigError(f"model.input_scale has {len(scale)} entries, but {where}; give one number, or "
+                          f"{layout.encoded_size} (one per network input, in the order layout.describe() prints)")
