@@ -44,7 +44,7 @@ class ConfigError(ValueError):
 class EnvConfig:
     """The gymnasium environment (``import r2d2kit.envs`` registers r2d2kit's own ids first)."""
 
-    id: str = "CartPoleNoVel-v1"  # gymnasium id (ALE/... and MiniGrid-... ids need the atari / minigrid extra)
+    id: str = "CartPoleNoVel-v1"  # gymnasium id (ALE/..., MiniGrid-..., popgym-... ids need their extra)
     num_envs: int = 4  # per actor (the local runner has one actor)
     kwargs: dict = field(default_factory=dict)  # passed to gymnasium.make
     wrappers: list = field(default_factory=list)  # "package.module:callable" applied in order: env = f(env)
@@ -63,7 +63,7 @@ class ModelConfig:
 
     encoder: str = "mlp"  # mlp | dqn | r2d3 | "package.module:ImageModelSubclass"
     hidden: list = field(default_factory=lambda: [64])  # MLP encoder widths
-    input_scale: float | list | None = None  # MLP: observation multiplied by this (one number or one per entry)
+    input_scale: float | list | None = None  # MLP: observation times this (one number or one per (encoded) input)
     lstm_units: int = 512  # LSTM width (R2D2: 512)
     dueling: bool = True  # dueling head: Q = V + A - mean(A)
     head_units: int = 512  # hidden units of each head stream (0: a linear head)
