@@ -315,7 +315,7 @@ def make_test_env(env_id: str):
 
 for _env_id in ENV_IDS:
     if _env_id not in gym.envs.registry:
-        gym.register(_env_id, entry_point=f"{__name__}:make_test_env", kwargs={"env_id": _env_id})
+        gym.register(_env_id, entry_point=make_test_env, kwargs={"env_id": _env_id})
 
 
 def write_config(tmp_path, env_id: str, extra: str = "", model: str = "{lstm_units: 8, head_units: 8, hidden: [8]}"):
