@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
             config = load_config(run_dir / "config.yaml", args.overrides)
         elif args.config:
             config = load_config(args.config, args.overrides)
-            observation_layout(config)  # spaces the model cannot use: a ConfigError before TensorFlow starts
+            observation_layout(config)  # unusable spaces: a ConfigError before a run directory or network exists
             run_dir = run_directory(config, args.run_dir, args.name)
         else:
             parser.error("give a CONFIG file, or --resume RUN_DIR")

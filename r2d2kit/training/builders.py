@@ -75,7 +75,7 @@ def env_spaces(config: TrainConfig) -> tuple[Any, Any]:
 def observation_layout(config: TrainConfig) -> Any:
     """The :class:`~r2d2kit.spaces.ObservationLayout` of the configured env, or ``None`` for a Box
     observation space (fed to the encoder as it is). Makes one env, so it also checks the config
-    against the env's spaces (``python -m r2d2kit.train`` calls it before TensorFlow starts).
+    against the env's spaces (``python -m r2d2kit.train`` calls it before it builds anything).
 
     Raises:
         ConfigError: an unsupported observation or action space, or a ``model`` section that cannot
