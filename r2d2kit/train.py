@@ -38,6 +38,31 @@ def describe(config: TrainConfig) -> str:
     return "\n".join(lines)
 
 
+# The R2D2 paper's network and window sizes: fine on a GPU, a few env steps per second on a small CPU.
+PAPER_LSTM_UNITS = 512
+PAPER_WINDOW_ROWS = 125  # burn_in 40 + trace_length 80 + n_step 5
+
+
+def size_warning(config: TrainConfig, gpu: bool) -> str | None:
+    """A warning when a run without a GPU uses the paper's network or window sizes, naming the keys to
+    override; ``None`` otherwise. (Without a ``learner:`` section a config gets the paper's sizes.)"""
+    big_lstm = config.model.lstm_units >= PAPER_LSTM_UNITS
+    long_windows = config.learner.length >= PAPER_WINDOW_ROWS
+    if gpu or not (big_lstm or long_windows):
+        return None
+    sizes = []
+    if big_lstm:
+        sizes.append(f"model.lstm_units={config.model.lstm_units}")
+    if long_windows:
+        lc = config.learner
+        sizes.append(f"{lc.length}-row windows (learner.burn_in={lc.burn_in} + trace_length={lc.trace_length} + "
+                     f"n_step={lc.n_step})")
+    return (f"{' and '.join(sizes)} are the R2D2 paper's sizes, made for a GPU; no GPU is visible, and on a CPU "
+            "they train at a few env steps per second. For a small task override them, e.g. --set "
+            "model.lstm_units=64 --set model.head_units=64 --set learner.burn_in=10 --set learner.trace_length=20 "
+            "--set learner.period=10 (configs/cartpole_pomdp.yaml's sizes)")
+
+
 def run_directory(config: TrainConfig, override: str | None, name: str | None) -> Path:
     if override:
         path = Path(override)
@@ -50,10 +75,19 @@ def run_directory(config: TrainConfig, override: str | None, name: str | None) -
 
 def train(config: TrainConfig, run_dir: Path, resume: bool = False, callbacks=()) -> dict:
     """Train with the configured runner, writing ``run_dir``; return the summary."""
+    import tensorflow as tf
+
+    from r2d2kit.training.builders import observation_layout
     from r2d2kit.training.trainer import Trainer
 
     trainer = Trainer(config, run_dir, callbacks=callbacks, resume=resume)
     print(describe(config))
+    layout = observation_layout(config)
+    if layout is not None:
+        print(layout.describe())
+    warning = size_warning(config, gpu=bool(tf.config.list_physical_devices("GPU")))
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr, flush=True)
     print(f"runner: {config.actors.runner}"
           + (f" ({config.actors.num_actors} actor processes x {config.env.num_envs} envs)"
              if config.actors.runner == "processes" else
@@ -75,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", help="run name under logging.run_dir")
     parser.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its newest checkpoint")
     args = parser.parse_args(argv)
+    from r2d2kit.training.builders import observation_layout
     from r2d2kit.training.checkpoint import CheckpointError
 
     try:
@@ -88,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
             config = load_config(run_dir / "config.yaml", args.overrides)
         elif args.config:
             config = load_config(args.config, args.overrides)
+            observation_layout(config)  # unusable spaces: a ConfigError before a run directory or network exists
             run_dir = run_directory(config, args.run_dir, args.name)
         else:
             parser.error("give a CONFIG file, or --resume RUN_DIR")

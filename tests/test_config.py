@@ -37,6 +37,15 @@ def test_bad_configs_produce_the_promised_messages(tmp_path, name, text, message
         load_config(write(tmp_path, text))
 
 
+@pytest.mark.parametrize("text", ["", "\n\n", "# only a comment\n", "{}\n"], ids=["empty", "blank", "comments", "{}"])
+def test_an_empty_config_file_is_refused_with_its_name(tmp_path, text):
+    """An empty file used to train CartPoleNoVel-v1 with the paper's defaults, silently (issue 20)."""
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError, match=rf"{path}: the file holds no settings \(it is empty or only comments\); "
+                                          r"a config names at least the env, e\.g\. 'env: \{id: CartPoleNoVel-v1\}'"):
+        load_config(path, ["run.seed=1"])  # overrides do not make an empty file a config
+
+
 def test_missing_file_is_named(tmp_path):
     with pytest.raises(ConfigError, match="no config file at"):
         load_config(tmp_path / "nope.yaml")
@@ -71,3 +80,24 @@ def test_resolved_config_round_trips(tmp_path):
     config = build_config({"env": {"id": "CueMemory-v0", "kwargs": {"delay": 2}}, "learner": {"burn_in": 1}})
     save_config(config, tmp_path / "resolved.yaml")
     assert load_config(tmp_path / "resolved.yaml") == config
+
+
+@pytest.mark.parametrize("sections, gpu, named", [
+    ("env: {id: CueMemory-v0}\n", False, ["model.lstm_units=512", ("125-row windows (learner.burn_in=40 + "
+                                                                    "trace_length=80 + n_step=5)")]),
+    ("model: {lstm_units: 64}\n", False, ["125-row windows"]),
+    ("learner: {burn_in: 10, trace_length: 20, period: 10}\n", False, ["model.lstm_units=512"]),
+    ("model: {lstm_units: 64}\nlearner: {burn_in: 10, trace_length: 20, period: 10}\n", False, None),
+    ("env: {id: CueMemory-v0}\n", True, None),
+], ids=["no learner section", "paper windows", "paper lstm", "small", "gpu"])
+def test_paper_sizes_without_a_gpu_are_warned_about_naming_the_overrides(tmp_path, sections, gpu, named):
+    from r2d2kit.train import size_warning
+
+    warning = size_warning(load_config(write(tmp_path, sections)), gpu=gpu)
+    if named is None:
+        assert warning is None
+        return
+    for part in named:
+        assert part in warning
+    assert "no GPU is visible" in warning and "--set model.lstm_units=64" in warning
+    assert "--set learner.burn_in=10 --set learner.trace_length=20" in warning

@@ -1,4 +1,4 @@
-"""Every shipped config loads, and the optional-env configs (Pong, MiniGrid) run a tiny budget end to end."""
+"""Every shipped config loads, and the optional-env configs (Pong, MiniGrid, POPGym) run a tiny budget end to end."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from r2d2kit.training.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN_CONFIGS = sorted(path for path in (ROOT / "configs").glob("*.yaml") if path.name != "bitflip_her.yaml")
+POPGYM_CONFIGS = sorted((ROOT / "configs" / "popgym").glob("*.yaml"))
 SMOKE = ["actors.runner=local", "run.total_env_steps=160", "run.warmup_steps=80", "run.eval_every=0",
          "learner.burn_in=2", "learner.trace_length=8", "learner.period=4", "learner.n_step=1",
          "learner.batch_size=4", "logging.progress=false", "logging.tensorboard=false", "replay.capacity=2000"]
@@ -64,3 +65,41 @@ def test_an_env_registered_by_its_own_module_is_named_module_colon_id(tmp_path, 
     path.write_text("env: {id: 'no_such_module_r2d2kit:MyCue-v0'}\n")
     with pytest.raises(ConfigError, match=r"env id module 'no_such_module_r2d2kit' cannot be imported"):
         load_config(path)
+
+
+# (observation space, stored code shape and dtype, actions) of each POPGym config, written by hand
+POPGYM_SPACES = {
+    "RepeatFirstEasy.yaml": ("Discrete(4)", (1,), "uint8", 4),
+    "RepeatPreviousEasy.yaml": ("Discrete(4)", (1,), "uint8", 4),
+    "RepeatPreviousMedium.yaml": ("Discrete(4)", (1,), "uint8", 4),
+    "CountRecallEasy.yaml": ("MultiDiscrete([2 2])", (2,), "uint8", 27),
+    "PositionOnlyCartPoleEasy.yaml": ("Box", (2,), "float32", 2),
+    "NoisyPositionOnlyCartPoleEasy.yaml": ("Box", (2,), "float32", 2),
+}
+
+
+def test_every_popgym_config_is_checked():
+    assert sorted(path.name for path in POPGYM_CONFIGS) == sorted(POPGYM_SPACES)
+
+
+@pytest.mark.parametrize("path", POPGYM_CONFIGS, ids=lambda path: path.name)
+def test_popgym_configs_build_their_network(path):
+    """Build-only: the id registers on demand, the spaces become codes, the encoder takes the one-hots."""
+    from r2d2kit.training.builders import build_network, make_env
+
+    config = load_config(path)
+    assert config.env.id.startswith("popgym-") and config.model.lstm_units <= 128 and config.learner.length <= 65
+    space, code_shape, dtype, actions = POPGYM_SPACES[path.name]
+    env = make_env(config)
+    assert str(env.unwrapped.observation_space).startswith(space)
+    env.close()
+    network = build_network(config)
+    assert (network.obs_shape, network.obs_dtype, network.num_actions) == (code_shape, dtype, actions)
+
+
+@pytest.mark.parametrize("name", ["RepeatPreviousEasy.yaml", "CountRecallEasy.yaml"])
+def test_popgym_configs_train_a_few_steps(tmp_path, name):
+    """A Discrete and a MultiDiscrete observation env, end to end (the Box ones share configs/cartpole's path)."""
+    trainer = Trainer(load_config(ROOT / "configs" / "popgym" / name, SMOKE), tmp_path)
+    summary = trainer.fit()
+    assert summary["env_steps"] == 160 and summary["updates"] > 0

@@ -8,7 +8,8 @@ Registration is idempotent: importing (or reloading) this module again registers
 
 Ids of optional packages are registered on demand by :func:`ensure_registered` (which the config
 loader and the env factory call): ``ALE/...`` ids import ``ale_py`` (``pip install r2d2kit[atari]``),
-``MiniGrid-...`` ids import ``minigrid`` (``pip install r2d2kit[minigrid]``).
+``MiniGrid-...`` ids import ``minigrid`` (``pip install r2d2kit[minigrid]``), ``popgym-...`` ids
+import ``popgym`` (``pip install r2d2kit[popgym]``).
 """
 
 from __future__ import annotations
@@ -25,12 +26,12 @@ __all__ = ["BitFlipEnv", "make_bitflip", "CueMemoryEnv", "MaskObservation", "mak
 
 # id prefix -> (module that registers those ids, the extra that installs it)
 OPTIONAL_PACKAGES = {"ALE/": ("ale_py", "atari"), "MiniGrid-": ("minigrid", "minigrid"),
-                     "BabyAI-": ("minigrid", "minigrid")}
+                     "BabyAI-": ("minigrid", "minigrid"), "popgym-": ("popgym", "popgym")}
 
 
 def ensure_registered(env_id: str) -> None:
     """Import the package that registers ``env_id``: ``module`` of a ``"module:EnvId"`` id, or the
-    optional package of an ALE or MiniGrid id.
+    optional package of an ALE, MiniGrid or POPGym id.
 
     Raises:
         ImportError: the package is not installed; the message names the pip extra to install.

@@ -21,18 +21,31 @@ def _import(spec: str, what: str) -> Any:
 
 
 def make_env(config: TrainConfig) -> Any:
-    """One env: ``gymnasium.make(env.id, **env.kwargs)`` with ``env.wrappers`` applied in order."""
+    """One env: ``gymnasium.make(env.id, **env.kwargs)`` with ``env.wrappers`` applied in order, then
+    :func:`r2d2kit.spaces.wrap_spaces` (non-Box observations -> stored codes, MultiDiscrete actions
+    -> one Discrete), so actors, replay and evaluation all see the same spaces.
+
+    Raises:
+        ConfigError: the env's observation or action space is not supported (naming the space, the
+            reason and a fix).
+    """
     import gymnasium as gym
 
     from r2d2kit.envs import (
         ensure_registered,  # registers r2d2kit's ids, also in a fresh actor process
     )
+    from r2d2kit.spaces import UnsupportedSpaceError, wrap_spaces
 
     ensure_registered(config.env.id)
     env = gym.make(config.env.id, **config.env.kwargs)
     for wrapper in config.env.wrappers:
         env = _import(wrapper, "env.wrappers entry")(env)
-    return env
+    try:
+        return wrap_spaces(env)
+    except UnsupportedSpaceError as error:
+        env.close()
+        wrapped = f" after env.wrappers {config.env.wrappers}" if config.env.wrappers else ""
+        raise ConfigError(f"env.id {config.env.id!r}{wrapped}: {error}") from None
 
 
 def build_encoder(config: TrainConfig) -> Any:
@@ -53,23 +66,65 @@ def build_encoder(config: TrainConfig) -> Any:
 
 
 def env_spaces(config: TrainConfig) -> tuple[Any, Any]:
-    """(observation space, action space) of the configured env; R2D2 needs Discrete actions."""
-    import gymnasium as gym
+    """(observation space, action space) the actors see: after :func:`make_env`'s space wrappers, so
+    a Box (codes for non-Box observations) and a ``Discrete`` (flattened where needed)."""
+    observation_space, action_space, _ = _probe(config)
+    return observation_space, action_space
 
+
+def observation_layout(config: TrainConfig) -> Any:
+    """The :class:`~r2d2kit.spaces.ObservationLayout` of the configured env, or ``None`` for a Box
+    observation space (fed to the encoder as it is). Makes one env, so it also checks the config
+    against the env's spaces (``python -m r2d2kit.train`` calls it before it builds anything).
+
+    Raises:
+        ConfigError: an unsupported observation or action space, or a ``model`` section that cannot
+            read the encoded observation (a convolutional encoder, an ``input_scale`` of another length).
+    """
+    layout = _probe(config)[2]
+    if layout is not None:
+        _check_encoder_for_codes(config, layout)
+    return layout
+
+
+def _probe(config: TrainConfig) -> tuple[Any, Any, Any]:
+    """(observation space, action space, observation layout or None) of one env made and closed."""
     probe = make_env(config)
+    try:
+        layout = probe.get_wrapper_attr("observation_layout")
+    except AttributeError:  # a Box observation space: no codes
+        layout = None
     spaces = probe.observation_space, probe.action_space
     probe.close()
-    if not isinstance(spaces[1], gym.spaces.Discrete):
-        raise ConfigError(f"env.id {config.env.id!r} has action space {spaces[1]}; R2D2 needs Discrete actions")
-    return spaces
+    return (*spaces, layout)
 
 
 def build_network(config: TrainConfig) -> Any:
-    """The online :class:`~r2d2kit.models.QNetwork` for the configured env and model."""
+    """The online :class:`~r2d2kit.models.QNetwork` for the configured env and model; for a non-Box
+    observation space the encoder is wrapped in :class:`~r2d2kit.models.code_encoding.CodeEncoder`."""
     from r2d2kit.models import QNetwork
 
-    obs_space, action_space = env_spaces(config)
-    return QNetwork(obs_space.shape, int(action_space.n), build_encoder(config), obs_dtype=str(obs_space.dtype),
+    obs_space, action_space, layout = _probe(config)
+    encoder = build_encoder(config)
+    if layout is not None:
+        from r2d2kit.models.code_encoding import CodeEncoder
+
+        _check_encoder_for_codes(config, layout)
+        encoder = CodeEncoder(layout, encoder)
+    return QNetwork(obs_space.shape, int(action_space.n), encoder, obs_dtype=str(obs_space.dtype),
                     lstm_units=config.model.lstm_units, dueling=config.model.dueling,
                     head_units=config.model.head_units, prev_action_reward=config.model.prev_action_reward,
                     layer_norm=config.model.layer_norm)
+
+
+def _check_encoder_for_codes(config: TrainConfig, layout: Any) -> None:
+    """The encoder of a non-Box observation gets a flat vector of ``layout.encoded_size`` entries."""
+    where = (f"env.id {config.env.id!r} observes {layout.space}, which the network gets as a vector of "
+             f"{layout.encoded_size} entries (one-hots and values, see r2d2kit.spaces)")
+    if config.model.encoder in ("dqn", "r2d3"):
+        raise ConfigError(f"model.encoder {config.model.encoder!r} is a convolutional encoder for images, but {where};"
+                          " use model.encoder: mlp (or an ImageModel of your own for vectors)")
+    scale = config.model.input_scale
+    if isinstance(scale, list) and len(scale) not in (1, layout.encoded_size):
+        raise ConfigError(f"model.input_scale has {len(scale)} entries, but {where}; give one number, or "
+                          f"{layout.encoded_size} (one per network input, in the order layout.describe() prints)")

@@ -11,10 +11,13 @@ A config file is nested by component::
     logging:     {run_dir: runs, tensorboard: true}
     checkpoints: {every_env_steps: 25000, keep: 2, save_replay: false}
 
-Every key is optional. An unknown section or key, a value of the wrong type, an out-of-range value
-or an unknown environment id is a :class:`ConfigError` naming the file, the key and a fix (the
-nearest valid key, the expected type, the registered ids). Command-line overrides use the same
-names: ``--set learner.batch_size=32`` (values are parsed as YAML, so ``[64, 64]`` is a list).
+Every key is optional, but a file must hold at least one section (an empty file is refused). An
+unknown section or key, a value of the wrong type, an out-of-range value or an unknown environment
+id is a :class:`ConfigError` naming the file, the key and a fix (the nearest valid key, the expected
+type, the registered ids); an env whose observation or action space r2d2kit cannot handle is one
+too, raised when the env is first made (:func:`r2d2kit.training.builders.make_env`). Command-line
+overrides use the same names: ``--set learner.batch_size=32`` (values are parsed as YAML, so
+``[64, 64]`` is a list).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ class ConfigError(ValueError):
 class EnvConfig:
     """The gymnasium environment (``import r2d2kit.envs`` registers r2d2kit's own ids first)."""
 
-    id: str = "CartPoleNoVel-v1"  # gymnasium id (ALE/... and MiniGrid-... ids need the atari / minigrid extra)
+    id: str = "CartPoleNoVel-v1"  # gymnasium id (ALE/..., MiniGrid-..., popgym-... ids need their extra)
     num_envs: int = 4  # per actor (the local runner has one actor)
     kwargs: dict = field(default_factory=dict)  # passed to gymnasium.make
     wrappers: list = field(default_factory=list)  # "package.module:callable" applied in order: env = f(env)
@@ -60,7 +63,7 @@ class ModelConfig:
 
     encoder: str = "mlp"  # mlp | dqn | r2d3 | "package.module:ImageModelSubclass"
     hidden: list = field(default_factory=lambda: [64])  # MLP encoder widths
-    input_scale: float | list | None = None  # MLP: observation multiplied by this (one number or one per entry)
+    input_scale: float | list | None = None  # MLP: observation times this (one number or one per (encoded) input)
     lstm_units: int = 512  # LSTM width (R2D2: 512)
     dueling: bool = True  # dueling head: Q = V + A - mean(A)
     head_units: int = 512  # hidden units of each head stream (0: a linear head)
@@ -305,7 +308,10 @@ def load_config(path: str | os.PathLike, overrides: Sequence[str] = ()) -> Train
             data = yaml.safe_load(handle)
     except yaml.YAMLError as error:
         raise ConfigError(f"{path}: not valid YAML: {error}") from None
-    if data is not None and not isinstance(data, Mapping):
+    if not data:  # an empty file would silently train CartPoleNoVel-v1 with the paper's defaults
+        raise ConfigError(f"{path}: the file holds no settings (it is empty or only comments); a config names at "
+                          "least the env, e.g. 'env: {id: CartPoleNoVel-v1}' (configs/ holds complete ones)")
+    if not isinstance(data, Mapping):
         raise ConfigError(f"{path}: the top level must be a mapping of sections {list(SECTIONS)}")
     return build_config(apply_overrides(data or {}, overrides), source=path)
 
