@@ -33,11 +33,12 @@ ALIGNMENT = 64  # bytes; TensorFlow wraps (does not copy) numpy arrays aligned l
 BatchSpec = Mapping[str, tuple[tuple[int, ...], Any]]
 
 
-def allocate_batch(spec: BatchSpec) -> dict[str, np.ndarray]:
-    """Zeroed arrays for every ``{name: (shape, dtype)}`` of ``spec``, carved from one touched block.
+def allocate_batch(spec: BatchSpec, touch: bool = True) -> dict[str, np.ndarray]:
+    """Zeroed arrays for every ``{name: (shape, dtype)}`` of ``spec``, carved from one block.
 
-    Each array starts on a 64-byte boundary (TensorFlow then wraps it without a copy), and every
-    page is written once here, so gathering into the arrays later faults in no memory.
+    Each array starts on a 64-byte boundary (TensorFlow then wraps it without a copy). With
+    ``touch`` every page is written once here, so the first gather into the arrays faults in no
+    memory; without, the first gather pays for it (as a fresh array would).
     """
     layout = []
     offset = 0
@@ -48,7 +49,8 @@ def allocate_batch(spec: BatchSpec) -> dict[str, np.ndarray]:
         layout.append((name, shape, dtype, offset))
         offset += int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     raw = np.zeros(offset + ALIGNMENT, dtype=np.uint8)
-    raw.fill(0)  # np.zeros may map untouched pages; write them now, not in the first gather
+    if touch:
+        raw.fill(0)  # np.zeros may map untouched pages; write them now, not in the first gather
     start = -raw.ctypes.data % ALIGNMENT
     block = raw[start:start + offset]
     arrays = {}
@@ -97,7 +99,7 @@ class _Slot:
     """One batch's arrays, their shared block, and their reference counts while only the pool held them."""
 
     def __init__(self, spec: BatchSpec) -> None:
-        self.arrays = allocate_batch(spec)
+        self.arrays = allocate_batch(spec, touch=False)  # the gather that follows writes every page
         # the arrays and the block they share, which every view of them references (numpy collapses
         # view chains to the owner); no local may hold any of them while the idle counts are taken
         self.objects = list(self.arrays.values()) + [next(iter(self.arrays.values())).base]

@@ -20,8 +20,9 @@ SPEC = {"obs": ((3, 5, 7), "uint8"), "reward": ((3,), "float32"), "mask": ((3, 5
         "indices": ((3,), "int64")}
 
 
-def test_allocate_batch_gives_aligned_zeroed_disjoint_arrays():
-    arrays = allocate_batch(SPEC)
+@pytest.mark.parametrize("touch", [True, False])
+def test_allocate_batch_gives_aligned_zeroed_disjoint_arrays(touch):
+    arrays = allocate_batch(SPEC, touch=touch)
     assert list(arrays) == list(SPEC)
     for name, (shape, dtype) in SPEC.items():
         array = arrays[name]
