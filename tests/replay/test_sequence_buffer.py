@@ -309,3 +309,70 @@ def test_zero_initial_state_is_written_into_reused_memory():
     batch = buffer.sample(4, out=out)
     assert not batch["state_h"].any() and not batch["state_c"].any()
     assert buffer._states["state_h"].any(), "the stored states are kept"
+
+
+@settings(deadline=None, max_examples=60)
+@given(num_envs=st.integers(1, 3), burn_in=st.integers(0, 3), trace=st.integers(1, 4), n_step=st.integers(0, 2),
+       period=st.integers(1, 4), capacity=st.integers(4, 30), steps=st.integers(1, 60), batch_size=st.integers(1, 8),
+       memory=st.sampled_from(["pool", "out"]), seed=st.integers(0, 2**16))
+def test_reused_memory_samples_match_the_reference_windows(num_envs, burn_in, trace, n_step, period, capacity, steps,
+                                                           batch_size, memory, seed):
+    """Every sample after every vector step, into reused memory, equals ``reference_sequences``' windows.
+
+    Small rings wrap many times; ``"out"`` refills one junk-filled dict each time, ``"pool"`` keeps
+    the previous batch alive (it must not change) while the next is gathered.
+    """
+    from reference_sequences import RecordedEpisode, expected_windows, vector_steps
+
+    period = min(period, trace)
+    rng = np.random.default_rng(seed)
+    episodes = []
+    for env in range(num_envs):
+        mine, span = [], 0
+        while span <= steps:
+            T = int(rng.integers(1, 12))
+            t = np.arange(T + 1)
+            code = np.stack([np.full(T + 1, env), np.full(T + 1, len(mine)), t], axis=1).astype(np.float32)
+            ends = np.zeros(T, bool)
+            ends[-1] = True
+            truncated = bool(rng.random() < 0.5)
+            mine.append(RecordedEpisode(code, (1 + 100 * env + 10 * len(mine) + t[:T]).astype(np.int64),
+                                        (t[:T] + 0.5).astype(np.float32), ends & (not truncated), ends & truncated,
+                                        (np.concatenate([code, code[:, :1]], axis=1), -code)))
+            span += T + 1
+        episodes.append(mine)
+    reference = {(w.env, w.episode, w.start): w for w in expected_windows(episodes, burn_in, trace, n_step, period)}
+    builder = SequenceBuilder(num_envs, burn_in, trace, n_step, period)
+    buffer = SequenceReplayBuffer(capacity, {"obs": ((3,), "float32"), "action": ((), "int64")},
+                                  {"state_h": ((4,), "float32"), "state_c": ((3,), "float32")}, burn_in=burn_in,
+                                  trace_length=trace, n_step=n_step, period=period, seed=seed)
+    window_of_slot = {}
+    out = buffer.sample_buffers(batch_size)
+    kept = None
+    for s in vector_steps(episodes, steps):
+        windows = builder.step(s["obs"], s["action"], s["reward"], s["terminated"], s["truncated"], s["state"])
+        if windows is not None:
+            slots = buffer.add_sequences(windows)
+            for w, slot in enumerate(slots):
+                window_of_slot[int(slot)] = (int(windows["env"][w]), int(windows["episode"][w]),
+                                             int(windows["start"][w]))
+        if not len(buffer):
+            continue
+        if memory == "out":
+            for array in out.values():
+                array.view(np.uint8)[...] = 0xAB
+            batch = buffer.sample(batch_size, out=out)
+        else:
+            batch = buffer.sample(batch_size)
+        for b, slot in enumerate(batch["indices"]):
+            want = reference[window_of_slot[int(slot)]]
+            for key, rows in want.rows.items():
+                np.testing.assert_array_equal(batch[key][b], rows.astype(batch[key].dtype), err_msg=key)
+            np.testing.assert_array_equal(batch["state_h"][b], want.state[0])
+            np.testing.assert_array_equal(batch["state_c"][b], want.state[1])
+        if kept is not None:
+            for key, value in kept[1].items():
+                np.testing.assert_array_equal(kept[0][key], value, err_msg=f"a kept batch changed: {key}")
+        if memory == "pool":
+            kept = (batch, {key: value.copy() for key, value in batch.items()})
+        del batch
