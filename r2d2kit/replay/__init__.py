@@ -3,6 +3,7 @@
 """
 
 from r2d2kit.replay.base import BaseReplayBuffer
+from r2d2kit.replay.batch_pool import BatchPool
 from r2d2kit.replay.her import GoalSelectionStrategy, HerReplayBuffer
 from r2d2kit.replay.nstep import NStepAccumulator
 from r2d2kit.replay.prioritized import PrioritizedReplayBuffer
@@ -15,6 +16,7 @@ from r2d2kit.replay.uniform import ReplayBuffer
 
 __all__ = [
     "BaseReplayBuffer",
+    "BatchPool",
     "GoalSelectionStrategy",
     "HerReplayBuffer",
     "ReplayBuffer",

@@ -19,6 +19,7 @@ from r2d2kit._validation import (
     check_float,
     check_positive_int,
 )
+from r2d2kit.replay.batch_pool import SampleMemory, allocate_batch
 from r2d2kit.replay.fields import RingStorage, fields_from_json
 from r2d2kit.replay.persistence import (
     read_npz,
@@ -43,6 +44,7 @@ class BaseReplayBuffer:
         self._storage = RingStorage(capacity, fields)
         self._rng = as_generator(seed)
         self._lock = threading.RLock()
+        self._sample_memory = SampleMemory(self.batch_spec)  # the arrays ``sample`` reuses, per batch size
 
     # ----------------------------------------------------------------- properties
     @property
@@ -88,13 +90,24 @@ class BaseReplayBuffer:
             self._on_written(start, stop)
 
     # ----------------------------------------------------------------- sampling
-    def sample(self, batch_size: int, beta: float = 0.4) -> dict[str, np.ndarray]:
-        """Sample ``batch_size`` items (with replacement).
+    def sample(self, batch_size: int, beta: float = 0.4, *,
+               out: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+        """Sample ``batch_size`` items (with replacement), gathered into reused memory.
+
+        The arrays come from a small :class:`~r2d2kit.replay.BatchPool` per batch size and are
+        written again only once nothing references them (the dict, an array, a view, a tensor
+        wrapping one): a batch you keep never changes. Fresh memory costs page faults once a
+        process has run a ``tf.data`` generator (TensorFlow then returns freed memory to the
+        kernel at once): ``sample(512)`` of 84x84 frames took 1.95 ms into fresh arrays and 0.50 ms
+        into reused ones (issue 21, docs/performance.md).
 
         Args:
             batch_size: number of items.
             beta: importance-sampling exponent in ``[0, 1]`` (ignored by the uniform buffer, whose
                 weights are all 1).
+            out: optional dict of arrays with :meth:`batch_spec`'s shapes and dtypes (e.g.
+                :meth:`sample_buffers`), filled in place and returned; the next ``sample`` into it
+                overwrites it.
 
         Returns:
             ``{field: [batch_size, *shape]}`` plus ``"indices"`` (int64, for
@@ -102,14 +115,22 @@ class BaseReplayBuffer:
         """
         batch_size = check_positive_int("batch_size", batch_size)
         beta = check_float("beta", beta, 0.0, 1.0)
+        self._sample_memory.check_out(batch_size, out)
         with self._lock:
             if self._storage.size == 0:
                 raise ValueError(f"cannot sample from an empty {type(self).__name__}: add items first")
             indices, weights = self._sample_indices(batch_size, beta)
-            batch = self._storage.gather(indices)
-        batch["indices"] = indices
-        batch["weights"] = weights
+            batch = self._storage.gather(indices, out=self._sample_memory.batch(batch_size, out))
+            np.copyto(batch["indices"], indices)
+            np.copyto(batch["weights"], weights)
         return batch
+
+    def sample_buffers(self, batch_size: int) -> dict[str, np.ndarray]:
+        """Zeroed arrays for ``sample(batch_size, out=...)``: one per :meth:`batch_spec` field, already touched.
+
+        The arrays are 64-byte aligned, so TensorFlow wraps them without a copy.
+        """
+        return allocate_batch(self.batch_spec(check_positive_int("batch_size", batch_size)))
 
     def update_priorities(self, indices: Any, priorities: Any) -> None:
         """Set new priorities (typically ``|TD error|``) for sampled ``indices``.

@@ -5,6 +5,9 @@ Two pieces let any Keras/TensorFlow training loop use an r2d2kit buffer:
 * :func:`buffer_dataset` (``buffer.as_dataset``): an endless dataset of sampled batches with a
   fixed element spec and prefetch. Prefetched batches were sampled before the newest priority
   updates; with ``prefetch=2`` that is at most two steps of staleness, which PER tolerates.
+  Buffers that take ``sample(..., out=)`` gather into a :class:`~r2d2kit.replay.BatchPool` of
+  ``prefetch + 2`` batches, which TensorFlow wraps without a copy; a batch is recycled only once
+  no tensor wraps it any more (the prefetch buffer's, the one in your hands, the one being drawn).
 * :func:`priority_updater`: a function usable inside ``tf.function`` that writes new priorities
   back into the buffer (through ``tf.numpy_function``), so the update can live in the compiled
   train step.
@@ -19,6 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from r2d2kit._validation import check_float, check_positive_int
+from r2d2kit.replay.batch_pool import BatchPool
 from r2d2kit.replay.schedules import Beta
 
 
@@ -28,6 +32,8 @@ class SampledBuffer(Protocol):
     def batch_spec(self, batch_size: int) -> dict[str, tuple[tuple[int, ...], Any]]: ...
 
     def sample(self, batch_size: int, beta: float = ...) -> dict[str, np.ndarray]: ...
+
+    # optional: ``sample_buffers(batch_size)`` and ``sample(..., out=)``, to gather into reused memory
 
     def update_priorities(self, indices: Any, priorities: Any) -> None: ...
 
@@ -57,6 +63,11 @@ def buffer_dataset(buffer: SampledBuffer, batch_size: int, beta: Beta = 0.4, pre
           ``iter(dataset)``; Keras ``fit`` re-creates iterators per epoch, which restarts it.
         * Drop iterators before the interpreter exits: a prefetching iterator alive at exit can
           hang TensorFlow's shutdown (tensorflow#22632).
+        * A buffer with ``sample_buffers`` (every r2d2kit buffer that gathers large batches) is
+          sampled into a :class:`~r2d2kit.replay.BatchPool` of ``prefetch + 2`` slots per
+          iterator: the batches in the prefetch buffer, the one in your hands and the one being
+          drawn. Tensors wrap those arrays without a copy; a slot is written again only once no
+          tensor references it, so a batch you keep stays intact (it just costs a new slot).
     """
     batch_size = check_positive_int("batch_size", batch_size)
     prefetch = check_positive_int("prefetch", prefetch, minimum=0)
@@ -67,17 +78,24 @@ def buffer_dataset(buffer: SampledBuffer, batch_size: int, beta: Beta = 0.4, pre
         beta_at = lambda _count: fixed  # noqa: E731
 
     signature = element_spec(buffer, batch_size)
+    signature_shapes = {name: (tuple(spec.shape), spec.dtype.as_numpy_dtype) for name, spec in signature.items()}
     buffer_ref = weakref.ref(buffer)
 
+    reuses_memory = callable(getattr(buffer, "sample_buffers", None))
+
     def batches():
+        pool = BatchPool(signature_shapes, prefetch + 2) if reuses_memory else None
         count = 0
         while True:
             live = buffer_ref()
             if live is None:
                 return
-            batch = live.sample(batch_size, beta=beta_at(count))
-            del live
+            out = None if pool is None else pool.acquire()
+            batch = live.sample(batch_size, beta=beta_at(count), out=out) if out is not None \
+                else live.sample(batch_size, beta=beta_at(count))
+            del live, out
             yield batch
+            del batch  # our own reference would keep its slot busy for the next acquire
             count += 1
 
     dataset = tf.data.Dataset.from_generator(batches, output_signature=signature)

@@ -194,6 +194,14 @@ class RingStorage:
         self.size = min(capacity, self.size + count)
         return segments
 
-    def gather(self, indices: np.ndarray) -> dict[str, np.ndarray]:
-        """Field values at ``indices`` (fresh arrays, safe to hand to another thread)."""
-        return {name: array.take(indices, axis=0) for name, array in self.arrays.items()}
+    def gather(self, indices: np.ndarray, out: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+        """Field values at ``indices``: fresh arrays, or written into ``out`` (``[n, *shape]`` per field).
+
+        ``indices`` must be valid slots (the samplers' are): ``mode="clip"`` skips numpy's range
+        check, which with ``out`` would gather into a hidden buffer and copy it again.
+        """
+        if out is None:
+            return {name: array.take(indices, axis=0) for name, array in self.arrays.items()}
+        for name, array in self.arrays.items():
+            np.take(array, indices, axis=0, out=out[name], mode="clip")
+        return out

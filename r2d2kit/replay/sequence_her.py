@@ -67,7 +67,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from r2d2kit._validation import check_float, check_positive_int
+from r2d2kit._validation import check_positive_int
 from r2d2kit.kernels import sequence_her as sequence_her_kernels
 from r2d2kit.replay.fields import fields_from_json, parse_fields
 from r2d2kit.replay.her import GoalSelectionStrategy, call_goal_function
@@ -274,20 +274,24 @@ class SequenceHerReplayBuffer(SequenceReplayBuffer):
         self._table_origin[alive] = record.origin
 
     # ------------------------------------------------------------------ sampling
-    def sample(self, batch_size: int, beta: float = 0.6) -> dict[str, np.ndarray]:
+    def sample(self, batch_size: int, beta: float = 0.6, *,
+               out: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
         """Sample windows in proportion to priority and relabel those of finished episodes in hindsight.
+
+        Memory and ``out`` work as for ``SequenceReplayBuffer.sample`` (reused arrays, never one
+        still referenced; ``out`` from :meth:`sample_buffers` is filled in place).
 
         Returns:
             What ``SequenceReplayBuffer.sample`` returns (``obs``, ``reward`` and ``prev_reward``
             under the relabelled goal where ``relabelled``), plus ``achieved_goal`` ``[B, L, *goal]``,
             ``goal`` ``[B, *goal]`` and ``relabelled`` ``[B]`` (bool).
         """
-        batch_size = check_positive_int("batch_size", batch_size)
-        beta = check_float("beta", beta, 0.0, 1.0)
+        batch_size, beta = self._check_sample_args(batch_size, beta, out)
         with self._lock:
             self._check_not_empty()
+            batch = self._output_batch(batch_size, out)
             uniforms = self._rng.random((3, batch_size))  # [3, B]: window, relabel, goal
-            indices, weights, batch = self._sample_windows(uniforms[0], beta)
+            indices = self._sample_windows(uniforms[0], beta, batch)
             goal_rows, pair_samples, pair_positions, pair_rows, stale = sequence_her_kernels.sequence_her_relabel(
                 indices, self._slots, self._window_start, self._window_transitions, self._table_origin,
                 self._goal_table, self._table_written, self._rows_written, self.capacity,
@@ -298,9 +302,8 @@ class SequenceHerReplayBuffer(SequenceReplayBuffer):
             achieved = self._rows["achieved_goal"]
             goals = achieved.take(np.maximum(goal_rows, 0), axis=0)  # [B, *goal], used where relabelled
             pair_achieved = achieved.take(pair_rows, axis=0)  # [M, *goal]
+        # outside the lock (compute_reward is the user's); ``batch`` is ours: no other sample writes it
         self._relabel(batch, goal_rows >= 0, goals, pair_samples, pair_positions, pair_achieved)
-        batch["indices"] = indices
-        batch["weights"] = weights
         return batch
 
     def _relabel(self, batch: dict[str, np.ndarray], relabelled: np.ndarray, goals: np.ndarray,
@@ -310,9 +313,9 @@ class SequenceHerReplayBuffer(SequenceReplayBuffer):
         obs = batch["obs"]  # [B, L, obs_size + goal_size]
         first_obs = np.argmax(batch["obs_mask"], axis=1)  # [B]: every window holds an observation
         original = obs[np.arange(count), first_obs, obs.shape[2] - self.goal_size:]  # [B, goal_size]
-        batch["goal"] = np.where(relabelled.reshape((count,) + (1,) * len(self._goal_spec.shape)), goals,
-                                 original.reshape(goals.shape).astype(self._goal_spec.dtype))
-        batch["relabelled"] = relabelled
+        np.copyto(batch["goal"], np.where(relabelled.reshape((count,) + (1,) * len(self._goal_spec.shape)), goals,
+                                          original.reshape(goals.shape).astype(self._goal_spec.dtype)))
+        np.copyto(batch["relabelled"], relabelled)
         if not relabelled.any():
             return
         if pair_samples.size:

@@ -172,7 +172,9 @@ OPS = st.one_of(
     st.tuples(st.just("add")),
     st.tuples(st.just("add_batch"), st.integers(0, 30)),
     update_op(),
-    st.tuples(st.just("sample"), st.integers(1, 24), st.sampled_from([0.0, 0.4, 1.0])),
+    # memory: "drop" the batch, "keep" it (it must never change), or gather into a reused junk-filled "out"
+    st.tuples(st.just("sample"), st.integers(1, 24), st.sampled_from([0.0, 0.4, 1.0]),
+              st.sampled_from(["drop", "keep", "out"])),
     st.tuples(st.just("sort")),
 )
 
@@ -237,6 +239,10 @@ def check_sample(buf, model: ReferenceBuffer, sample: dict[str, np.ndarray], bet
 )
 # found by hypothesis: at alpha = 0 a zero priority (eps = 0) still has no mass, not 0^0 = 1
 @example(kind="per", capacity=1, alpha=0.0, eps=0.0, sort_every=None, seed=0, ops=[("add",), ("update", [0], [0.0])])
+# reused memory: the dropped batch's slot serves the third sample, the kept one is never written
+@example(kind="uniform", capacity=3, alpha=0.0, eps=0.0, sort_every=None, seed=0,
+         ops=[("add_batch", 3), ("sample", 4, 0.4, "keep"), ("sample", 4, 0.4, "drop"), ("add",),
+              ("sample", 4, 0.4, "drop"), ("sample", 4, 0.4, "out"), ("sample", 4, 0.4, "out")])
 def test_random_operations_match_reference(kind, capacity, alpha, eps, sort_every, seed, ops):
     params = {}
     if kind == "per":
@@ -247,6 +253,7 @@ def test_random_operations_match_reference(kind, capacity, alpha, eps, sort_ever
     model = ReferenceBuffer(capacity, kind, alpha=alpha, eps=eps if kind == "per" else 0.0,
                             sort_every=sort_every)
     next_id = 0
+    kept, outs = [], {}  # batches the caller keeps (with copies); out dicts per batch size
     for op in ops:
         if op[0] == "add":
             buf.add(**item(next_id))
@@ -268,7 +275,12 @@ def test_random_operations_match_reference(kind, capacity, alpha, eps, sort_ever
                 buf.sort()
                 model.sort()
         else:
-            _, batch_size, beta = op
+            _, batch_size, beta, memory = op
+            out = None
+            if memory == "out":
+                out = outs.setdefault(batch_size, buf.sample_buffers(batch_size))
+                for array in out.values():
+                    array.view(np.uint8)[...] = 0xAB  # every byte must be written again
             if model.size == 0:
                 with pytest.raises(ValueError, match="empty"):
                     buf.sample(batch_size, beta=beta)
@@ -276,8 +288,16 @@ def test_random_operations_match_reference(kind, capacity, alpha, eps, sort_ever
                 with pytest.raises(ValueError, match="priority is 0"):
                     buf.sample(batch_size, beta=beta)
             else:
-                check_sample(buf, model, buf.sample(batch_size, beta=beta), beta)
+                sample = buf.sample(batch_size, beta=beta, out=out)
+                assert out is None or sample is out
+                check_sample(buf, model, sample, beta)
+                if memory == "keep":
+                    kept.append((sample, {key: value.copy() for key, value in sample.items()}))
+                del sample
         check_against_model(buf, model)
+        for sample, copy in kept:
+            for key in copy:
+                np.testing.assert_array_equal(sample[key], copy[key], err_msg=f"a kept batch changed: {key}")
 
 
 # =====================================================================================================
@@ -363,6 +383,15 @@ def test_index_outside_the_stored_items_is_an_index_error(filled, indices, patte
 def test_priorities_of_the_wrong_length(filled):
     with pytest.raises(ValueError, match=r"priorities must have shape \(3,\)"):
         filled.update_priorities([0, 1, 2], [1.0, 2.0])
+
+
+def test_sample_into_out_of_the_wrong_shape_names_the_field(filled):
+    out = filled.sample_buffers(4)
+    with pytest.raises(ValueError, match=r"out\['obs'\] has shape \(4, 2\).*needs shape \(3, 2\)"):
+        filled.sample(3, out=out)
+    out["action"] = out["action"].astype(np.int32)
+    with pytest.raises(ValueError, match=r"out\['action'\].*dtype int32.*dtype int64.*sample_buffers"):
+        filled.sample(4, out=out)
 
 
 @pytest.mark.parametrize("kind", KINDS)

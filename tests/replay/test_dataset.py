@@ -265,3 +265,55 @@ def test_dataset_does_not_keep_the_buffer_alive():
     del buffer
     gc.collect()
     assert alive() is None
+
+
+# ---------------------------------------------------------------------------------- reused memory
+def _held_batches_survive(monkeypatch, prefetch: int, guard: bool) -> tuple[bool, list]:
+    """Draw from a prefetching iterator while holding three batches; were they left intact?
+
+    ``guard=False`` disables the pool's reference check, to show what it protects against: tf.data
+    wraps the pool's aligned arrays without copying them.
+    """
+    import r2d2kit.replay.batch_pool as batch_pool
+    import r2d2kit.replay.dataset as dataset_module
+
+    pools = []
+
+    class RecordingPool(batch_pool.BatchPool):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            pools.append(self)
+
+    monkeypatch.setattr(dataset_module, "BatchPool", RecordingPool)
+    if not guard:
+        monkeypatch.setattr(batch_pool._Slot, "held_elsewhere", lambda slot: False)
+    buffer = filled(PrioritizedReplayBuffer, capacity=64, count=64)
+    batches = iter(buffer.as_dataset(16, beta=0.5, prefetch=prefetch))
+    try:
+        for _ in range(10):
+            next(batches)
+        held = [next(batches) for _ in range(3)]
+        copies = [to_numpy(batch) for batch in held]
+        for _ in range(12):
+            next(batches)
+        intact = all(np.array_equal(batch[key].numpy(), copy[key]) for batch, copy in zip(held, copies)
+                     for key in copy)
+    finally:
+        del batches
+    return intact, pools
+
+
+@pytest.mark.parametrize("prefetch", [0, 1, 3])
+def test_batches_held_from_a_prefetching_iterator_are_never_overwritten(monkeypatch, prefetch):
+    intact, pools = _held_batches_survive(monkeypatch, prefetch, guard=True)
+    assert intact, "a batch still held was overwritten by a later one"
+    (pool,) = pools
+    assert pool.size == prefetch + 2
+    assert pool.reused >= 12, f"the pool should recycle dropped batches: {pool}"
+    assert pool.allocated <= prefetch + 2 + 3, f"only the three held batches need new memory: {pool}"
+
+
+def test_without_the_reference_check_tf_data_would_see_overwritten_batches(monkeypatch):
+    """tf.data wraps 64-byte-aligned numpy arrays without a copy, so recycling by turn alone is unsafe."""
+    intact, _ = _held_batches_survive(monkeypatch, 2, guard=False)
+    assert not intact

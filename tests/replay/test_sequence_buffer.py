@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from r2d2kit.replay.sequence import SequenceReplayBuffer, sequence_priorities
 from r2d2kit.replay.sequence_builder import SequenceBuilder
@@ -9,10 +11,12 @@ from r2d2kit.replay.sequence_builder import SequenceBuilder
 ROW_KEYS = ["obs", "action", "reward", "prev_action", "prev_reward", "terminated", "truncated", "mask", "obs_mask"]
 
 
-def drive(num_envs, burn_in, trace, n_step, period, capacity, steps, seed, check_every=1):
+def drive(num_envs, burn_in, trace, n_step, period, capacity, steps, seed, check_every=1, memory="pool"):
     """Feed random episodes through builder -> buffer; check every sample against the emitted windows.
 
     Observations encode (env, episode, time), so a row from another window cannot hide.
+    ``memory="pool"``: plain ``sample``, keeping a few earlier batches alive, which must never change;
+    ``"out"``: one ``out`` dict reused for every sample, filled with junk bytes before each.
     """
     rng = np.random.default_rng(seed)
     builder = SequenceBuilder(num_envs, burn_in, trace, n_step, period)
@@ -27,6 +31,8 @@ def drive(num_envs, burn_in, trace, n_step, period, capacity, steps, seed, check
     next_episode_id = num_envs
     emitted = {}
     sampled = 0
+    out_arrays = buffer.sample_buffers(16) if memory == "out" else None
+    held = []  # (batch, its copy): batches the caller keeps; reused memory must never overwrite them
     for step in range(steps):
         obs = np.stack([np.arange(num_envs), episode_ids, time], axis=1).astype(np.float32)
         length = lengths[np.arange(num_envs), episode_index]
@@ -45,7 +51,13 @@ def drive(num_envs, burn_in, trace, n_step, period, capacity, steps, seed, check
             for w, slot in enumerate(buffer.add_sequences(out)):
                 emitted[slot] = {key: value[w] for key, value in out.items()}
         if len(buffer) and step % check_every == 0:
-            batch = buffer.sample(16)
+            if memory == "out":
+                for array in out_arrays.values():
+                    array.view(np.uint8)[...] = 0xAB  # every byte must be written again
+                batch = buffer.sample(16, out=out_arrays)
+                assert batch is out_arrays
+            else:
+                batch = buffer.sample(16)
             for i, slot in enumerate(batch["indices"]):
                 expected = emitted[slot]
                 for key in ROW_KEYS + ["state_h", "state_c"]:
@@ -54,16 +66,24 @@ def drive(num_envs, burn_in, trace, n_step, period, capacity, steps, seed, check
                 assert len(set(map(tuple, rows[:, :2]))) == 1, "a window mixes envs or episodes"
                 np.testing.assert_array_equal(np.diff(rows[:, 2]), 1)
                 sampled += 1
+            if memory == "pool" and step % 5 == 0:
+                held = held[-2:] + [(batch, {key: value.copy() for key, value in batch.items()})]
+            for kept, copy in held:
+                for key in copy:
+                    np.testing.assert_array_equal(kept[key], copy[key], err_msg=f"a kept batch changed: {key}")
     return buffer, sampled
 
 
+@pytest.mark.parametrize("memory", ["pool", "out"])
 @pytest.mark.parametrize("num_envs,burn_in,trace,n_step,period,capacity", [
     pytest.param(1, 2, 3, 1, 2, 20, id="1 env, tiny ring"),
     pytest.param(3, 4, 8, 2, 4, 97, id="3 envs, R2D2 proportions"),
     pytest.param(2, 0, 5, 0, 5, 33, id="no burn-in, no n-step"),
 ])
-def test_sampled_windows_equal_emitted_windows_across_ring_wraps(num_envs, burn_in, trace, n_step, period, capacity):
-    buffer, sampled = drive(num_envs, burn_in, trace, n_step, period, capacity, steps=500, seed=7, check_every=2)
+def test_sampled_windows_equal_emitted_windows_across_ring_wraps(num_envs, burn_in, trace, n_step, period, capacity,
+                                                                 memory):
+    buffer, sampled = drive(num_envs, burn_in, trace, n_step, period, capacity, steps=500, seed=7, check_every=2,
+                            memory=memory)
     assert buffer._rows_written > 5 * capacity, "the ring must wrap several times"
     assert sampled > 1000 // 2
 
@@ -181,3 +201,178 @@ def test_zero_priority_windows_have_no_mass_at_alpha_zero_on_add_and_update():
     buffer.update_priorities(slots, np.where(even, 3.0, 0.0))
     np.testing.assert_array_equal(buffer.tree.get(slots), np.where(even, 1.0, 0.0))
     assert set(buffer.sample(256)["indices"]) == set(slots[::2])
+
+
+# =====================================================================================================
+# Gathering into reused memory (issue 21)
+# =====================================================================================================
+
+
+def test_sample_reuses_its_memory_once_the_batch_is_dropped():
+    buffer, _ = drive(2, 2, 4, 1, 2, capacity=50, steps=60, seed=3, check_every=1000)
+    addresses = set()
+    for _ in range(6):
+        batch = buffer.sample(8)  # the previous batch is still bound during the call: two slots serve
+        addresses.add(batch["obs"].ctypes.data)
+    pool = buffer._sample_memory.pools[8]
+    assert len(addresses) == 2 and pool.allocated == 2 and pool.reused == 4
+    kept = [buffer.sample(8) for _ in range(3)]  # all kept: each needs memory of its own
+    assert len({b["obs"].ctypes.data for b in kept}) == 3 and pool.allocated >= 4
+
+
+@settings(deadline=None, max_examples=40)
+@given(program=st.lists(st.sampled_from(["sample", "sample_out", "drop", "add"]), min_size=1, max_size=25),
+       batch_size=st.integers(1, 9), seed=st.integers(0, 2**16))
+def test_random_sample_hold_drop_programs_match_a_saved_twin(tmp_path_factory, program, batch_size, seed):
+    """Default samples, ``out`` samples, drops and adds in any order: each batch equals the twin's fresh
+    sample (gathered naively, window by window), and every batch still held keeps its contents."""
+    buffer, _ = drive(2, 1, 3, 1, 2, capacity=23, steps=40, seed=seed % 7, check_every=1000)
+    path = tmp_path_factory.mktemp("twin") / "twin.npz"
+    buffer.save(path)
+    twin = SequenceReplayBuffer.load(path)
+    builder = SequenceBuilder(2, 1, 3, 1, 2)
+    rng = np.random.default_rng(seed)
+    out_arrays = buffer.sample_buffers(batch_size)
+    held = []
+    for op in program:
+        if op == "add":
+            obs = rng.random((2, 3)).astype(np.float32)
+            state = (rng.random((2, 2)).astype(np.float32), rng.random((2, 2)).astype(np.float32))
+            windows = builder.step(obs, rng.integers(0, 4, 2), rng.random(2), rng.random(2) < 0.2,
+                                   np.zeros(2, bool), state)
+            if windows is not None:
+                buffer.add_sequences(windows)
+                twin.add_sequences(windows)
+        elif op == "drop":
+            if held:
+                del held[int(rng.integers(len(held)))]
+        else:
+            batch = buffer.sample(batch_size, out=out_arrays if op == "sample_out" else None)
+            want = naive_sample(twin, batch_size)
+            for key in want:
+                np.testing.assert_array_equal(batch[key], want[key], err_msg=key)
+            if op == "sample":
+                held.append((batch, want))
+            del batch
+        for kept, want in held:
+            for key in want:
+                np.testing.assert_array_equal(kept[key], want[key], err_msg=f"a kept batch changed: {key}")
+
+
+def naive_sample(buffer: SequenceReplayBuffer, batch_size: int) -> dict:
+    """What ``sample`` returns, drawn with the buffer's own tree and random stream but gathered window by window."""
+    from r2d2kit.kernels import sumtree as tree_kernels
+
+    t = buffer._tree
+    indices, weights = tree_kernels.sum_tree_sample_weighted(t._sum, t._min, t._leaf_offset, t._depth,
+                                                             buffer._rng.random(batch_size), 0.6)
+    batch = {}
+    for name, array in buffer._rows.items():
+        batch[name] = np.stack([np.stack([array[slot] for slot in buffer._slots[i]]) for i in indices])
+    batch["obs_mask"] = np.stack([[slot != buffer.capacity for slot in buffer._slots[i]] for i in indices])
+    for name, array in buffer._states.items():
+        batch[name] = np.stack([array[i] for i in indices])
+    batch["indices"], batch["weights"] = indices, weights
+    return batch
+
+
+def test_sample_into_out_with_the_wrong_arrays_names_the_field():
+    buffer, _ = drive(2, 2, 4, 1, 2, capacity=50, steps=60, seed=3, check_every=1000)
+    with pytest.raises(ValueError, match=r"out\['obs'\] has shape \(4, 7, 3\).*needs shape \(8, 7, 3\)"):
+        buffer.sample(8, out=buffer.sample_buffers(4))
+    out = buffer.sample_buffers(8)
+    out["reward"] = out["reward"].astype(np.float64)
+    with pytest.raises(ValueError, match=r"out\['reward'\].*dtype float64.*dtype float32"):
+        buffer.sample(8, out=out)
+    out = buffer.sample_buffers(8)
+    del out["state_c"]
+    with pytest.raises(ValueError, match=r"missing fields \['state_c'\]"):
+        buffer.sample(8, out=out)
+    with pytest.raises(TypeError, match="batch_size must be an integer"):
+        buffer.sample_buffers(2.5)
+
+
+def test_zero_initial_state_is_written_into_reused_memory():
+    """``initial_state="zero"``: the state arrays of reused memory are zeroed, not left from an earlier batch."""
+    builder = SequenceBuilder(1, 1, 2, 1, 2)
+    buffer = SequenceReplayBuffer(30, {"obs": ((1,), "float32"), "action": ((), "int64")},
+                                  {"state_h": ((2,), "float32"), "state_c": ((2,), "float32")}, burn_in=1,
+                                  trace_length=2, n_step=1, period=2, initial_state="zero", seed=0)
+    for t in range(12):
+        windows = builder.step(np.full((1, 1), t, np.float32), np.zeros(1, np.int64), np.ones(1),
+                               np.zeros(1, bool), np.zeros(1, bool), (np.ones((1, 2), np.float32),) * 2)
+        if windows is not None:
+            buffer.add_sequences(windows)
+    out = buffer.sample_buffers(4)
+    out["state_h"][...] = 5.0
+    out["state_c"][...] = 5.0
+    batch = buffer.sample(4, out=out)
+    assert not batch["state_h"].any() and not batch["state_c"].any()
+    assert buffer._states["state_h"].any(), "the stored states are kept"
+
+
+@settings(deadline=None, max_examples=60)
+@given(num_envs=st.integers(1, 3), burn_in=st.integers(0, 3), trace=st.integers(1, 4), n_step=st.integers(0, 2),
+       period=st.integers(1, 4), capacity=st.integers(4, 30), steps=st.integers(1, 60), batch_size=st.integers(1, 8),
+       memory=st.sampled_from(["pool", "out"]), seed=st.integers(0, 2**16))
+def test_reused_memory_samples_match_the_reference_windows(num_envs, burn_in, trace, n_step, period, capacity, steps,
+                                                           batch_size, memory, seed):
+    """Every sample after every vector step, into reused memory, equals ``reference_sequences``' windows.
+
+    Small rings wrap many times; ``"out"`` refills one junk-filled dict each time, ``"pool"`` keeps
+    the previous batch alive (it must not change) while the next is gathered.
+    """
+    from reference_sequences import RecordedEpisode, expected_windows, vector_steps
+
+    period = min(period, trace)
+    rng = np.random.default_rng(seed)
+    episodes = []
+    for env in range(num_envs):
+        mine, span = [], 0
+        while span <= steps:
+            T = int(rng.integers(1, 12))
+            t = np.arange(T + 1)
+            code = np.stack([np.full(T + 1, env), np.full(T + 1, len(mine)), t], axis=1).astype(np.float32)
+            ends = np.zeros(T, bool)
+            ends[-1] = True
+            truncated = bool(rng.random() < 0.5)
+            mine.append(RecordedEpisode(code, (1 + 100 * env + 10 * len(mine) + t[:T]).astype(np.int64),
+                                        (t[:T] + 0.5).astype(np.float32), ends & (not truncated), ends & truncated,
+                                        (np.concatenate([code, code[:, :1]], axis=1), -code)))
+            span += T + 1
+        episodes.append(mine)
+    reference = {(w.env, w.episode, w.start): w for w in expected_windows(episodes, burn_in, trace, n_step, period)}
+    builder = SequenceBuilder(num_envs, burn_in, trace, n_step, period)
+    buffer = SequenceReplayBuffer(capacity, {"obs": ((3,), "float32"), "action": ((), "int64")},
+                                  {"state_h": ((4,), "float32"), "state_c": ((3,), "float32")}, burn_in=burn_in,
+                                  trace_length=trace, n_step=n_step, period=period, seed=seed)
+    window_of_slot = {}
+    out = buffer.sample_buffers(batch_size)
+    kept = None
+    for s in vector_steps(episodes, steps):
+        windows = builder.step(s["obs"], s["action"], s["reward"], s["terminated"], s["truncated"], s["state"])
+        if windows is not None:
+            slots = buffer.add_sequences(windows)
+            for w, slot in enumerate(slots):
+                window_of_slot[int(slot)] = (int(windows["env"][w]), int(windows["episode"][w]),
+                                             int(windows["start"][w]))
+        if not len(buffer):
+            continue
+        if memory == "out":
+            for array in out.values():
+                array.view(np.uint8)[...] = 0xAB
+            batch = buffer.sample(batch_size, out=out)
+        else:
+            batch = buffer.sample(batch_size)
+        for b, slot in enumerate(batch["indices"]):
+            want = reference[window_of_slot[int(slot)]]
+            for key, rows in want.rows.items():
+                np.testing.assert_array_equal(batch[key][b], rows.astype(batch[key].dtype), err_msg=key)
+            np.testing.assert_array_equal(batch["state_h"][b], want.state[0])
+            np.testing.assert_array_equal(batch["state_c"][b], want.state[1])
+        if kept is not None:
+            for key, value in kept[1].items():
+                np.testing.assert_array_equal(kept[0][key], value, err_msg=f"a kept batch changed: {key}")
+        if memory == "pool":
+            kept = (batch, {key: value.copy() for key, value in batch.items()})
+        del batch

@@ -248,6 +248,35 @@ def test_relabelling_matches_the_reference(config, strategy):
         assert seen["episode shorter than a window"] > 0, seen
 
 
+@pytest.mark.parametrize("config", ["three_envs_interleaved_cap_97", "no_burn_in_period_1"])
+def test_relabelling_into_reused_memory_matches_the_reference(config):
+    """One ``out`` dict for every sample, junk bytes in it before each: relabelled goals, rewards and
+    flags of the previous batch must not survive, and a default-memory batch kept meanwhile never changes."""
+    c = CONFIGS[config]
+    rig = Rig(fixed_episodes(c["lengths"], c["steps"]), c["capacity"], *c["layout"], seed=2)
+    out = rig.buffer.sample_buffers(64)
+    kept = None
+    seen = Counter()
+    for part in range(8):
+        rig.feed(c["steps"] // 8)
+        for array in out.values():
+            array.view(np.uint8)[...] = 0xAB
+        assert rig.buffer.sample(64, out=out) is out
+        seen += rig.check(out)
+        if kept is None:
+            kept = rig.buffer.sample(64)
+            copy = {key: value.copy() for key, value in kept.items()}
+        for _ in range(3):
+            rig.buffer.sample(64)  # default memory: must leave the kept batch alone
+    assert seen["relabelled"] > 50 and seen["unfinished, kept"] > 0, seen
+    for key in copy:
+        np.testing.assert_array_equal(kept[key], copy[key], err_msg=key)
+    with pytest.raises(ValueError, match=r"out\['goal'\] has shape"):
+        bad = rig.buffer.sample_buffers(64)
+        bad["goal"] = np.zeros((64, 4), np.float32)
+        rig.buffer.sample(64, out=bad)
+
+
 @settings(deadline=None, max_examples=100, suppress_health_check=[HealthCheck.too_slow])
 @given(num_envs=st.integers(1, 3), burn_in=st.integers(0, 3), trace_length=st.integers(1, 4),
        n_step=st.integers(1, 2), period=st.integers(1, 4), capacity=st.integers(3, 25), max_len=st.integers(1, 14),
