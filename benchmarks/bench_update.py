@@ -81,6 +81,8 @@ CHECK_OVERRIDES = ["learner.batch_size=3", "learner.burn_in=3", "learner.trace_l
 NATURE_CNN = ((32, 8, 4), (64, 4, 2), (64, 3, 1))  # (filters, kernel, stride): r2d2kit's DQNImageModel
 SGEMM_N = 2048
 GIB = 2.0 ** 30
+# issue 21: the Pong-size update before the fix (2 cores, 2 threads): 7.4 s, 12.0 GiB peak RSS
+ISSUE_BEFORE_SECONDS, ISSUE_RSS_GIB, ISSUE_SPEEDUP = 7.4, 3.0, 2.0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -711,16 +713,20 @@ def run_check_child(args: argparse.Namespace) -> dict:
 # the parent: children, table
 
 
-def run_child(kind: str, extra: list[str], threads: int) -> dict:
-    """Run this script as ``--child kind`` in a fresh Python and return the JSON it writes."""
+def run_child(kind: str, extra: list[str], threads: int, env: dict[str, str] | None = None) -> dict:
+    """Run this script as ``--child kind`` in a fresh Python (``env``: extra variables) and return its JSON."""
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "result.json"
         command = [sys.executable, str(Path(__file__).resolve()), "--child", kind, "--threads", str(threads),
                    "--child-out", str(out)] + extra
         began = time.perf_counter()
-        done = subprocess.run(command, cwd=REPO_ROOT, check=False)  # a failed child is reported, not raised
+        done = subprocess.run(command, cwd=REPO_ROOT, check=False,  # a failed child is reported, not raised
+                              env=dict(os.environ, **(env or {})))
         if done.returncode != 0 or not out.exists():
-            return {"error": f"{kind} child exited with {done.returncode}: {shlex.join(command)}"}
+            why = (f"killed by signal {-done.returncode}" + (" (the out-of-memory killer?)" if done.returncode == -9
+                                                             else "") if done.returncode < 0
+                   else f"exited with {done.returncode}")
+            return {"error": f"{kind} child {why}: {shlex.join(command)}"}
         result = json.loads(out.read_text())
         result["wall_seconds"] = time.perf_counter() - began
         return result
@@ -747,7 +753,8 @@ def measure_size(key: str, args: argparse.Namespace) -> dict:
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
         json.dump(spec, handle)
     try:
-        row["torch"] = run_child("torch", ["--spec", handle.name] + common, args.threads)
+        policy = {"OMP_WAIT_POLICY": args.omp_wait_policy.upper()} if args.omp_wait_policy else None
+        row["torch"] = run_child("torch", ["--spec", handle.name] + common, args.threads, policy)
     finally:
         os.unlink(handle.name)
     return row
@@ -755,6 +762,39 @@ def measure_size(key: str, args: argparse.Namespace) -> dict:
 
 def fmt(value: float | None, pattern: str) -> str:
     return "-" if value is None else format(value, pattern)
+
+
+def spread(seconds: list[float]) -> str:
+    """``min a / median b / max c s`` of the timed updates."""
+    return f"min {min(seconds):.3f} / median {float(np.median(seconds)):.3f} / max {max(seconds):.3f} s"
+
+
+def busiest_load(rows: list[dict]) -> float:
+    """The highest 1-minute load average any timing child saw at its start or end."""
+    loads = [float(child[key]) for row in rows for child in (row["keras"], row.get("torch", {}))
+             for key in ("load_start", "load_end") if child.get(key, "n/a") != "n/a"]
+    return max(loads, default=0.0)
+
+
+def issue_targets(rows: list[dict]) -> list[str]:
+    """Issue 21's targets for a Pong-size row measured with the paper's batch and windows."""
+    lines = []
+    for row in rows:
+        k, t = row["keras"], row.get("torch", {})
+        if row["key"] != "pong" or "error" in k:
+            continue
+        lrn = k["spec"]["learner"]
+        if (lrn["batch_size"], lrn["burn_in"], lrn["trace_length"], lrn["n_step"]) != SIZES["pong"]["paper"]:
+            continue
+        speedup = ISSUE_BEFORE_SECONDS / k["seconds"]
+        rss = k["peak_rss"] / GIB
+        lines.append(f"- issue 21 targets (Pong-size): >= {ISSUE_SPEEDUP:.0f}x faster than {ISSUE_BEFORE_SECONDS} s: "
+                     f"{speedup:.2f}x, {'met' if speedup >= ISSUE_SPEEDUP else 'not met'}; peak RSS <= "
+                     f"{ISSUE_RSS_GIB:.0f} GiB: {rss:.2f} GiB, {'met' if rss <= ISSUE_RSS_GIB else 'not met'}"
+                     + (f"; at least level with the twin: twin / r2d2kit {t['seconds'] / k['seconds']:.2f}, "
+                        f"{'met' if t['seconds'] >= k['seconds'] else 'not met'}" if "error" not in t else "")
+                     + " (one run on a shared machine: check the load line)")
+    return lines
 
 
 def rate(gflops: float) -> str:
@@ -805,9 +845,9 @@ def report(rows: list[dict], checks: dict, args: argparse.Namespace) -> str:
             f"- {row['name']}: windows of {lrn['burn_in']} burn-in + {lrn['trace_length']} trace + {lrn['n_step']} "
             f"n-step = {k['spec']['length']} rows, batch {lrn['batch_size']}; forward {row['row_mflop']:.2f} MFLOP "
             f"per row; median of {row['updates']} updates after {row['warmup']} warm-up "
-            f"(r2d2kit each: {', '.join(f'{s:.3f}' for s in k['all_seconds'])} s; first {k['first_seconds']:.2f} s "
-            f"with tracing; child process {k['wall_seconds']:.0f} s" + (f"; twin each: {', '.join(f'{s:.3f}' for s in t['all_seconds'])} s, first "
-                               f"{t['first_seconds']:.2f} s, child process {t['wall_seconds']:.0f} s" if "error" not in t else "") + ")")
+            f"(r2d2kit {spread(k['all_seconds'])}; first {k['first_seconds']:.2f} s with tracing; child process "
+            f"{k['wall_seconds']:.0f} s" + (f"; twin {spread(t['all_seconds'])}; first {t['first_seconds']:.2f} s; "
+                                            f"child process {t['wall_seconds']:.0f} s" if "error" not in t else "") + ")")
         paper = SIZES[row["key"]]["paper"]
         if paper:
             got = (lrn["batch_size"], lrn["burn_in"], lrn["trace_length"], lrn["n_step"])
@@ -834,6 +874,12 @@ def report(rows: list[dict], checks: dict, args: argparse.Namespace) -> str:
             f"{c['grad_rel_error']:.1e} ({c['grad_worst']}); priorities {c['priority_rel_error']:.1e}; "
             f"parameters {c['params_keras']:,} vs {c['params_twin']:,}; MACs per row: formula "
             f"{c['macs_formula']:,}, twin's hooks {c['macs_twin']:,}")
+    lines += issue_targets(rows)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if busiest_load(rows) > cores + 0.5:
+        lines.append(f"- WARNING: load average up to {busiest_load(rows):.2f} on {cores} cores: other work shared the "
+                     "machine. Both sides slow down, the twin's OpenMP threads most erratically (see the min/max "
+                     "spread); rerun on a quiet machine, or compare with --omp-wait-policy passive.")
     lines.append("- twin / r2d2kit above 1: r2d2kit is faster. GFLOP/update = B x [F x burn_in + (3F - F1) x "
                  "(trace + n_step) + F x (burn_in + trace + n_step)] (module docstring); the bound in brackets: "
                  f"a {SGEMM_N}^2 float32 matmul in the same process and framework.")
@@ -857,6 +903,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--updates", type=int, default=None, help="timed updates (default: Pong 3, CartPole 20)")
     p.add_argument("--batch", type=int, default=None, help="override the configs' batch size (default: theirs)")
     p.add_argument("--no-check", action="store_true", help="skip the Keras-vs-twin equivalence check")
+    p.add_argument("--omp-wait-policy", choices=("passive", "active"), default=None,
+                   help="OMP_WAIT_POLICY for the twin's process (default: torch's own). On a loaded machine torch's "
+                        "OpenMP threads spin against other work and its times jump by up to 10x; passive is stable "
+                        "there but slower on small updates")
     p.add_argument("--json", default=None, help="also write every measurement to this JSON file")
     # internal: one framework per process
     p.add_argument("--child", choices=("keras", "torch", "check"), help=argparse.SUPPRESS)
@@ -885,7 +935,8 @@ def main(argv=None) -> dict:
     began = time.perf_counter()
     command = shlex.join(["python", os.path.relpath(Path(__file__).resolve(), REPO_ROOT)] + (sys.argv[1:] if argv is None else list(argv)))
     print(peers_machine.machine_line(("numpy", "tensorflow", "keras", "torch", "r2d2kit")), flush=True)
-    print(f"command: {command}  (cwd {REPO_ROOT}); threads {args.threads} for TF (intra and inter-op) and torch; "
+    print(f"command: {command}  (cwd {REPO_ROOT}); threads {args.threads} for TF (intra and inter-op) and torch"
+          f"{'; twin OMP_WAIT_POLICY=' + args.omp_wait_policy.upper() if args.omp_wait_policy else ''}; "
           f"load average at start {load_average()} on {os.cpu_count()} CPUs", flush=True)
     keys = [args.only] if args.only else list(SIZES)
     checks: dict = {}
