@@ -2,7 +2,7 @@
 
     flock /tmp/r2d2kit-bench.lock python benchmarks/bench_update.py               # both sizes, ~3 min (Pong: 1 warm-up + 3 timed)
     flock /tmp/r2d2kit-bench.lock python benchmarks/bench_update.py --markdown --only pong
-    python benchmarks/bench_update.py --quick           # smoke run, about a minute: small batches, 2 timed updates
+    python benchmarks/bench_update.py --quick           # smoke run: ~1 min of CPU (1.5-2 min wall under load), small batches
     python benchmarks/bench_update.py --updates 5 --warmup 2 --threads 2 --json update.json
 
 Rows (model and learner settings from the config files, built through public names only:
@@ -877,8 +877,8 @@ def report(rows: list[dict], checks: dict, args: argparse.Namespace) -> str:
     lines += issue_targets(rows)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     if busiest_load(rows) > cores + 0.5:
-        lines.append(f"- WARNING: load average up to {busiest_load(rows):.2f} on {cores} cores: other work shared the "
-                     "machine. Both sides slow down, the twin's OpenMP threads most erratically (see the min/max "
+        lines.append(f"- WARNING: load average up to {busiest_load(rows):.2f} on {cores} cores (this benchmark's own "
+                     "threads count up to --threads of it): other work shared the machine. Both sides slow down, the twin's OpenMP threads most erratically (see the min/max "
                      "spread); rerun on a quiet machine, or compare with --omp-wait-policy passive.")
     lines.append("- twin / r2d2kit above 1: r2d2kit is faster. GFLOP/update = B x [F x burn_in + (3F - F1) x "
                  "(trace + n_step) + F x (burn_in + trace + n_step)] (module docstring); the bound in brackets: "
@@ -893,7 +893,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--only", choices=sorted(SIZES), default=None, help="one row only")
     p.add_argument("--quick", action="store_true",
-                   help="smoke run (about a minute): Pong 4 windows of 10 + 20 + 5 rows, CartPole batch 16; "
+                   help="smoke run (about a minute of CPU; 1.5-2 min wall on a busy 2-core machine): Pong 4 windows of 10 + 20 + 5 rows, CartPole batch 16; "
                         "1 warm-up + 2 timed updates")
     p.add_argument("--markdown", action="store_true", help="print the table as markdown")
     p.add_argument("--threads", type=int, default=None,
@@ -947,7 +947,7 @@ def main(argv=None) -> dict:
     print()
     print(report(rows, checks, args))
     print(f"- total benchmark time {time.perf_counter() - began:.0f} s; load average at end {load_average()} "
-          f"(on {os.cpu_count()} CPUs: above about 0.5 x cores, other work shared the machine)")
+          f"(on {os.cpu_count()} CPUs; it counts this benchmark's own {args.threads} busy threads too)")
     result = {"rows": rows, "checks": checks, "command": command}
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1, default=str))
