@@ -210,6 +210,16 @@ class NumpyForward:
         self.obs_shape, self.obs_dtype = tuple(network.obs_shape), np.dtype(network.obs_dtype)
         self.num_actions, self.units = int(network.num_actions), int(network.lstm_units)
         self._weights = weights = _Weights()
+        try:
+            self._read_layers(network, weights)
+        except (AttributeError, KeyError, TypeError) as error:  # a QNetwork laid out otherwise: run it in Keras
+            raise UnsupportedNetwork(f"cannot read the network's layers by role ({type(error).__name__}: "
+                                     f"{error})") from None
+        weights.compile()
+        if check:
+            self.check_against_keras()
+
+    def _read_layers(self, network: "QNetwork", weights: _Weights) -> None:
         self._encoder = _stack(_encoder_dense_layers(network), weights)  # first: refuses all but MLPModel
         spec = network.config["encoder"]
         self._scale_uint8 = self.obs_dtype == np.uint8
@@ -218,9 +228,6 @@ class NumpyForward:
         self._norm = _stack([network._norm], weights) if network._norm is not None else []
         self._advantage = _stack(list(network._advantage), weights)
         self._value = _stack(list(network._value), weights) if network.dueling else []
-        weights.compile()
-        if check:
-            self.check_against_keras()
 
     def _lstm_slots(self, cell: Any, weights: _Weights) -> tuple[int, int, int]:
         if type(cell) is not keras.layers.LSTMCell or not cell.use_bias:

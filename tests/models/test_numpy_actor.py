@@ -99,8 +99,8 @@ def test_numpy_actor_equals_the_keras_actor_with_resets_and_state_reloads(case):
                 actor.set_state(*stored)
             seen[name].append((actor.q_values(obs[:, t], prev_action[:, t], prev_reward[:, t]), *actor.get_state()))
             actor.reset(resets[t])
-    for t, (mine, theirs) in enumerate(zip(seen["numpy"], seen["keras"])):
-        for got, expected in zip(mine, theirs):
+    for t, (mine, theirs) in enumerate(zip(seen["numpy"], seen["keras"], strict=True)):
+        for got, expected in zip(mine, theirs, strict=True):
             np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5, err_msg=f"step {t}")
     assert resets[-1].any()  # the last reset left zeros in those rows only
     np.testing.assert_array_equal(actors["numpy"].get_state()[0][resets[-1]], 0.0)
