@@ -9,6 +9,8 @@ rest (image encoders, custom :class:`~r2d2kit.models.ImageModel` subclasses).
 One step, for ``E`` envs (``U`` LSTM units, ``A`` actions)::
 
     obs [E, *obs] --(uint8: /255)--(* input_scale)--flatten--> Dense ... Dense --> f [E, F]
+        (coded observations, CodeEncoder(MLPModel): obs = codes [E, code_size], first one-hot
+         encoded by the layout's gather plan; a float32 input then, so no /255)
     z = f @ K[:F] + K[F + prev_action] + prev_reward * K[F + A] + h @ R + b        [E, 4U]
         (the LSTM input is [f, one_hot(prev_action), prev_reward]: the one-hot's product with
          the kernel is a row gather, so nothing is concatenated)
@@ -36,6 +38,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from r2d2kit.models.code_encoding import CodeEncoder
 from r2d2kit.models.encoders import MLPModel
 
 if TYPE_CHECKING:
@@ -164,11 +167,20 @@ def _run(stack: list, w: list[np.ndarray], x: np.ndarray) -> np.ndarray:
     return x
 
 
-def _encoder_dense_layers(network: "QNetwork") -> list:
-    """The MLP encoder's Dense layers, in order; refused unless they hold every encoder weight."""
-    spec = network.config["encoder"]
+def _mlp_spec(network: "QNetwork") -> tuple[MLPModel, tuple[np.ndarray, np.ndarray] | None]:
+    """The MLPModel behind the network's encoder and, for a CodeEncoder around it, its gather plan."""
+    spec, plan = network.config["encoder"], None
+    if type(spec) is CodeEncoder:
+        source, category = spec.layout.encoding_plan()
+        spec, plan = spec.encoder, (np.asarray(source, np.intp), np.asarray(category, np.float32))
     if type(spec) is not MLPModel:  # a subclass may override create_image_model: run it in Keras
-        raise UnsupportedNetwork(f"encoder {type(spec).__name__}: the numpy forward implements MLPModel only")
+        raise UnsupportedNetwork(f"encoder {type(spec).__name__}: the numpy forward implements MLPModel "
+                                 "(optionally inside a CodeEncoder) only")
+    return spec, plan
+
+
+def _encoder_dense_layers(network: "QNetwork", spec: MLPModel) -> list:
+    """The MLP encoder's Dense layers, in order; refused unless they hold every encoder weight."""
     dense = [layer for layer in _walk(network.encoder) if isinstance(layer, keras.layers.Dense)]
     units = [int(layer.units) for layer in dense]
     if units != list(spec.units):
@@ -220,10 +232,12 @@ class NumpyForward:
             self.check_against_keras()
 
     def _read_layers(self, network: "QNetwork", weights: _Weights) -> None:
-        self._encoder = _stack(_encoder_dense_layers(network), weights)  # first: refuses all but MLPModel
-        spec = network.config["encoder"]
-        self._scale_uint8 = self.obs_dtype == np.uint8
+        spec, self._code_plan = _mlp_spec(network)  # first: refuses all but MLPModel
+        self._encoder = _stack(_encoder_dense_layers(network, spec), weights)
+        self._scale_uint8 = self.obs_dtype == np.uint8 and self._code_plan is None  # codes arrive as float32
         self._input_scale = None if spec.input_scale is None else np.asarray(spec.input_scale, np.float32)
+        inputs = self._code_plan[0].size if self._code_plan is not None else int(np.prod(self.obs_shape))
+        self._features = int(spec.units[-1]) if spec.units else int(inputs)
         self._lstm = self._lstm_slots(network.cell, weights)
         self._norm = _stack([network._norm], weights) if network._norm is not None else []
         self._advantage = _stack(list(network._advantage), weights)
@@ -236,12 +250,10 @@ class NumpyForward:
             raise UnsupportedNetwork(f"LSTMCell {cell.name!r}: only activation='tanh', recurrent_activation="
                                      "'sigmoid' (the Keras defaults) are supported")
         extra = self.num_actions + 1 if self.network.prev_action_reward else 0
-        features = int(self.network.config["encoder"].units[-1]) if self.network.config["encoder"].units else \
-            int(np.prod(self.obs_shape))
-        if tuple(cell.kernel.shape) != (features + extra, 4 * self.units):
+        if tuple(cell.kernel.shape) != (self._features + extra, 4 * self.units):
             raise UnsupportedNetwork(f"LSTMCell {cell.name!r}: kernel {tuple(cell.kernel.shape)}, expected "
-                                     f"{(features + extra, 4 * self.units)} from the encoder and prev action/reward")
-        self._features = features
+                                     f"{(self._features + extra, 4 * self.units)} from the encoder and prev "
+                                     "action/reward")
         return weights.add(cell.kernel), weights.add(cell.recurrent_kernel), weights.add(cell.bias)
 
     # ------------------------------------------------------------------ public
@@ -263,6 +275,10 @@ class NumpyForward:
         """
         w = self._weights.values
         x = obs.astype(np.float32)  # [E, *obs]
+        if self._code_plan is not None:  # CodeEncoding: one gather, then one-hot slots compare
+            source, category = self._code_plan
+            gathered = x[..., source]  # [E, encoded_size]
+            x = np.where(category < 0, gathered, (gathered == category).astype(np.float32))
         if self._scale_uint8:
             x = x / np.float32(255.0)
         if self._input_scale is not None:
@@ -287,7 +303,10 @@ class NumpyForward:
     def check_against_keras(self, batch: int = 3, seed: int = 0) -> None:
         """Compare one step with the Keras sequence model on random inputs; :class:`UnsupportedNetwork` if they differ."""
         rng = np.random.default_rng(seed)
-        if self._scale_uint8:
+        if self._code_plan is not None:  # codes: small integers hit the one-hot slots
+            top = int(max(1.0, float(self._code_plan[1].max()))) + 1
+            obs = rng.integers(0, top + 1, (batch,) + self.obs_shape).astype(self.obs_dtype)
+        elif self._scale_uint8:
             obs = rng.integers(0, 256, (batch,) + self.obs_shape).astype(np.uint8)
         else:
             obs = rng.normal(size=(batch,) + self.obs_shape).astype(self.obs_dtype)

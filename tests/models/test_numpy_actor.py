@@ -8,6 +8,7 @@ a LayerNorm read wrongly).
 
 from __future__ import annotations
 
+import gymnasium as gym
 import keras
 import numpy as np
 import pytest
@@ -105,6 +106,29 @@ def test_numpy_actor_equals_the_keras_actor_with_resets_and_state_reloads(case):
     assert resets[-1].any()  # the last reset left zeros in those rows only
     np.testing.assert_array_equal(actors["numpy"].get_state()[0][resets[-1]], 0.0)
     assert np.all(actors["numpy"].get_state()[0][~resets[-1]] != 0.0)
+
+
+@pytest.mark.parametrize("space", [
+    gym.spaces.MultiDiscrete([3, 4]),
+    gym.spaces.Dict({"cell": gym.spaces.Discrete(5), "pos": gym.spaces.Box(-1.0, 1.0, (2,), np.float32)}),
+], ids=["MultiDiscrete", "Dict(Discrete, Box)"])
+def test_coded_observations_run_in_numpy_too(space):
+    """CodeEncoder(MLPModel): the codes' one-hot encoding in numpy = the network's CodeEncoding layer."""
+    from r2d2kit.models.code_encoding import CodeEncoder
+    from r2d2kit.spaces import observation_layout
+
+    layout = observation_layout(space)
+    space.seed(22)
+    network = QNetwork(layout.code_space.shape, 3, CodeEncoder(layout, MLPModel((8,), input_scale=2.0)),
+                       obs_dtype=str(layout.code_space.dtype), lstm_units=UNITS, head_units=5)
+    randomize(network, 23)
+    actor = network.actor(ENVS, backend="numpy")
+    _, prev_action, prev_reward = rollout_inputs(network, seed=24)
+    obs = np.stack([[layout.codes(space.sample()) for _ in range(STEPS)] for _ in range(ENVS)])  # [E, T, code_size]
+    stepped = np.stack([actor.q_values(obs[:, t], prev_action[:, t], prev_reward[:, t]) for t in range(STEPS)], 1)
+    h0, c0 = network.zero_state(ENVS)
+    q, _, _ = network.model([obs, prev_action, prev_reward, np.ones((ENVS, STEPS), bool), h0, c0])
+    np.testing.assert_allclose(stepped, keras.ops.convert_to_numpy(q), rtol=1e-5, atol=1e-5)
 
 
 def test_reset_with_no_env_ended_does_no_state_work():
