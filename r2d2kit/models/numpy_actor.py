@@ -318,8 +318,9 @@ class NumpyForward:
                                           np.ones((batch, 1), bool), h, c])
         theirs = (keras.ops.convert_to_numpy(q)[:, 0], keras.ops.convert_to_numpy(h_k), keras.ops.convert_to_numpy(c_k))
         for name, a, b in zip(("Q-values", "h", "c"), mine, theirs, strict=True):
-            scale = max(1.0, float(np.max(np.abs(b))))
-            if a.shape != b.shape or not np.allclose(a, b, rtol=1e-4, atol=1e-4 * scale):
+            finite = np.abs(b[np.isfinite(b)])
+            scale = max(1.0, float(finite.max())) if finite.size else 1.0  # diverged (NaN) weights: NaN both ways
+            if a.shape != b.shape or not np.allclose(a, b, rtol=1e-4, atol=1e-4 * scale, equal_nan=True):
                 raise UnsupportedNetwork(f"numpy forward disagrees with the Keras model on {name} "
                                          f"(max difference {np.max(np.abs(a - b)) if a.shape == b.shape else 'shape'}): "
                                          "the network has a part it does not read")
