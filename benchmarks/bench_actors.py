@@ -1,11 +1,22 @@
-"""Multi-process actors: env steps/s for 1 and 2 actor processes, and weight-broadcast latency.
+"""Actors: time per vector step by part, env steps/s for 1 and 2 actor processes, weight-broadcast latency.
 
-    python benchmarks/bench_actors.py              # full run: about 2 minutes on 2 cores
-    python benchmarks/bench_actors.py --quick      # smoke run: under a minute
+    python benchmarks/bench_actors.py              # full run: about 6 minutes on 2 cores
+    python benchmarks/bench_actors.py --quick      # smoke run: about 2 minutes
     python benchmarks/bench_actors.py --markdown   # markdown tables (for docs and issues)
+    python benchmarks/bench_actors.py --only step --backends keras,numpy
     python benchmarks/bench_actors.py --only broadcast --reps 500 --mb 40
 
-Two parts, one run:
+Three parts, one run; the first two for each actor backend (``--backends``, default both, side by
+side: ``keras`` = one compiled Keras call per vector step, the path before issue 21 and the fallback
+for image encoders; ``numpy`` = the numpy forward, which ``backend="auto"`` picks for this network):
+
+* **Vector step by part** (this process): the config's network and env, ``envs_per_actor`` envs,
+  an actor made as actor processes make it (``follow_weights=False``), stepped by ``ActingLoop``
+  with epsilon 0.5. Per vector step: the network call (``q_values``), the LSTM state work
+  (``get_state`` + ``reset``), the env step, and the whole ``ActingLoop.step`` (the rest is the
+  policy and the SequenceBuilder). Rounds alternate the backends (ABBA). Beside them, as floors:
+  an empty ``tf.function`` call (no compiled Keras call can cost less) and the numpy forward's
+  arithmetic at numpy's sgemm rate here (what is left after per-call overhead).
 
 * **Actor throughput.** ``r2d2kit.runners.processes.train_processes`` on CartPoleNoVel-v1 with the
   Q-network and R2D2 hyper-parameters of ``configs/cartpole_pomdp.yaml``, for 1 and 2 actor
@@ -16,7 +27,8 @@ Two parts, one run:
   column times only from the report that reaches half the steps to the last one: with 2 actors,
   the second actor may still be starting while the first already steps. Over that same stretch,
   the CPU columns give the learner's and each actor's CPU time as a share of one core (from
-  /proc: actors are found as this process's spawned children). Two rounds, in ABBA order.
+  /proc: actors are found as this process's spawned children), and the peak RSS of each actor
+  process (VmHWM, at the last report). Two rounds, in ABBA order over (backend, actor count).
 * **Weight-broadcast latency** of a 10 MB float32 vector (2,500,000 values), publisher in this
   process, a reader in a spawned process: (a) ``WeightBroadcast`` (shared memory, sequence lock +
   CRC-32), the reader polling ``read(newer_than=version)``; (b) a ``multiprocessing`` Queue (spawn
@@ -58,9 +70,10 @@ REPO_ROOT = BENCH_DIR.parent
 sys.path.insert(0, str(REPO_ROOT))  # benchmark the checkout, not an installed copy
 
 CONFIG = REPO_ROOT / "configs" / "cartpole_pomdp.yaml"
-FULL = dict(actor_counts=(1, 2), rounds=2, steps=30_000, reps=200, warmup=5, mb=10.0)
-QUICK = dict(actor_counts=(1, 2), rounds=1, steps=6_000, reps=25, warmup=2, mb=10.0)
-PARTS = ("actors", "broadcast")
+FULL = dict(actor_counts=(1, 2), rounds=2, steps=30_000, reps=200, warmup=5, mb=10.0, vector_steps=3_000)
+QUICK = dict(actor_counts=(1, 2), rounds=1, steps=6_000, reps=25, warmup=2, mb=10.0, vector_steps=500)
+PARTS = ("step", "actors", "broadcast")
+BACKENDS = ("keras", "numpy")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -75,21 +88,141 @@ def load_average() -> float:
 
 
 # ---------------------------------------------------------------------------------------------
-# part 1: actor throughput (train_processes with an idle learner)
+# part 1: a vector step by part, in a spawned process set up like an actor process
 
 
-def build_network(obs_shape: tuple[int, ...], num_actions: int, obs_dtype: str, model: dict):
+class TimedActor:
+    """An actor whose calls record their seconds: ``network`` (q_values) and ``state`` (get_state, reset)."""
+
+    def __init__(self, actor) -> None:
+        self.actor, self.network, self.state = actor, [], []
+
+    def q_values(self, obs, prev_action, prev_reward):
+        t0 = time.perf_counter()
+        q = self.actor.q_values(obs, prev_action, prev_reward)
+        self.network.append(time.perf_counter() - t0)
+        return q
+
+    def get_state(self):
+        t0 = time.perf_counter()
+        state = self.actor.get_state()
+        self.state.append(time.perf_counter() - t0)
+        return state
+
+    def reset(self, mask=None) -> None:
+        t0 = time.perf_counter()
+        self.actor.reset(mask)
+        self.state[-1] += time.perf_counter() - t0  # one entry per vector step: get_state + reset
+
+
+class TimedEnvs:
+    """A vector env whose ``step`` records its seconds."""
+
+    def __init__(self, envs) -> None:
+        self.envs, self.num_envs, self.step_s = envs, envs.num_envs, []
+
+    def reset(self, **kwargs):
+        return self.envs.reset(**kwargs)
+
+    def step(self, action):
+        t0 = time.perf_counter()
+        out = self.envs.step(action)
+        self.step_s.append(time.perf_counter() - t0)
+        return out
+
+
+def median_call_s(call, calls: int) -> float:
+    """Median seconds of ``call()`` over ``calls`` calls (after 50 untimed ones)."""
+    for _ in range(50):
+        call()
+    times = np.empty(calls)
+    for i in range(calls):
+        t0 = time.perf_counter()
+        call()
+        times[i] = time.perf_counter() - t0
+    return float(np.median(times))
+
+
+def step_profile(make_network, make_env, config, num_envs: int, backend: str, vector_steps: int, seed: int) -> dict:
+    """Body of the spawned process: ``vector_steps`` timed ``ActingLoop.step`` calls, by part.
+
+    Set up as ``actor_main`` sets up an actor process (thread limits, one TensorFlow thread); the
+    actor is made as actor processes make it. Returns per-step arrays (seconds), the floors and this process's peak RSS.
+    """
+    from r2d2kit.runners.processes import limit_threads
+
+    limit_threads(1)
+    import gymnasium as gym
+    import tensorflow as tf
+
+    from r2d2kit.models.tf_setup import setup_tensorflow
+    from r2d2kit.replay import SequenceBuilder
+    from r2d2kit.runners.experience import ActingLoop
+
+    setup_tensorflow(threads=1)
+    network = make_network()
+    actor = TimedActor(network.actor(num_envs, follow_weights=False))
+    envs = TimedEnvs(gym.vector.SyncVectorEnv([make_env] * num_envs))
+    builder = SequenceBuilder(num_envs, config.burn_in, config.trace_length, config.n_step, config.period)
+    loop = ActingLoop(envs, actor, builder, np.full(num_envs, 0.5), seed)
+    warmup = min(200, vector_steps)
+    whole = np.empty(vector_steps)
+    for i in range(warmup + vector_steps):
+        if i == warmup:
+            actor.network.clear(), actor.state.clear(), envs.step_s.clear()
+        t0 = time.perf_counter()
+        loop.step()
+        if i >= warmup:
+            whole[i - warmup] = time.perf_counter() - t0
+    envs.envs.close()
+    empty = tf.function(lambda: tf.constant(0.0))
+    a = np.random.default_rng(0).standard_normal((512, 512), dtype=np.float32)
+    sgemm_s = median_call_s(lambda: a @ a, 50)
+    weights = sum(int(np.prod(v.shape)) for v in network.variables)
+    return dict(backend=actor.actor.backend, network=np.asarray(actor.network), state=np.asarray(actor.state),
+                env=np.asarray(envs.step_s), whole=whole, empty_tf_function_s=median_call_s(empty, 2000),
+                sgemm_flops=2 * 512 ** 3 / sgemm_s, forward_flops=2 * num_envs * weights, rss_mb=peak_rss_mb())
+
+
+def step_rows(setup: dict, cfg: dict, backends: tuple[str, ...]) -> list[dict]:
+    """One spawned process per (backend, round), the backends in ABBA order."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    context = mp.get_context("spawn")
+    rows = []
+    for round_ in range(1, cfg["rounds"] + 1):
+        for backend in (backends if round_ % 2 else backends[::-1]):
+            with ProcessPoolExecutor(1, mp_context=context) as pool:
+                out = pool.submit(step_profile, setup["make_network"][backend], setup["make_env"], setup["config"],
+                                  setup["envs_per_actor"], backend, cfg["vector_steps"], setup["seed"]).result()
+            if out["backend"] != backend:
+                raise RuntimeError(f"asked for the {backend} actor, got {out['backend']}")
+            rows.append(dict(out, round=round_, envs=setup["envs_per_actor"], load=load_average()))
+    return sorted(rows, key=lambda r: (r["round"], backends.index(r["backend"])))
+
+
+# ---------------------------------------------------------------------------------------------
+# part 2: actor throughput (train_processes with an idle learner)
+
+
+def build_network(obs_shape: tuple[int, ...], num_actions: int, obs_dtype: str, model: dict,
+                  actor_backend: str = "auto"):
     """The Q-network of a config's ``model:`` section, as ``r2d2kit.train`` builds it (MLP encoder).
 
     Module level (with its arguments in a ``functools.partial``) so spawned actors can unpickle it;
-    TensorFlow is imported here, not when this file is imported.
+    TensorFlow is imported here, not when this file is imported. ``actor_backend``: the backend of
+    every actor made from it (``network.actor(...)`` in the actor processes), for the comparison.
     """
     from r2d2kit.models import MLPModel, QNetwork
 
     encoder = MLPModel(tuple(model.get("hidden", (64,))), input_scale=model.get("input_scale"))
-    return QNetwork(obs_shape, num_actions, encoder, obs_dtype=obs_dtype, lstm_units=model.get("lstm_units", 512),
-                    dueling=model.get("dueling", True), head_units=model.get("head_units", 512),
-                    prev_action_reward=model.get("prev_action_reward", True))
+    network = QNetwork(obs_shape, num_actions, encoder, obs_dtype=obs_dtype,
+                       lstm_units=model.get("lstm_units", 512), dueling=model.get("dueling", True),
+                       head_units=model.get("head_units", 512), prev_action_reward=model.get("prev_action_reward", True))
+    if actor_backend != "auto":
+        network.actor = functools.partial(network.actor, backend=actor_backend)  # this instance only
+    return network
 
 
 def make_env(env_id: str):
@@ -114,8 +247,9 @@ def actor_setup(config_path: Path, envs_per_actor: int | None) -> dict:
     obs_shape, num_actions = tuple(probe.observation_space.shape), int(probe.action_space.n)
     obs_dtype = str(probe.observation_space.dtype)
     probe.close()
-    make_network = functools.partial(build_network, obs_shape, num_actions, obs_dtype, model)
-    network = make_network()  # imports TensorFlow here, before any timed run, and counts the weights
+    make_network = {backend: functools.partial(build_network, obs_shape, num_actions, obs_dtype, model, backend)
+                    for backend in BACKENDS}
+    network = make_network["keras"]()  # imports TensorFlow here, before any timed run, and counts the weights
     weights = int(sum(int(np.prod(v.shape)) for v in network.variables))
     del network
     return dict(env_id=env_id, make_env=functools.partial(make_env, env_id), make_network=make_network,
@@ -123,6 +257,17 @@ def actor_setup(config_path: Path, envs_per_actor: int | None) -> dict:
                 envs_per_actor=envs_per_actor or int(data.get("env", {}).get("num_envs", 4)),
                 replay_capacity=int(data.get("replay", {}).get("capacity", 100_000)),
                 seed=int(data.get("run", {}).get("seed", 0)), weights=weights, model=model)
+
+
+def peak_rss_mb(pid: int | str = "self") -> float:
+    """Peak resident set size (VmHWM) of a process in MB (Linux /proc; nan elsewhere or if it ended)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except (OSError, ValueError):
+        pass
+    return float("nan")
 
 
 def spawned_children_cpu() -> dict[int, float]:
@@ -160,8 +305,8 @@ def rate(first: tuple, last: tuple) -> float:
     return (s1 - s0) / (t1 - t0) if t1 > t0 else float("nan")
 
 
-def run_actors(setup: dict, num_actors: int, steps: int) -> dict:
-    """One ``train_processes`` run with an idle learner; env steps/s after start-up, CPU shares."""
+def run_actors(setup: dict, backend: str, num_actors: int, steps: int) -> dict:
+    """One ``train_processes`` run with an idle learner; env steps/s after start-up, CPU shares, actor RSS."""
     from r2d2kit.runners.processes import ProcessRunConfig, train_processes
 
     run = ProcessRunConfig(num_actors=num_actors, envs_per_actor=setup["envs_per_actor"],
@@ -169,6 +314,7 @@ def run_actors(setup: dict, num_actors: int, steps: int) -> dict:
                            replay_capacity=setup["replay_capacity"], seed=setup["seed"])
     marks: list[tuple[float, int]] = []  # (perf_counter, env steps) each time the count changes
     cpu: dict[str, tuple] = {}  # snapshots where the count first reaches steps / 2 and steps (the last report)
+    rss: list[float] = []  # peak RSS of each actor process, MB
 
     def on_progress(result) -> None:
         if result.env_steps > 0 and (not marks or marks[-1][1] != result.env_steps):
@@ -176,17 +322,20 @@ def run_actors(setup: dict, num_actors: int, steps: int) -> dict:
             for name, threshold in (("half", steps / 2), ("end", steps)):
                 if name not in cpu and result.env_steps >= threshold:
                     cpu[name] = snapshot() + (result.env_steps,)
+                    if name == "end":  # the actors are still alive here: read their peak RSS
+                        rss.extend(peak_rss_mb(pid) for pid in cpu[name][2])
 
     load_before = load_average()
     started = time.perf_counter()
-    result = train_processes(setup["make_network"], setup["make_env"], setup["config"], run, on_progress=on_progress)
+    result = train_processes(setup["make_network"][backend], setup["make_env"], setup["config"], run, on_progress=on_progress)
     ended = time.perf_counter()
     if len(marks) < 2 or "half" not in cpu or "end" not in cpu:
         raise RuntimeError(f"only {len(marks)} progress report(s) with env steps; raise --steps")
     (t0, own0, kids0, s0), (t1, own1, kids1, s1) = cpu["half"], cpu["end"]
     common = kids0.keys() & kids1.keys()
     actor_cpu = [(kids1[pid] - kids0[pid]) / (t1 - t0) for pid in common] if t1 > t0 else []
-    return dict(actors=num_actors, envs=num_actors * setup["envs_per_actor"], env_steps=result.env_steps,
+    return dict(backend=backend, actors=num_actors, envs=num_actors * setup["envs_per_actor"],
+                env_steps=result.env_steps, actor_rss_mb=float(np.nanmax(rss)) if rss else float("nan"),
                 windows=result.windows, startup_s=marks[0][0] - started, stepping_s=marks[-1][0] - marks[0][0],
                 shutdown_s=ended - marks[-1][0], total_s=result.seconds,
                 steps_per_s=rate(marks[0], marks[-1]), last_half_steps_per_s=rate((t0, s0), (t1, s1)),
@@ -195,18 +344,19 @@ def run_actors(setup: dict, num_actors: int, steps: int) -> dict:
                 load_before=load_before, load_after=load_average())
 
 
-def actor_rows(setup: dict, cfg: dict) -> list[dict]:
-    """``rounds`` rounds of one run per actor count, in ABBA order so drift hits every count alike."""
+def actor_rows(setup: dict, cfg: dict, backends: tuple[str, ...]) -> list[dict]:
+    """``rounds`` rounds of one run per (backend, actor count), in ABBA order so drift hits every run alike."""
     rows = []
+    runs = [(backend, count) for backend in backends for count in cfg["actor_counts"]]
     for round_ in range(1, cfg["rounds"] + 1):
-        counts = cfg["actor_counts"] if round_ % 2 else tuple(reversed(cfg["actor_counts"]))
-        for num_actors in counts:
+        for backend, num_actors in (runs if round_ % 2 else runs[::-1]):
             try:
-                rows.append(dict(run_actors(setup, num_actors, cfg["steps"]), round=round_))
+                rows.append(dict(run_actors(setup, backend, num_actors, cfg["steps"]), round=round_))
             except Exception as error:  # noqa: BLE001  (report, go on with the other part)
-                rows.append(dict(actors=num_actors, round=round_, error=f"{type(error).__name__}: {error}"))
+                rows.append(dict(backend=backend, actors=num_actors, round=round_,
+                                 error=f"{type(error).__name__}: {error}"))
             gc.collect()
-    return sorted(rows, key=lambda r: (r["round"], r["actors"]))
+    return sorted(rows, key=lambda r: (r["round"], r["actors"], backends.index(r["backend"])))
 
 
 def steps_per_actor_cpu_second(row: dict) -> float:
@@ -215,7 +365,7 @@ def steps_per_actor_cpu_second(row: dict) -> float:
 
 
 # ---------------------------------------------------------------------------------------------
-# part 2: weight-broadcast latency, shared memory against a multiprocessing Queue
+# part 3: weight-broadcast latency, shared memory against a multiprocessing Queue
 #
 # The publisher (this process) and the reader (spawned) talk through a tiny control block, one
 # int64 per slot. For each message: the publisher writes KIND, then bumps COMMAND; the reader sets
@@ -412,24 +562,48 @@ def fmt_seconds(seconds: float) -> str:
 
 
 def actor_table(rows: list[dict], markdown: bool) -> str:
-    header = ["actor processes", "round", "envs", "env steps", "start-up", "steps/s (first report -> end)",
+    header = ["actor processes", "backend", "round", "envs", "env steps", "start-up", "steps/s (first report -> end)",
               "steps/s (2nd half)", "per actor", "vs 1 actor (same round)", "CPU: learner", "CPU: each actor",
-              "steps per actor CPU-s"]
-    base = {r["round"]: r["last_half_steps_per_s"] for r in rows if r["actors"] == 1 and "error" not in r}
+              "steps per actor CPU-s", "actor peak RSS"]
+    base = {(r["round"], r["backend"]): r["last_half_steps_per_s"] for r in rows if r["actors"] == 1 and "error" not in r}
     body = []
     for r in rows:
         if "error" in r:
-            body.append([str(r["actors"]), str(r["round"]), "-", "-", "-", "failed"] + ["-"] * 6)
+            body.append([str(r["actors"]), r["backend"], str(r["round"]), "-", "-", "-", "failed"] + ["-"] * 7)
             continue
         steady = r["last_half_steps_per_s"]
         percent = (lambda share: "n/a" if np.isnan(share) else f"{100 * share:.0f}%")
         per_cpu = steps_per_actor_cpu_second(r)
-        body.append([str(r["actors"]), str(r["round"]), str(r["envs"]), f"{r['env_steps']:,}",
+        key = (r["round"], r["backend"])
+        body.append([str(r["actors"]), r["backend"], str(r["round"]), str(r["envs"]), f"{r['env_steps']:,}",
                      f"{r['startup_s']:.1f} s", f"{r['steps_per_s']:,.0f}", f"{steady:,.0f}",
-                     f"{steady / r['actors']:,.0f}", f"{steady / base[r['round']]:.2f}x" if r["round"] in base else "-",
+                     f"{steady / r['actors']:,.0f}", f"{steady / base[key]:.2f}x" if key in base else "-",
                      percent(r["learner_cpu"]), percent(r["actor_cpu"]),
-                     "n/a" if np.isnan(per_cpu) else f"{per_cpu:,.0f}"])
+                     "n/a" if np.isnan(per_cpu) else f"{per_cpu:,.0f}", f"{r['actor_rss_mb']:,.0f} MB"])
+    return render(header, body, markdown, left=3)
+
+
+def step_table(rows: list[dict], markdown: bool) -> str:
+    header = ["backend", "round", "envs", "network call: median", "mean", "p90", "state work (get_state + reset)",
+              "env step", "vector step: median", "mean", "env steps/s (1 / mean)", "peak RSS"]
+    body = []
+    for r in rows:
+        mean = lambda key, r=r: fmt_seconds(float(np.mean(r[key])))  # noqa: E731
+        body.append([r["backend"], str(r["round"]), str(r["envs"]), fmt_seconds(float(np.median(r["network"]))),
+                     mean("network"), fmt_seconds(float(np.percentile(r["network"], 90))), mean("state"), mean("env"),
+                     fmt_seconds(float(np.median(r["whole"]))), mean("whole"),
+                     f"{r['envs'] / float(np.mean(r['whole'])):,.0f}", f"{r['rss_mb']:,.0f} MB"])
     return render(header, body, markdown, left=2)
+
+
+def ratio_line(rows: list[dict], key: str, slow: str, fast: str, reduce=np.mean) -> str:
+    """``slow / fast`` of ``reduce(row[key])`` per round, as "a.aax (round 1), b.bbx (round 2)"."""
+    parts = []
+    for round_ in sorted({r["round"] for r in rows}):
+        pair = {r["backend"]: float(reduce(r[key])) for r in rows if r["round"] == round_}
+        if slow in pair and fast in pair:
+            parts.append(f"{pair[slow] / pair[fast]:.2f}x (round {round_})")
+    return ", ".join(parts) or "n/a"
 
 
 def broadcast_table(summary: dict, markdown: bool) -> str:
@@ -455,7 +629,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run: 6k env steps per run, 25 broadcasts")
     parser.add_argument("--markdown", action="store_true", help="print the tables as markdown")
-    parser.add_argument("--only", default=None, help=f"one part: {' or '.join(PARTS)} (default: both)")
+    parser.add_argument("--only", default=None, help=f"one part: {' or '.join(PARTS)} (default: all)")
+    parser.add_argument("--backends", default=",".join(BACKENDS),
+                        help=f"actor backends to compare, comma-separated, of {BACKENDS} (default: both)")
+    parser.add_argument("--vector-steps", type=int, default=None, help="timed vector steps per run of the step part")
     parser.add_argument("--config", type=Path, default=CONFIG, help="YAML config of env, model and learner")
     parser.add_argument("--steps", type=int, default=None, help="env steps per actor run (all actors together)")
     parser.add_argument("--rounds", type=int, default=None, help="runs per actor count, in ABBA order")
@@ -466,8 +643,11 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     if args.only is not None and args.only not in PARTS:
         parser.error(f"--only: choose one of {PARTS}")
+    backends = tuple(b.strip() for b in args.backends.split(",") if b.strip())
+    if not backends or any(b not in BACKENDS for b in backends):
+        parser.error(f"--backends {args.backends!r}: choose from {BACKENDS}, comma-separated")
     cfg = dict(QUICK if args.quick else FULL)
-    given = dict(steps=args.steps, rounds=args.rounds, reps=args.reps, mb=args.mb)
+    given = dict(steps=args.steps, rounds=args.rounds, reps=args.reps, mb=args.mb, vector_steps=args.vector_steps)
     cfg.update({key: value for key, value in given.items() if value is not None})
     size = int(cfg["mb"] * 1e6) // 4  # float32 values
 
@@ -478,9 +658,36 @@ def main(argv: list[str] | None = None) -> dict:
     results: dict = dict(machine=machine_line(), config={k: list(v) if isinstance(v, tuple) else v
                                                            for k, v in cfg.items()})
 
+    setup = actor_setup(args.config, args.envs_per_actor) if args.only in (None, "step", "actors") else None
+    if args.only in (None, "step"):
+        model = setup["model"]
+        print(f"\nVector step by part: {setup['env_id']}, {setup['envs_per_actor']} envs, Q-network of "
+              f"{os.path.relpath(args.config)}: MLP {model.get('hidden')} -> LSTM {model.get('lstm_units')} -> dueling "
+              f"head {model.get('head_units')} ({setup['weights']:,} weights); ActingLoop, epsilon 0.5; "
+              f"{cfg['vector_steps']:,} timed vector steps (after 200) per run, each run in a spawned process with "
+              f"1 TF thread (as an actor process), {cfg['rounds']} round(s), backends in ABBA order\n", flush=True)
+        srows = step_rows(setup, cfg, backends)
+        results["step"] = [{k: (dict(mean=float(np.mean(v)), median=float(np.median(v))) if isinstance(v, np.ndarray)
+                               else v) for k, v in r.items()} for r in srows]
+        print(step_table(srows, args.markdown))
+        print()
+        floor = srows[0]
+        print(f"- floors: an empty tf.function call costs {fmt_seconds(floor['empty_tf_function_s'])} here (no "
+              f"compiled Keras call can cost less); the forward's arithmetic ({floor['forward_flops'] / 1e3:,.0f} "
+              f"kFLOP) at numpy's sgemm rate here ({floor['sgemm_flops'] / 1e9:.0f} GFLOP/s, "
+              f"512x512) takes {fmt_seconds(floor['forward_flops'] / floor['sgemm_flops'])}: the rest of a call is "
+              "per-operation overhead")
+        if {"keras", "numpy"} <= set(backends):
+            print(f"- keras / numpy, network call (mean): {ratio_line(srows, 'network', 'keras', 'numpy')}; "
+                  f"(median): {ratio_line(srows, 'network', 'keras', 'numpy', np.median)}; whole vector step "
+                  f"(mean): {ratio_line(srows, 'whole', 'keras', 'numpy')}")
+        print("- state work: get_state (copies of h, c: what the SequenceBuilder stores) + reset (nothing when no "
+              "env ended); the vector step also holds the policy and the SequenceBuilder; peak RSS: VmHWM of the "
+              "spawned process; load average after each run: "
+              + ", ".join(f"{r['backend']} r{r['round']} {r['load']:.2f}" for r in srows))
+
     if args.only in (None, "actors"):
-        setup = actor_setup(args.config, args.envs_per_actor)
-        rows = actor_rows(setup, cfg)
+        rows = actor_rows(setup, cfg, backends)
         results["actors"] = rows
         model = setup["model"]
         print(f"\nActor throughput: {setup['env_id']}, {setup['envs_per_actor']} envs per actor, "
@@ -493,23 +700,33 @@ def main(argv: list[str] | None = None) -> dict:
         print()
         for r in rows:
             if "error" in r:
-                print(f"- {r['actors']} actor(s), round {r['round']}: failed: {r['error']}")
+                print(f"- {r['actors']} actor(s), {r['backend']}, round {r['round']}: failed: {r['error']}")
             else:
-                print(f"- {r['actors']} actor(s), round {r['round']}: start-up {r['startup_s']:.1f} s (spawn, imports, "
+                print(f"- {r['actors']} actor(s), {r['backend']}, round {r['round']}: start-up {r['startup_s']:.1f} s (spawn, imports, "
                       f"network build, until the first env steps reported), stepping {r['stepping_s']:.1f} s, shutdown "
                       f"{r['shutdown_s']:.1f} s; {r['windows']:,} windows drained; load average "
                       f"{r['load_before']:.2f} -> {r['load_after']:.2f}")
-        ok = [r for r in rows if "error" not in r]
-        best = {n: max((r for r in ok if r["actors"] == n), key=lambda r: r["last_half_steps_per_s"], default=None)
-                for n in (1, 2)}
-        if best[1] and best[2]:
+        for backend in backends:
+            ok = [r for r in rows if "error" not in r and r["backend"] == backend]
+            best = {n: max((r for r in ok if r["actors"] == n), key=lambda r: r["last_half_steps_per_s"], default=None)
+                    for n in (1, 2)}
+            if not (best[1] and best[2]):
+                continue
             steady = best[2]["last_half_steps_per_s"] / best[1]["last_half_steps_per_s"]
             overall = max(r["steps_per_s"] for r in ok if r["actors"] == 2) / max(
                 r["steps_per_s"] for r in ok if r["actors"] == 1)
             per_cpu = steps_per_actor_cpu_second(best[2]) / steps_per_actor_cpu_second(best[1])
-            print(f"- scaling, 2 actors / 1 actor, best round of each: {steady:.2f}x (2nd half), {overall:.2f}x "
-                  f"(first report -> end); steps per actor CPU-second, 2 actors / 1 actor (same runs): "
-                  f"{per_cpu:.2f}x")
+            print(f"- {backend}: scaling, 2 actors / 1 actor, best round of each: {steady:.2f}x (2nd half), "
+                  f"{overall:.2f}x (first report -> end); steps per actor CPU-second, 2 actors / 1 actor (same "
+                  f"runs): {per_cpu:.2f}x")
+        if {"keras", "numpy"} <= set(backends):
+            for n in cfg["actor_counts"]:
+                per_actor = {b: [r["last_half_steps_per_s"] / n for r in rows
+                                 if "error" not in r and r["backend"] == b and r["actors"] == n] for b in backends}
+                if per_actor["keras"] and per_actor["numpy"]:
+                    print(f"- env steps/s per actor, {n} actor(s), 2nd half, best round: numpy "
+                          f"{max(per_actor['numpy']):,.0f}, keras {max(per_actor['keras']):,.0f}: "
+                          f"{max(per_actor['numpy']) / max(per_actor['keras']):.2f}x")
         print("- CPU: CPU seconds / wall seconds over the 2nd half, as a share of one core (100% = a core kept "
               "busy); an actor below 100% waited for a core (or for ring space). Steps per actor CPU-s = 2nd-half "
               "steps/s / the actors' CPU: what the actors made of the CPU they were given, apart from how much "

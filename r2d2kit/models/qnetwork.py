@@ -4,23 +4,27 @@ One set of layers serves two Keras models:
 
 * the **sequence model** (learner): any batch, any length; explicit initial LSTM state and a row
   mask, so stored states from replay go straight in and padded rows leave the state untouched;
-* the **actor model** (:class:`StatefulActor`): a Keras *stateful* RNN over the same ``LSTMCell``
-  with a static batch of ``num_envs`` and one step per call; its state lives in variables that
-  are read, written and reset per env.
+* the **actor** (:class:`StatefulActor`): one step for a static batch of ``num_envs``, the LSTM
+  state of each env kept in numpy arrays between calls; a numpy forward of the same weights for
+  the built-in MLP encoder (``models/numpy_actor.py``), else one compiled Keras call over the
+  same ``LSTMCell`` and head layers.
 
-Both call the very same weights (no copies), which ``tests/models`` checks, together with the
-equality of a stateful step-by-step unroll and a sequence-model unroll from the same state.
+The Keras models call the very same weights (no copies), which ``tests/models`` checks, together
+with the equality of a step-by-step actor unroll (numpy and Keras) and a sequence-model unroll
+from the same state.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from typing import Any, Iterator
 
 import keras
 import numpy as np
 import tensorflow as tf
 
 from r2d2kit.models.encoders import ImageModel, MLPModel
+from r2d2kit.models.numpy_actor import NumpyForward, UnsupportedNetwork
 
 
 class QNetwork:
@@ -138,49 +142,162 @@ class QNetwork:
         for mine, theirs in zip(self.variables, other.variables, strict=True):
             mine.assign(theirs)
 
-    def actor(self, num_envs: int) -> "StatefulActor":
-        """A stateful one-step model for ``num_envs`` environments sharing this network's weights."""
-        return StatefulActor(self, num_envs)
+    def actor(self, num_envs: int, *, backend: str = "auto", follow_weights: bool = True) -> "StatefulActor":
+        """A one-step actor for ``num_envs`` environments acting with this network's weights.
+
+        Args:
+            num_envs: envs stepped together (the batch of every call).
+            backend: ``"auto"`` (numpy forward where supported, else one compiled Keras call),
+                ``"numpy"`` (an error if unsupported) or ``"keras"``.
+            follow_weights: read the weights before every step (an actor sharing them with a learner
+                in this process); False: only when built and at :meth:`StatefulActor.refresh_weights`
+                (actor processes, which load published weights and then call it).
+        """
+        return StatefulActor(self, num_envs, backend=backend, follow_weights=follow_weights)
 
 
 class StatefulActor:
-    """One-step Q-values for a batch of envs with a Keras stateful LSTM (state kept between calls).
+    """One-step Q-values for a batch of envs, with the LSTM state of each env kept between calls.
 
-    ``q_values`` is compiled once (``tf.function``): an eager Keras call costs ~10 ms here, a
-    compiled one well under a millisecond.
+    The state is two numpy arrays ``[num_envs, units]`` owned here: :meth:`get_state` /
+    :meth:`set_state` copy them out and in (SequenceBuilder stores them at window starts) and
+    :meth:`reset` zeroes the rows of envs whose episode ended, doing nothing when none did.
+
+    Two ways to compute a step (issue 21; ``backend`` picks, ``self.backend`` says which runs):
+
+    * ``"numpy"``: :class:`~r2d2kit.models.numpy_actor.NumpyForward`, for the built-in MLP
+      encoder and the standard head; tens of microseconds for small nets where a Keras call costs
+      about a millisecond of fixed overhead. It acts on a numpy copy of the weights, read again
+      (one compiled call) before every step when ``follow_weights`` (nothing can go stale), else
+      only before the first step after :meth:`refresh_weights`, which whoever changes the weights
+      calls (actor processes after loading published weights, the local pool's ``publish``).
+    * ``"keras"``: one ``tf.function`` of fixed shape over the same layers (the sequence model's
+      RNN with one step, the state passed in and returned), for everything else, e.g. image
+      encoders; it always reads the live variables.
+
+    ``"auto"`` (the default) takes numpy when the network is supported, else keras; the reason is in
+    ``backend_reason``.
     """
 
-    def __init__(self, network: QNetwork, num_envs: int) -> None:
+    BACKENDS = ("auto", "numpy", "keras")
+
+    def __init__(self, network: QNetwork, num_envs: int, *, backend: str = "auto", follow_weights: bool = True) -> None:
+        if not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
+            raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
+        if backend not in self.BACKENDS:
+            raise ValueError(f"backend must be one of {self.BACKENDS}, got {backend!r}")
         self.network = network
         self.num_envs = int(num_envs)
-        obs, prev_action, prev_reward = network._inputs(self.num_envs, 1)
-        self.rnn = keras.layers.RNN(network.cell, return_sequences=True, stateful=True, name=f"{network.name}_actor_lstm")
-        hidden = self.rnn(network._features(obs, prev_action, prev_reward))
-        self.model = keras.Model([obs, prev_action, prev_reward], network._head(hidden), name=f"{network.name}_actor")
-        self._step = tf.function(self._q_step)
+        self.follow_weights = bool(follow_weights)
+        self._obs_shape = (self.num_envs,) + tuple(network.obs_shape)
+        self._h, self._c = network.zero_state(self.num_envs)  # [E, U] each
+        self._numpy: NumpyForward | None = None
+        self._model: keras.Model | None = None
+        self._step: Any = None
+        self._stale = False  # weights changed since the numpy copy was read (refresh_weights)
+        self.backend_reason = "backend='keras' asked for" if backend == "keras" else ""
+        if backend != "keras":
+            try:
+                self._numpy = NumpyForward(network)
+            except UnsupportedNetwork as error:
+                if backend == "numpy":
+                    raise ValueError(f"backend='numpy': {error}; use backend='auto' to fall back to Keras") from None
+                self.backend_reason = str(error)
+        self.backend = "numpy" if self._numpy is not None else "keras"
+        if self.backend == "keras":
+            self._step = self._compile_keras_step()
 
-    def _q_step(self, obs, prev_action, prev_reward):
-        return self.model([obs[:, None], prev_action[:, None], prev_reward[:, None]])[:, 0]  # [E, A]
+    # ------------------------------------------------------------------ keras path
+    @property
+    def model(self) -> keras.Model:
+        """The Keras one-step model ``[obs, prev_action, prev_reward, h, c] -> [Q, h, c]`` (built on first use)."""
+        if self._model is None:
+            network, envs = self.network, self.num_envs
+            obs, prev_action, prev_reward = network._inputs(envs, 1)
+            h0 = keras.Input(batch_shape=(envs, network.lstm_units), name="h0")
+            c0 = keras.Input(batch_shape=(envs, network.lstm_units), name="c0")
+            rnn = keras.layers.RNN(network.cell, return_sequences=True, return_state=True,
+                                   name=f"{network.name}_actor_lstm")
+            hidden, h, c = rnn(network._features(obs, prev_action, prev_reward), initial_state=[h0, c0])
+            self._model = keras.Model([obs, prev_action, prev_reward, h0, c0], [network._head(hidden), h, c],
+                                      name=f"{network.name}_actor")
+        return self._model
 
+    def _compile_keras_step(self) -> Any:
+        model, units = self.model, self.network.lstm_units
+        signature = [tf.TensorSpec(self._obs_shape, self.network.obs_dtype), tf.TensorSpec((self.num_envs,), tf.int32),
+                     tf.TensorSpec((self.num_envs,), tf.float32),
+                     tf.TensorSpec((self.num_envs, units), tf.float32), tf.TensorSpec((self.num_envs, units), tf.float32)]
+
+        @tf.function(input_signature=signature)
+        def step(obs, prev_action, prev_reward, h, c):
+            q, h, c = model([obs[:, None], prev_action[:, None], prev_reward[:, None], h, c])
+            return q[:, 0], h, c  # [E, A], [E, U], [E, U]
+
+        return step
+
+    # ------------------------------------------------------------------ public
     def q_values(self, obs: Any, prev_action: Any, prev_reward: Any) -> np.ndarray:
         """Q-values ``[num_envs, A]`` for one step; advances the LSTM state of every env."""
         obs = np.asarray(obs, dtype=self.network.obs_dtype)
-        return self._step(obs, np.asarray(prev_action, np.int32), np.asarray(prev_reward, np.float32)).numpy()
+        prev_action = np.asarray(prev_action).astype(np.int32, copy=False)
+        prev_reward = np.asarray(prev_reward).astype(np.float32, copy=False)
+        if obs.shape != self._obs_shape or prev_action.shape != (self.num_envs,) or \
+                prev_reward.shape != (self.num_envs,):
+            raise ValueError(f"q_values: obs {obs.shape}, prev_action {prev_action.shape}, prev_reward "
+                             f"{prev_reward.shape}; expected {self._obs_shape}, ({self.num_envs},), "
+                             f"({self.num_envs},) for this actor of {self.num_envs} envs")
+        if prev_action.min() < 0 or prev_action.max() >= self.network.num_actions:
+            raise ValueError(f"q_values: prev_action {prev_action.tolist()} outside [0, {self.network.num_actions})")
+        if self._numpy is None:
+            q, h, c = self._step(obs, prev_action, prev_reward, self._h, self._c)
+            self._h, self._c = h.numpy(), c.numpy()
+            return q.numpy()
+        if self.follow_weights or self._stale:
+            self._numpy.refresh()
+            self._stale = False
+        q, self._h, self._c = self._numpy.step(obs, prev_action, prev_reward, self._h, self._c)
+        return q
+
+    def refresh_weights(self) -> None:
+        """Say the network's weights changed: the next step reads them again (call it after changing them).
+
+        Only the numpy backend holds a copy (the Keras step reads the live variables); with
+        ``follow_weights`` it reads them before every step anyway.
+        """
+        self._stale = True
+
+    @contextlib.contextmanager
+    def fixed_weights(self) -> Iterator["StatefulActor"]:
+        """Within the block, act with the weights as they are now, read once (e.g. an evaluation)."""
+        follow = self.follow_weights
+        self.refresh_weights()
+        self.follow_weights = False
+        try:
+            yield self
+        finally:
+            self.follow_weights = follow
 
     def get_state(self) -> tuple[np.ndarray, np.ndarray]:
         """Current (h, c), each ``[num_envs, units]`` (copies)."""
-        return tuple(np.array(state.numpy()) for state in self.rnn.states)
+        return self._h.copy(), self._c.copy()
 
     def set_state(self, h: Any, c: Any) -> None:
-        """Overwrite the LSTM state (e.g. with stored states)."""
-        self.rnn.states[0].assign(np.asarray(h, np.float32))
-        self.rnn.states[1].assign(np.asarray(c, np.float32))
+        """Overwrite the LSTM state (e.g. with stored states), each ``[num_envs, units]``."""
+        shape = (self.num_envs, self.network.lstm_units)
+        h, c = np.array(h, np.float32), np.array(c, np.float32)
+        if h.shape != shape or c.shape != shape:
+            raise ValueError(f"set_state: h {h.shape}, c {c.shape}; expected {shape} each")
+        self._h, self._c = h, c
 
     def reset(self, mask: Any = None) -> None:
-        """Zero the state of envs where ``mask`` is true (all envs if ``mask`` is None)."""
+        """Zero the state of envs where ``mask`` is true (all envs if ``mask`` is None); no work if none is."""
         if mask is None:
-            keep = np.zeros((self.num_envs, 1), np.float32)
-        else:
-            keep = 1.0 - np.asarray(mask, np.float32).reshape(self.num_envs, 1)
-        for state in self.rnn.states:
-            state.assign(state * keep)
+            self._h, self._c = self.network.zero_state(self.num_envs)
+            return
+        mask = np.asarray(mask, bool)
+        if mask.shape != (self.num_envs,):
+            raise ValueError(f"reset: mask of shape {mask.shape}, expected ({self.num_envs},) (one flag per env)")
+        if mask.any():
+            self._h[mask] = 0.0
+            self._c[mask] = 0.0

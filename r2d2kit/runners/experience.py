@@ -60,7 +60,8 @@ class ActingLoop:
 class LocalActors:
     """Acting in the learner's process: one vector env, the actor shares the learner's weights.
 
-    The actor always acts with the newest parameters, so :meth:`publish` has nothing to do.
+    The actor acts with the newest parameters: :meth:`publish` (called after every update) tells it
+    to read them again before its next step, and between updates it reads nothing.
     """
 
     def __init__(self, make_env: Callable[[], Any], network: Any, config: Any, num_envs: int, epsilons: np.ndarray,
@@ -70,7 +71,8 @@ class LocalActors:
         self.callbacks = callbacks or Callback()
         self.envs = gym.vector.SyncVectorEnv([make_env] * num_envs)
         builder = SequenceBuilder(num_envs, config.burn_in, config.trace_length, config.n_step, config.period)
-        self.loop = ActingLoop(self.envs, network.actor(num_envs), builder, epsilons, seed)
+        self.actor = network.actor(num_envs, follow_weights=False)  # publish() says when the weights changed
+        self.loop = ActingLoop(self.envs, self.actor, builder, epsilons, seed)
         self.num_envs = num_envs
         self.restarts = 0
         self.callbacks.on_actor_begin(0)
@@ -84,7 +86,8 @@ class LocalActors:
         return Experience([(windows, 0)] if windows is not None else [], self.num_envs, episodes)
 
     def publish(self, network: Any, updates: int) -> None:
-        """Nothing to do: the actor reads the learner's variables directly."""
+        """The learner changed the shared weights: the actor reads them before its next step."""
+        self.actor.refresh_weights()
 
     def close(self) -> None:
         """Close the envs."""

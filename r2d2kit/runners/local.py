@@ -66,6 +66,11 @@ def evaluate(actor: StatefulActor, make_env: Callable[[], gym.Env], episodes: in
     Each env contributes a fixed quota of its first episodes (``episodes`` split evenly over the
     envs), so that short episodes, which end first, are not over-represented.
     """
+    with actor.fixed_weights():  # the weights do not change during an evaluation: read them once
+        return _greedy_returns(actor, make_env, episodes, seed)
+
+
+def _greedy_returns(actor: StatefulActor, make_env: Callable[[], gym.Env], episodes: int, seed: int) -> np.ndarray:
     envs = gym.vector.SyncVectorEnv([make_env] * actor.num_envs)
     obs, _ = envs.reset(seed=seed)
     actor.reset()
@@ -101,7 +106,7 @@ def train_local(make_env: Callable[[], gym.Env], network: QNetwork, config: R2D2
     run = run or LocalRunConfig()
     envs = gym.vector.SyncVectorEnv([make_env] * run.num_envs)
     learner = R2D2Learner(network, config)
-    actor = network.actor(run.num_envs)
+    actor = network.actor(run.num_envs, follow_weights=False)  # told after each round of updates (below)
     eval_actor = network.actor(min(run.eval_episodes, 8)) if run.eval_every else None
     builder = SequenceBuilder(run.num_envs, config.burn_in, config.trace_length, config.n_step, config.period)
     buffer = make_sequence_replay(network, config, run.replay_capacity, seed=run.seed)
@@ -131,6 +136,7 @@ def train_local(make_env: Callable[[], gym.Env], network: QNetwork, config: R2D2
                 out = learner.train_from(buffer)
                 result.losses.append(float(out["loss"]))
                 update_credit -= 1.0
+                actor.refresh_weights()
             result.updates = learner.updates
             result.learn_seconds += time.perf_counter() - learn_start
 

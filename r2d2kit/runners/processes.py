@@ -54,6 +54,16 @@ def assign_flat_weights(variables, vector: np.ndarray) -> None:
         raise ValueError(f"weight vector has {vector.size} values, the network {offset}")
 
 
+def load_published_weights(actor: Any, vector: np.ndarray) -> None:
+    """Load a broadcast weight vector into an actor's network and tell the actor (so no copy goes stale).
+
+    The one way actor processes (and Ray actors) take new weights: an actor acting on a numpy copy
+    of the weights (``follow_weights=False``) reads them again before its next step.
+    """
+    assign_flat_weights(actor.network.variables, vector)
+    actor.refresh_weights()
+
+
 @dataclass
 class ActorSpec:
     """Everything an actor process needs, picklable (no TensorFlow objects)."""
@@ -108,14 +118,16 @@ def actor_main(spec: ActorSpec, stats: mp.Queue, stop: mp.Event) -> None:
         network = spec.make_network()
         envs = gym.vector.SyncVectorEnv([spec.make_env] * spec.num_envs)
         builder = SequenceBuilder(spec.num_envs, spec.burn_in, spec.trace_length, spec.n_step, spec.period)
-        loop = ActingLoop(envs, network.actor(spec.num_envs), builder, spec.epsilons, spec.seed)
+        # weights change only below (load_published_weights), so the actor need not read them every step
+        actor = network.actor(spec.num_envs, follow_weights=False)
+        loop = ActingLoop(envs, actor, builder, spec.epsilons, spec.seed)
         callbacks.on_actor_begin(spec.actor_id)
         version, steps_since_report, finished = -1, 0, []
         while not stop.is_set() and learner_alive():
             latest = weights.read(newer_than=version)
             if latest is not None:
                 version, vector = latest
-                assign_flat_weights(network.variables, vector)
+                load_published_weights(actor, vector)
             windows, returns, lengths = loop.step()
             if windows is not None and not _deliver(windows, record_names, ring, stop, learner_alive):
                 break  # stopping while the ring was full

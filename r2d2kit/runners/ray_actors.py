@@ -28,9 +28,9 @@ from r2d2kit.runners.callbacks import Callback
 from r2d2kit.runners.experience import Experience
 from r2d2kit.runners.processes import (
     THREAD_VARIABLES,
-    assign_flat_weights,
     flatten_weights,
     limit_threads,
+    load_published_weights,
 )
 
 RESTART_TIMEOUT_S = 300.0  # a failed actor that Ray has not brought back by then stops the run
@@ -56,7 +56,9 @@ class ActorBody:
         self.network = make_network()
         self.envs = gym.vector.SyncVectorEnv([make_env] * num_envs)
         builder = SequenceBuilder(num_envs, config.burn_in, config.trace_length, config.n_step, config.period)
-        self.loop = ActingLoop(self.envs, self.network.actor(num_envs), builder, epsilons, seed)
+        # weights change only in collect() (load_published_weights), so the actor need not read them every step
+        self.actor = self.network.actor(num_envs, follow_weights=False)
+        self.loop = ActingLoop(self.envs, self.actor, builder, epsilons, seed)
         self.num_envs = num_envs
         self.version = -1
         self.callbacks.on_actor_begin(actor_id)
@@ -73,7 +75,7 @@ class ActorBody:
         import ray
 
         if version != self.version:
-            assign_flat_weights(self.network.variables, ray.get(weights[0]))
+            load_published_weights(self.actor, ray.get(weights[0]))
             self.version = version
         batches, episodes = [], []
         for _ in range(steps):
