@@ -39,6 +39,7 @@ import argparse
 import importlib.util
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -86,6 +87,7 @@ class Run:
     wall_seconds: float = 0.0  # evaluations included
     budget: str = ""
     error: str | None = None
+    peak_rss_mb: float = 0.0  # the worker process's peak RSS (ru_maxrss)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -228,12 +230,13 @@ def summarise(runs: list[Run], checkpoints: list[int]) -> list[str]:
     cells.append(f"{np.mean(final):.2f}")
     cells.append(f"{fmt_steps(statistics.median(r.steps for r in runs))} / "
                  f"{statistics.median(r.train_seconds for r in runs):.0f} s  (seeds {','.join(str(r.seed) for r in runs)})")
+    cells.append(f"{max(r.peak_rss_mb for r in runs):,.0f} MB")
     return cells
 
 
 def table(rows: list[list[str]], checkpoints: list[int], markdown: bool) -> str:
     header = (["n_bits", "method"] + [f"@{fmt_steps(c)}" for c in checkpoints]
-              + [f"env steps to {TARGET}", f"train s to {TARGET}", "last success", "ran (steps / train s, seeds)"])
+              + [f"env steps to {TARGET}", f"train s to {TARGET}", "last success", "ran (steps / train s, seeds)", "peak RSS"])
     if markdown:
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" * 2 + "---:|" * (len(header) - 2)]
         return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
@@ -267,6 +270,7 @@ def worker(job: dict[str, Any]) -> None:
     else:
         run = run_r2d2kit(agent, job["n_bits"], job["seed"], job["method"] == "r2d2kit HER", job["steps"],
                           job["seconds"], job["eval_every"])
+    run.peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
     print("RESULT " + json.dumps(asdict(run)), flush=True)
 
 

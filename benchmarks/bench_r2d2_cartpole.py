@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import sys
 import time
 from pathlib import Path
@@ -60,6 +61,11 @@ ZOO_RECURRENT_PPO = dict(normalize=True, n_envs=8, n_timesteps=100_000, policy="
 
 # ---------------------------------------------------------------------------------------------
 # helpers
+
+
+def peak_rss_mb() -> float:
+    """This process's peak RSS so far (ru_maxrss, kB on Linux): a later run's figure includes the earlier runs'."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def load_average() -> str:
@@ -146,7 +152,7 @@ def run_r2d2(config_path: Path, overrides: list[str], steps: int, seed: int, eva
         stopped_at=result.env_steps if stop_on_miss and result.env_steps < steps else None,
         updates_per_s=result.updates / max(result.learn_seconds, 1e-9),
         actor_steps_per_s=result.env_steps / max(train_seconds - result.learn_seconds, 1e-9),
-        steps_per_s=result.env_steps / max(train_seconds, 1e-9),
+        steps_per_s=result.env_steps / max(train_seconds, 1e-9), peak_rss_mb=peak_rss_mb(),
         config=dict(learner=vars(config), run={k: v for k, v in vars(run).items() if k != "stop_when"},
                     model=dict(network.config, encoder=f"MLPModel(units={list(network.config['encoder'].units)}, "
                                                        f"input_scale={network.config['encoder'].input_scale})")),
@@ -250,7 +256,7 @@ def run_recurrent_ppo(steps: int, seed: int, eval_every: int, eval_episodes: int
         train_seconds=train_seconds, eval_seconds=timer.eval_seconds, updates=updates,
         updates_per_s=updates / max(train_seconds - timer.rollout_seconds, 1e-9),
         actor_steps_per_s=model.num_timesteps / max(timer.rollout_seconds, 1e-9),
-        steps_per_s=model.num_timesteps / max(train_seconds, 1e-9),
+        steps_per_s=model.num_timesteps / max(train_seconds, 1e-9), peak_rss_mb=peak_rss_mb(),
         config=dict(ZOO_RECURRENT_PPO, torch_threads=torch.get_num_threads()),
     )
 
@@ -285,7 +291,7 @@ def report(results: list[dict], skipped: dict[str, str], markdown: bool, steps: 
     # --- summary: one row per agent
     header = ["agent", f"first eval >= {THRESHOLD:.0f} (env steps)", "wall time then", f"all later >= {FLOOR:.0f}",
               "lowest eval from then", "final eval", "training wall time", "env steps/s (training)",
-              "learner updates/s", "actor steps/s"]
+              "learner updates/s", "actor steps/s", "peak RSS (process so far)"]
     rows = []
     for r in results:
         s = r["summary"]
@@ -293,7 +299,7 @@ def report(results: list[dict], skipped: dict[str, str], markdown: bool, steps: 
                      "yes" if s["held"] else "no", "-" if s["min_after"] is None else f"{s['min_after']:.1f}",
                      f"{r['evaluations'][-1][1]:.1f}" if r["evaluations"] else "-",
                      f"{r['train_seconds']:.0f} s", f"{r['steps_per_s']:.0f}", f"{r['updates_per_s']:.0f}",
-                     f"{r['actor_steps_per_s']:.0f}"])
+                     f"{r['actor_steps_per_s']:.0f}", f"{r.get('peak_rss_mb', 0):,.0f} MB"])
     lines += table(header, rows, markdown, right=range(1, len(header)))
     lines.append("")
     for run in results:  # every agent is judged by the issue's target, the peers too

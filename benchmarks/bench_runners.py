@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import sys
 import time
@@ -115,6 +116,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
         for line in body:
             print("  ".join(c.rjust(w) for c, w in zip(line, widths)))
     print(f"(medians over {args.rounds} round(s); load average at end {load_average():.2f})")
+    own, child = (resource.getrusage(who).ru_maxrss / 1024 for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    print(f"peak RSS: this process (the draining learner side) {own:,.0f} MB; the largest actor process it "
+          f"reaped {child:,.0f} MB (Ray's workers are not its children and are not counted)")
     return rows
 
 
