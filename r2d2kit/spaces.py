@@ -35,7 +35,10 @@ import gymnasium as gym
 import numpy as np
 
 __all__ = ["UnsupportedSpaceError", "Segment", "ObservationLayout", "ActionLayout", "observation_layout",
-           "action_layout", "check_spaces", "FlatCodes", "FlatActions", "wrap_spaces"]
+           "action_layout", "check_spaces", "FlatCodes", "FlatActions", "GoalObservation", "is_goal_space",
+           "wrap_spaces"]
+
+GOAL_KEYS = ("observation", "achieved_goal", "desired_goal")  # the GoalEnv protocol's observation dict
 
 MAX_CATEGORIES = 65_536  # categories of one Discrete entry that are one-hot encoded (wider: a Box of values)
 MAX_ACTIONS = 65_536  # actions of the flattened Discrete: one Q-value each
@@ -353,16 +356,74 @@ class FlatActions(gym.ActionWrapper):
         return self.action_layout.to_env(action)
 
 
+def is_goal_space(space: gym.Space) -> bool:
+    """Whether ``space`` is a GoalEnv observation: a Dict of exactly ``observation``, ``achieved_goal``
+    and ``desired_goal``."""
+    return isinstance(space, gym.spaces.Dict) and set(space.spaces) == set(GOAL_KEYS)
+
+
+class GoalObservation(gym.ObservationWrapper):
+    """A GoalEnv's observation dict -> what the network sees: ``observation`` then ``desired_goal``,
+    flattened into one float32 vector (the layout of
+    :meth:`r2d2kit.replay.SequenceHerReplayBuffer.flatten_obs`, so hindsight relabelling can rewrite
+    the goal part).
+
+    The achieved goal is left out of the network's input: it may hold state the task hides from the
+    agent (``PointMassGoal-v0``'s velocity), and a goal policy acts on the goal it is given. It travels
+    in ``info["achieved_goal"]`` of every ``reset`` and ``step`` instead, for relabelling.
+
+    Raises:
+        UnsupportedSpaceError: ``observation`` or ``desired_goal`` is not a Box of at most one axis.
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        space = env.observation_space
+        if not is_goal_space(space):
+            raise UnsupportedSpaceError(f"GoalObservation needs a Dict of {list(GOAL_KEYS)}, got {space}")
+        parts = [space["observation"], space["desired_goal"]]
+        for key, part in zip(("observation", "desired_goal"), parts):
+            if not isinstance(part, gym.spaces.Box) or len(part.shape) > 1:
+                raise UnsupportedSpaceError(
+                    f"obs[{key!r}] is {part}: a goal env's {key} must be a Box of at most one axis (vector), "
+                    f"because the network sees it flattened beside the goal; fix: wrap the env so that {key} is "
+                    f"a vector (e.g. features of an image), or train it with an ImageModel of your own loop")
+        self.observation_size = int(np.prod(parts[0].shape, dtype=np.int64))
+        self.goal_size = int(np.prod(parts[1].shape, dtype=np.int64))
+        low = np.concatenate([np.broadcast_to(p.low, p.shape).ravel() for p in parts]).astype(np.float32)
+        high = np.concatenate([np.broadcast_to(p.high, p.shape).ravel() for p in parts]).astype(np.float32)
+        self.observation_space = gym.spaces.Box(low, high, dtype=np.float32)
+
+    def observation(self, observation: Any) -> np.ndarray:
+        """``[observation_size + goal_size]`` float32: the observation, then the desired goal."""
+        return np.concatenate([np.asarray(observation["observation"], np.float32).ravel(),
+                               np.asarray(observation["desired_goal"], np.float32).ravel()])
+
+    def reset(self, **kwargs: Any):
+        obs, info = self.env.reset(**kwargs)
+        return self.observation(obs), {**info, "achieved_goal": np.asarray(obs["achieved_goal"], np.float32)}
+
+    def step(self, action: Any):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        info = {**info, "achieved_goal": np.asarray(obs["achieved_goal"], np.float32)}
+        return self.observation(obs), reward, terminated, truncated, info
+
+
 def wrap_spaces(env: gym.Env) -> gym.Env:
-    """``env`` with :class:`FlatActions` and :class:`FlatCodes` applied where its spaces need them.
+    """``env`` with :class:`GoalObservation`, :class:`FlatActions` and :class:`FlatCodes` applied where
+    its spaces need them.
 
     A Box observation space and a ``Discrete(n)`` action space are left as they are, so such envs
-    (and their runs and checkpoints) are unchanged. ``env.get_wrapper_attr("observation_layout")``
-    gives the network builder the observation layout (``"action_layout"``: the action mapping).
+    (and their runs and checkpoints) are unchanged. A GoalEnv (:func:`is_goal_space`) gets
+    :class:`GoalObservation`: the network sees the observation and the desired goal, never the
+    achieved goal. ``env.get_wrapper_attr("observation_layout")`` gives the network builder the
+    observation layout (``"action_layout"``: the action mapping).
 
     Raises:
         UnsupportedSpaceError: naming the space, the reason and a fix.
     """
+    if is_goal_space(env.observation_space):
+        env = GoalObservation(env)
     obs_layout, act_layout = check_spaces(env.observation_space, env.action_space)
     if act_layout is not None:
         env = FlatActions(env, act_layout)
