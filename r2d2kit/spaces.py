@@ -390,9 +390,9 @@ class GoalObservation(gym.ObservationWrapper):
                     f"a vector (e.g. features of an image), or train it with an ImageModel of your own loop")
         self.observation_size = int(np.prod(parts[0].shape, dtype=np.int64))
         self.goal_size = int(np.prod(parts[1].shape, dtype=np.int64))
-        low = np.concatenate([np.broadcast_to(p.low, p.shape).ravel() for p in parts]).astype(np.float32)
-        high = np.concatenate([np.broadcast_to(p.high, p.shape).ravel() for p in parts]).astype(np.float32)
-        self.observation_space = gym.spaces.Box(low, high, dtype=np.float32)
+        lows, highs = _bounds(gym.spaces.Tuple(parts))  # flattened, observation first
+        self.observation_space = gym.spaces.Box(np.concatenate(lows).astype(np.float32),
+                                                np.concatenate(highs).astype(np.float32), dtype=np.float32)
 
     def observation(self, observation: Any) -> np.ndarray:
         """``[observation_size + goal_size]`` float32: the observation, then the desired goal."""

@@ -77,14 +77,14 @@ def train(config: TrainConfig, run_dir: Path, resume: bool = False, callbacks=()
     """Train with the configured runner, writing ``run_dir``; return the summary."""
     import tensorflow as tf
 
-    from r2d2kit.training.builders import observation_layout
+    from r2d2kit.models.code_encoding import CodeEncoder
     from r2d2kit.training.trainer import Trainer
 
     trainer = Trainer(config, run_dir, callbacks=callbacks, resume=resume)
     print(describe(config))
-    layout = observation_layout(config)
-    if layout is not None:
-        print(layout.describe())
+    encoder = trainer.network.config["encoder"]
+    if isinstance(encoder, CodeEncoder):  # the network built for coded observations: say how it reads them
+        print(encoder.layout.describe())
     warning = size_warning(config, gpu=bool(tf.config.list_physical_devices("GPU")))
     if warning:
         print(f"warning: {warning}", file=sys.stderr, flush=True)

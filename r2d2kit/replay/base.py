@@ -19,7 +19,7 @@ from r2d2kit._validation import (
     check_float,
     check_positive_int,
 )
-from r2d2kit.replay.batch_pool import SampleMemory, allocate_batch
+from r2d2kit.replay.batch_pool import SampleMemory
 from r2d2kit.replay.fields import RingStorage, fields_from_json
 from r2d2kit.replay.persistence import (
     read_npz,
@@ -130,7 +130,7 @@ class BaseReplayBuffer:
 
         The arrays are 64-byte aligned, so TensorFlow wraps them without a copy.
         """
-        return allocate_batch(self.batch_spec(check_positive_int("batch_size", batch_size)))
+        return self._sample_memory.buffers(batch_size)
 
     def update_priorities(self, indices: Any, priorities: Any) -> None:
         """Set new priorities (typically ``|TD error|``) for sampled ``indices``.

@@ -188,6 +188,11 @@ class SampleMemory:
         if out is not None:
             check_batch_out(out, self._spec_of(batch_size))
 
+    def buffers(self, batch_size: int) -> dict[str, np.ndarray]:
+        """Zeroed, touched, 64-byte aligned arrays of one ``batch_size`` batch, for ``sample(..., out=)``
+        (the buffers' ``sample_buffers``)."""
+        return allocate_batch(self._spec_of(check_positive_int("batch_size", batch_size)))
+
     def batch(self, batch_size: int, out: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
         """``out`` (checked by :meth:`check_out`) as a dict, else free reused arrays for ``batch_size``."""
         if out is not None:

@@ -31,7 +31,7 @@ from r2d2kit._validation import (
     check_positive_int,
 )
 from r2d2kit.kernels import sumtree as tree_kernels
-from r2d2kit.replay.batch_pool import SampleMemory, allocate_batch
+from r2d2kit.replay.batch_pool import SampleMemory
 from r2d2kit.replay.fields import fields_from_json, parse_fields
 from r2d2kit.replay.persistence import read_npz, require_arrays, rng_from_json, rng_to_json, write_npz
 from r2d2kit.sumtree import SumTree
@@ -273,7 +273,7 @@ class SequenceReplayBuffer:
         batch_size, beta = self._check_sample_args(batch_size, beta, out)
         with self._lock:
             self._check_not_empty()
-            batch = self._output_batch(batch_size, out)
+            batch = self._sample_memory.batch(batch_size, out)
             self._sample_windows(self._rng.random(batch_size), beta, batch)
         return batch
 
@@ -282,17 +282,13 @@ class SequenceReplayBuffer:
 
         The arrays are 64-byte aligned, so TensorFlow wraps them without a copy.
         """
-        return allocate_batch(self.batch_spec(check_positive_int("batch_size", batch_size)))
+        return self._sample_memory.buffers(batch_size)
 
     def _check_sample_args(self, batch_size: Any, beta: Any, out: Any) -> tuple[int, float]:
         batch_size = check_positive_int("batch_size", batch_size)
         beta = check_float("beta", beta, 0.0, 1.0)
         self._sample_memory.check_out(batch_size, out)
         return batch_size, beta
-
-    def _output_batch(self, batch_size: int, out: Mapping[str, np.ndarray] | None) -> dict[str, np.ndarray]:
-        """``out`` (checked already), else free reused arrays for ``batch_size`` (lock held)."""
-        return self._sample_memory.batch(batch_size, out)
 
     def _check_not_empty(self) -> None:
         if not self._tree.total() > 0.0:

@@ -289,7 +289,7 @@ class SequenceHerReplayBuffer(SequenceReplayBuffer):
         batch_size, beta = self._check_sample_args(batch_size, beta, out)
         with self._lock:
             self._check_not_empty()
-            batch = self._output_batch(batch_size, out)
+            batch = self._sample_memory.batch(batch_size, out)
             uniforms = self._rng.random((3, batch_size))  # [3, B]: window, relabel, goal
             indices = self._sample_windows(uniforms[0], beta, batch)
             goal_rows, pair_samples, pair_positions, pair_rows, stale = sequence_her_kernels.sequence_her_relabel(
