@@ -190,7 +190,6 @@ class Trainer:
         from tqdm.auto import tqdm
 
         cfg, c = self.config, self.counters
-        lc = cfg.learner
         handler_installed = threading.current_thread() is threading.main_thread()
         previous_handler = signal.signal(signal.SIGINT, self.request_stop) if handler_installed else None
         self.callbacks.on_train_begin(self)
