@@ -194,14 +194,11 @@ def _encoder_dense_layers(network: "QNetwork", spec: MLPModel) -> list:
 
 
 def _walk(layer: Any):
-    """Every layer inside ``layer`` (nested models and wrappers such as TimeDistributed), depth first."""
+    """Every layer inside ``layer`` (nested models too), depth first. Encoders fold time into the
+    batch, so no TimeDistributed wrapper hides a layer; any other weights are refused by the caller."""
     for child in getattr(layer, "layers", []):
         yield child
         yield from _walk(child)
-    inner = getattr(layer, "layer", None)
-    if isinstance(inner, keras.layers.Layer):
-        yield inner
-        yield from _walk(inner)
 
 
 class NumpyForward:
