@@ -6,8 +6,9 @@ Two pieces let any Keras/TensorFlow training loop use an r2d2kit buffer:
   fixed element spec and prefetch. Prefetched batches were sampled before the newest priority
   updates; with ``prefetch=2`` that is at most two steps of staleness, which PER tolerates.
   Buffers that take ``sample(..., out=)`` gather into a :class:`~r2d2kit.replay.BatchPool` of
-  ``prefetch + 2`` batches, which TensorFlow wraps without a copy; a batch is recycled only once
-  no tensor wraps it any more (the prefetch buffer's, the one in your hands, the one being drawn).
+  ``prefetch + 3`` batches, which TensorFlow wraps without a copy; a batch is recycled only once
+  no tensor wraps it any more (the prefetch buffer's, the one in your hands, one tf.data may still
+  hold while the next is drawn, the one being drawn).
 * :func:`priority_updater`: a function usable inside ``tf.function`` that writes new priorities
   back into the buffer (through ``tf.numpy_function``), so the update can live in the compiled
   train step.
@@ -64,10 +65,12 @@ def buffer_dataset(buffer: SampledBuffer, batch_size: int, beta: Beta = 0.4, pre
         * Drop iterators before the interpreter exits: a prefetching iterator alive at exit can
           hang TensorFlow's shutdown (tensorflow#22632).
         * A buffer with ``sample_buffers`` (every r2d2kit buffer that gathers large batches) is
-          sampled into a :class:`~r2d2kit.replay.BatchPool` of ``prefetch + 2`` slots per
-          iterator: the batches in the prefetch buffer, the one in your hands and the one being
-          drawn. Tensors wrap those arrays without a copy; a slot is written again only once no
-          tensor references it, so a batch you keep stays intact (it just costs a new slot).
+          sampled into a :class:`~r2d2kit.replay.BatchPool` of ``prefetch + 3`` slots per
+          iterator: the batches in the prefetch buffer, the one in your hands, one that tf.data
+          can still reference while the next is drawn (with ``prefetch + 2`` slots, one run in
+          five fell back to fresh memory for it), and the one being drawn. Tensors wrap those
+          arrays without a copy; a slot is written again only once no tensor references it, so
+          a batch you keep stays intact (it just costs a new slot).
     """
     batch_size = check_positive_int("batch_size", batch_size)
     prefetch = check_positive_int("prefetch", prefetch, minimum=0)
@@ -84,7 +87,7 @@ def buffer_dataset(buffer: SampledBuffer, batch_size: int, beta: Beta = 0.4, pre
     reuses_memory = callable(getattr(buffer, "sample_buffers", None))
 
     def batches():
-        pool = BatchPool(signature_shapes, prefetch + 2) if reuses_memory else None
+        pool = BatchPool(signature_shapes, prefetch + 3) if reuses_memory else None
         count = 0
         while True:
             live = buffer_ref()
