@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", help="run name under logging.run_dir")
     parser.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its newest checkpoint")
     args = parser.parse_args(argv)
-    from r2d2kit.training.builders import observation_layout
+    from r2d2kit.training.builders import goal_reward, observation_layout
     from r2d2kit.training.checkpoint import CheckpointError
 
     try:
@@ -124,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         elif args.config:
             config = load_config(args.config, args.overrides)
             observation_layout(config)  # unusable spaces: a ConfigError before a run directory or network exists
+            if config.replay.her is not None:
+                goal_reward(config).close()  # replay.her without a goal env: the same
             run_dir = run_directory(config, args.run_dir, args.name)
         else:
             parser.error("give a CONFIG file, or --resume RUN_DIR")

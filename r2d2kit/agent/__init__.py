@@ -12,6 +12,7 @@ from typing import Any
 
 _HOMES = {
     "R2D2Config": "learner", "R2D2Learner": "learner", "make_sequence_replay": "learner",
+    "make_sequence_her_replay": "learner",
     "tf_sequence_priorities": "learner",
     "nstep_targets": "targets", "tf_nstep_targets": "targets",
     "value_rescale": "rescale", "inverse_value_rescale": "rescale", "tf_value_rescale": "rescale",

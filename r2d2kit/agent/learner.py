@@ -19,6 +19,7 @@ import tensorflow as tf
 from r2d2kit.agent.targets import tf_nstep_targets
 from r2d2kit.models.qnetwork import QNetwork
 from r2d2kit.replay.sequence import SequenceReplayBuffer
+from r2d2kit.replay.sequence_her import SequenceHerReplayBuffer
 
 
 @dataclass
@@ -94,6 +95,28 @@ def make_sequence_replay(network: QNetwork, config: R2D2Config, capacity: int, *
         capacity, {"obs": (network.obs_shape, network.obs_dtype), "action": ((), "int64")},
         {"state_h": ((units,), "float32"), "state_c": ((units,), "float32")}, burn_in=config.burn_in,
         trace_length=config.trace_length, n_step=config.n_step, period=config.period,
+        alpha=config.priority_exponent, initial_state=initial_state, seed=seed)
+
+
+def make_sequence_her_replay(network: QNetwork, config: R2D2Config, capacity: int, *, observation_size: int,
+                             goal_size: int, compute_reward: Any, compute_terminated: Any = None,
+                             n_sampled_goal: int = 4, goal_selection_strategy: str = "future", seed: Any = None,
+                             initial_state: str = "stored") -> SequenceHerReplayBuffer:
+    """:func:`make_sequence_replay` for a goal env: windows relabelled in hindsight at sample time.
+
+    The network's input is the observation (``observation_size`` entries) then the desired goal
+    (``goal_size``), as :class:`~r2d2kit.spaces.GoalObservation` makes it; windows must carry the
+    rows' ``achieved_goal`` (``ActingLoop(..., extras=("achieved_goal",))``).
+    """
+    if tuple(network.obs_shape) != (observation_size + goal_size,):
+        raise ValueError(f"the network's input {tuple(network.obs_shape)} is not observation ({observation_size}) "
+                         f"+ desired goal ({goal_size}); build it from the GoalObservation-wrapped env")
+    units = network.lstm_units
+    return SequenceHerReplayBuffer(
+        capacity, ((observation_size,), "float32"), ((goal_size,), "float32"), ((), "int64"),
+        {"state_h": ((units,), "float32"), "state_c": ((units,), "float32")}, compute_reward=compute_reward,
+        compute_terminated=compute_terminated, burn_in=config.burn_in, trace_length=config.trace_length, n_step=config.n_step, period=config.period,
+        n_sampled_goal=n_sampled_goal, goal_selection_strategy=goal_selection_strategy,
         alpha=config.priority_exponent, initial_state=initial_state, seed=seed)
 
 

@@ -6,9 +6,10 @@ A window of ``L`` rows starting at episode time ``t0`` holds rows ``t0 .. t0 + L
 goal of observation ``o_tau`` (example: ``t0 = 2``, ``L = 4``, ``T = 9``)::
 
     episode time:   0  1  2  3  4  5  6  7  8  9
-    window rows:          [2  3  4  5]                s_last = 5
+    window rows:          [2  3  4  5]                s_last = 5; burn-in 1: first trained row t_s = 3
     'future' tau:                     6  7  8  9      uniform over s_last + 1 .. T
     'final'  tau:                                9
+    'trace_future' tau:         4  5  6  7  8  9      uniform over t_s + 1 .. T
     rewards:              r2 r3 r4 r5                 r_t = compute_reward(ag(o_t+1), goal)
     prev_reward:          r1 r2 r3 r4                 (network input: the previous row's reward)
 
@@ -20,7 +21,7 @@ them in the step ring (it overwrites in write order), so while the window is sam
 looks up is still stored; the kernel checks that anyway (table position not yet reused, write index
 not yet overwritten) and reports the first sample where it does not hold.
 
-Strategy codes (ints: kernels read no module globals): 0 future, 1 final. Randomness arrives as
+Strategy codes (ints: kernels read no module globals): 0 future, 1 final, 2 trace_future. Randomness arrives as
 uniforms drawn by the caller's ``np.random.Generator``. Kernels do no validation;
 ``r2d2kit.replay.sequence_her`` checks input before it gets here.
 """
@@ -53,14 +54,15 @@ def _ring_slot_at(tau, t0, window_slots, origin, goal_table, table_written, rows
 
 @njit(cache=True)
 def sequence_her_relabel(indices, slots, window_start, window_transitions, table_origin, goal_table,
-                         table_written, rows_written, capacity, strategy, relabel_probability,
+                         table_written, rows_written, capacity, strategy, burn_in, relabel_probability,
                          relabel_uniforms, goal_uniforms):
     """Goal row and reward pairs for every sampled window, vectorised over the batch.
 
     Sampled window ``b`` (slot ``indices[b]``) is relabelled when its episode is finished
     (``window_transitions >= 0``) and ``relabel_uniforms[b] < relabel_probability``. Its goal row is
     the row of ``o_tau`` with, by ``strategy``, 0 future: ``tau = s_last + 1 + floor(u * (T - s_last))``,
-    1 final: ``tau = T`` (``u = goal_uniforms[b]``).
+    1 final: ``tau = T``, 2 trace_future: ``tau = t_s + 1 + floor(u * (T - t_s))`` with ``t_s = t0 + burn_in``
+    the window's first trained row (``u = goal_uniforms[b]``).
 
     The rewards to recompute are listed as pairs (sample, position, row): position ``p < L`` is
     window row ``p`` (episode time ``t0 + p`` in ``1 .. T``), whose own achieved goal gives
@@ -89,14 +91,15 @@ def sequence_her_relabel(indices, slots, window_start, window_transitions, table
         t0 = window_start[window]
         last_time = t0 + length - 1
         s_last = last_time if last_time < transitions - 1 else transitions - 1
-        if strategy == 0:
-            span = transitions - s_last
+        if strategy == 1:
+            tau = transitions
+        else:
+            after = s_last if strategy == 0 else t0 + burn_in  # goals come after this transition
+            span = transitions - after
             offset = np.int64(goal_uniforms[b] * span)
             if offset >= span:  # u * span rounds up to span only for u within an ulp of 1
                 offset = span - 1
-            tau = s_last + 1 + offset
-        else:
-            tau = transitions
+            tau = after + 1 + offset
         origin = table_origin[window]
         window_slots = slots[window]
         goal_row = _ring_slot_at(tau, t0, window_slots, origin, goal_table, table_written, rows_written, capacity)

@@ -14,12 +14,18 @@ is finished is relabelled, with probability ``k / (k + 1)`` (``k = n_sampled_goa
   own final outcome ``o_{s_last + 1}`` is a candidate (as the flat buffer's 'future' includes the
   sampled step); later observations of the episode, beyond the window's rows, are too.
 * ``'final'``: the achieved goal of the episode's last observation ``o_T``.
+* ``'trace_future'``: ``tau`` uniform over ``t_s + 1 .. T``, where ``t_s = t0 + burn_in`` is the
+  window's first trained row: goals often fall inside the window, so its rows see the goal reached
+  (with ``'future'`` only the window's last transition can reach it). Rows after ``tau`` get a goal
+  from their past: still true transitions under that goal.
 
 ``g`` replaces the desired goal in every observation row of the window (burn-in included), and all
 rewards of the batch are recomputed in ONE ``compute_reward`` call: ``reward`` of every transition
 row and ``prev_reward`` (the network's reward input) of every observation row, so the inputs agree
-with the goal. Padding rows stay zero; ``mask``, ``obs_mask``, actions, termination flags and the
-stored recurrent state are left as they are::
+with the goal. Given ``compute_terminated`` (a goal env that ends on success), ``terminated`` of
+every transition row is recomputed in the same pass (``compute_terminated(ag(o_t+1), g)``), so a
+relabelled success ends its return as a real one would. Padding rows stay zero; ``mask``,
+``obs_mask``, actions, ``truncated`` and the stored recurrent state are left as they are::
 
     episode (T = 9):  o0 o1 o2 o3 o4 o5 o6 o7 o8 o9
     window (t0 = 2):        [o2 o3 o4 o5]                   s_last = 5
@@ -50,8 +56,8 @@ Differences from the flat :class:`~r2d2kit.replay.HerReplayBuffer`:
     * one goal per window, not per transition; strategies ``'future'`` and ``'final'`` only (the
       rows before a window may already be overwritten, so ``'episode'`` and ``'random'`` are not
       offered);
-    * termination flags are kept as stored (no ``compute_terminated``), as R2D2's n-step targets
-      cut returns at stored terminations;
+    * a termination recomputed under the new goal does not cut the window: later rows stay
+      transitions (R2D2's n-step targets stop each return at the first termination);
     * the stored recurrent state was computed under the original goal: burn-in (or
       ``initial_state="zero"``) lets the network adapt to the relabelled goal;
     * ``n_step >= 1`` is required: only then does ``SequenceBuilder`` store an episode's final
@@ -63,6 +69,7 @@ from __future__ import annotations
 import os
 from collections import deque
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -74,22 +81,37 @@ from r2d2kit.replay.her import GoalSelectionStrategy, call_goal_function
 from r2d2kit.replay.persistence import read_npz, require_arrays
 from r2d2kit.replay.sequence import SequenceReplayBuffer
 
-__all__ = ["SequenceHerReplayBuffer"]
+__all__ = ["SequenceHerReplayBuffer", "WindowGoalStrategy"]
 
 RewardFn = Callable[[np.ndarray, np.ndarray, Any], Any]
-_SUPPORTED = (GoalSelectionStrategy.FUTURE, GoalSelectionStrategy.FINAL)
 
 
-def _as_strategy(value: Any) -> GoalSelectionStrategy:
-    try:
-        strategy = GoalSelectionStrategy(value)
-    except ValueError:
-        strategy = None
-    if strategy not in _SUPPORTED:
-        raise ValueError(f"goal_selection_strategy must be 'future' or 'final' for sequence windows (the rows "
-                         f"before a window may be overwritten, so 'episode' and 'random' are not offered), "
-                         f"got {value!r}")
-    return strategy
+class WindowGoalStrategy(Enum):
+    """Where a window's relabelled goal comes from (see the module docstring); codes are the kernel's."""
+
+    FUTURE = "future"
+    FINAL = "final"
+    TRACE_FUTURE = "trace_future"
+
+    @property
+    def code(self) -> int:
+        """The strategy's code in ``r2d2kit.kernels.sequence_her`` (0 future, 1 final, 2 trace_future)."""
+        return _WINDOW_CODES[self]
+
+
+_WINDOW_CODES = {WindowGoalStrategy.FUTURE: 0, WindowGoalStrategy.FINAL: 1, WindowGoalStrategy.TRACE_FUTURE: 2}
+
+
+def _as_strategy(value: Any) -> WindowGoalStrategy:
+    if isinstance(value, (GoalSelectionStrategy, WindowGoalStrategy)):
+        value = value.value
+    key = value.strip().lower() if isinstance(value, str) else value
+    for member in WindowGoalStrategy:
+        if member.value == key:
+            return member
+    raise ValueError(f"goal_selection_strategy must be 'future', 'final' or 'trace_future' for sequence windows "
+                     f"(the rows before a window may be overwritten, so 'episode' and 'random' are not offered), "
+                     f"got {value!r}")
 
 
 @dataclass
@@ -125,7 +147,9 @@ class SequenceHerReplayBuffer(SequenceReplayBuffer):
         burn_in, trace_length, n_step: the window layout (the builder's); ``n_step >= 1``.
         period, max_sequences, alpha, eps, initial_state, seed: as for ``SequenceReplayBuffer``.
         n_sampled_goal: the HER paper's ``k``: relabel probability ``k / (k + 1)`` (0: never).
-        goal_selection_strategy: ``"future"`` or ``"final"``.
+        goal_selection_strategy: ``"future"``, ``"final"`` or ``"trace_future"``.
+        compute_terminated: optional ``compute_terminated(achieved_goal, desired_goal, info)``, same
+            contract as ``compute_reward``; given, relabelled windows' ``terminated`` is recomputed.
 
     The relabelling kernel compiles on the first ``sample`` (about a second; cached on disk after).
 
@@ -146,10 +170,15 @@ class SequenceHerReplayBuffer(SequenceReplayBuffer):
                  state: Mapping[str, Any] | None = None, *, compute_reward: RewardFn, burn_in: int,
                  trace_length: int, n_step: int, period: int | None = None, max_sequences: int | None = None,
                  n_sampled_goal: int = 4, goal_selection_strategy: Any = "future", alpha: float = 0.9,
-                 eps: float = 1e-6, initial_state: str = "stored", seed: Any = None) -> None:
+                 eps: float = 1e-6, initial_state: str = "stored", seed: Any = None,
+                 compute_terminated: RewardFn | None = None) -> None:
         if not callable(compute_reward):
             raise TypeError(f"compute_reward must be callable like env.unwrapped.compute_reward, "
                             f"got {compute_reward!r}")
+        if compute_terminated is not None and not callable(compute_terminated):
+            raise TypeError(f"compute_terminated must be callable (like env.unwrapped.compute_terminated) or None, "
+                            f"got {compute_terminated!r}")
+        self.compute_terminated = compute_terminated
         check_positive_int("n_step", n_step, minimum=0)
         if n_step < 1:
             raise ValueError(f"n_step must be >= 1 for SequenceHerReplayBuffer, got {n_step}: only then does "
@@ -295,7 +324,8 @@ class SequenceHerReplayBuffer(SequenceReplayBuffer):
             goal_rows, pair_samples, pair_positions, pair_rows, stale = sequence_her_kernels.sequence_her_relabel(
                 indices, self._slots, self._window_start, self._window_transitions, self._table_origin,
                 self._goal_table, self._table_written, self._rows_written, self.capacity,
-                self.goal_selection_strategy.code, self._relabel_probability, uniforms[1], uniforms[2])
+                self.goal_selection_strategy.code, self.burn_in, self._relabel_probability, uniforms[1],
+                uniforms[2])
             if stale >= 0:
                 raise RuntimeError(f"internal error: window slot {indices[stale]} is sampleable but rows of its "
                                    "episode after it are no longer stored; please report this")
@@ -319,12 +349,18 @@ class SequenceHerReplayBuffer(SequenceReplayBuffer):
         if not relabelled.any():
             return
         if pair_samples.size:
+            pair_goals = goals.take(pair_samples, axis=0)
             rewards = call_goal_function("compute_reward", self.compute_reward, pair_achieved,
-                                         goals.take(pair_samples, axis=0)).astype(np.float32)
+                                         pair_goals).astype(np.float32)
             by_position = np.zeros((count, length + 1), dtype=np.float32)  # [B, L + 1]: reward for reaching row p
             by_position[pair_samples, pair_positions] = rewards
             batch["prev_reward"][relabelled] = by_position[relabelled, :length]
             batch["reward"][relabelled] = np.where(batch["mask"][relabelled], by_position[relabelled, 1:], 0.0)
+            if self.compute_terminated is not None:
+                ended = np.zeros((count, length + 1), dtype=bool)  # [B, L + 1]: reaching row p ends the episode
+                ended[pair_samples, pair_positions] = call_goal_function(
+                    "compute_terminated", self.compute_terminated, pair_achieved, pair_goals) != 0
+                batch["terminated"][relabelled] = ended[relabelled, 1:] & batch["mask"][relabelled]
         flat_goals = goals[relabelled].reshape(-1, 1, self.goal_size).astype(obs.dtype)  # [R, 1, goal_size]
         present = batch["obs_mask"][relabelled][:, :, None]  # [R, L, 1]
         obs[relabelled, :, obs.shape[2] - self.goal_size:] = np.where(present, flat_goals, 0)
@@ -363,8 +399,10 @@ class SequenceHerReplayBuffer(SequenceReplayBuffer):
         return meta, arrays
 
     @classmethod
-    def load(cls, path: str | os.PathLike, *, compute_reward: RewardFn) -> "SequenceHerReplayBuffer":
-        """Read a buffer written by ``save``; ``compute_reward`` is passed again (functions are not saved)."""
+    def load(cls, path: str | os.PathLike, *, compute_reward: RewardFn,
+             compute_terminated: RewardFn | None = None) -> "SequenceHerReplayBuffer":
+        """Read a buffer written by ``save``; ``compute_reward`` (and ``compute_terminated``, if used) are
+        passed again (functions are not saved)."""
         if not callable(compute_reward):
             raise TypeError(f"load() needs compute_reward (functions are not saved), got {compute_reward!r}")
         path = os.fspath(path)
@@ -372,7 +410,8 @@ class SequenceHerReplayBuffer(SequenceReplayBuffer):
         try:
             specs = fields_from_json(meta["specs"])
             buffer = cls(meta["capacity"], specs["observation"], specs["goal"], specs["action"],
-                         fields_from_json(meta["state"]), compute_reward=compute_reward, seed=0, **meta["params"])
+                         fields_from_json(meta["state"]), compute_reward=compute_reward,
+                         compute_terminated=compute_terminated, seed=0, **meta["params"])
             buffer._restore_saved_state(path, meta, arrays)
         except (KeyError, TypeError) as error:
             raise ValueError(f"{path!r}: saved buffer metadata is incomplete or malformed ({error!r})") from error

@@ -66,28 +66,53 @@ def evaluate(actor: StatefulActor, make_env: Callable[[], gym.Env], episodes: in
     Each env contributes a fixed quota of its first episodes (``episodes`` split evenly over the
     envs), so that short episodes, which end first, are not over-represented.
     """
+    return evaluate_episodes(actor, make_env, episodes, seed).returns
+
+
+@dataclass
+class Evaluation:
+    """Greedy episodes: their returns and, for envs that report ``info["is_success"]`` (goal envs), successes."""
+
+    returns: np.ndarray  # [episodes]
+    successes: np.ndarray | None  # [episodes] bool, None if the env reports no is_success
+
+    @property
+    def success_rate(self) -> float | None:
+        """Fraction of episodes whose last step reported ``is_success`` (None without it)."""
+        return None if self.successes is None else float(np.mean(self.successes))
+
+
+def evaluate_episodes(actor: StatefulActor, make_env: Callable[[], gym.Env], episodes: int, seed: int) -> Evaluation:
+    """:func:`evaluate` that also reads ``info["is_success"]`` at each episode's last step."""
     with actor.fixed_weights():  # the weights do not change during an evaluation: read them once
-        return _greedy_returns(actor, make_env, episodes, seed)
+        return _greedy_episodes(actor, make_env, episodes, seed)
 
 
-def _greedy_returns(actor: StatefulActor, make_env: Callable[[], gym.Env], episodes: int, seed: int) -> np.ndarray:
+def _greedy_episodes(actor: StatefulActor, make_env: Callable[[], gym.Env], episodes: int, seed: int) -> Evaluation:
     envs = gym.vector.SyncVectorEnv([make_env] * actor.num_envs)
     obs, _ = envs.reset(seed=seed)
     actor.reset()
     quota = np.full(actor.num_envs, episodes // actor.num_envs)
     quota[: episodes % actor.num_envs] += 1
     returns: list[float] = []
+    successes: list[bool] = []
+    reports_success = False
     tracker = EpisodeTracker(actor.num_envs)
     while len(returns) < episodes:
         action = greedy(actor.q_values(obs, tracker.prev_action, tracker.prev_reward))
-        obs, reward, terminated, truncated, _ = envs.step(action)
+        obs, reward, terminated, truncated, info = envs.step(action)
         ended, ended_returns, _, restart = tracker.record(action, reward, terminated, truncated)
         counted = quota[ended] > 0
         returns.extend(ended_returns[counted].tolist())
+        if "is_success" in info:
+            reports_success = True
+            successes.extend(np.asarray(info["is_success"], bool)[ended][counted].tolist())
+        else:
+            successes.extend([False] * int(counted.sum()))
         quota[np.flatnonzero(ended)[counted]] -= 1
         actor.reset(restart)
     envs.close()
-    return np.asarray(returns[:episodes])
+    return Evaluation(np.asarray(returns[:episodes]), np.asarray(successes[:episodes]) if reports_success else None)
 
 
 def train_local(make_env: Callable[[], gym.Env], network: QNetwork, config: R2D2Config,

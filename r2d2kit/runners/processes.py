@@ -23,7 +23,7 @@ import signal
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -86,6 +86,7 @@ class ActorSpec:
     seed: int
     threads: int = 1
     callbacks: Callback | None = None  # actor hooks, run in the actor process
+    extras: tuple[str, ...] = ()  # info entries stored per row (ActingLoop), e.g. ("achieved_goal",)
 
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
@@ -120,7 +121,7 @@ def actor_main(spec: ActorSpec, stats: mp.Queue, stop: mp.Event) -> None:
         builder = SequenceBuilder(spec.num_envs, spec.burn_in, spec.trace_length, spec.n_step, spec.period)
         # weights change only below (load_published_weights), so the actor need not read them every step
         actor = network.actor(spec.num_envs, follow_weights=False)
-        loop = ActingLoop(envs, actor, builder, spec.epsilons, spec.seed)
+        loop = ActingLoop(envs, actor, builder, spec.epsilons, spec.seed, spec.extras)
         callbacks.on_actor_begin(spec.actor_id)
         version, steps_since_report, finished = -1, 0, []
         while not stop.is_set() and learner_alive():
@@ -171,12 +172,15 @@ class ProcessActors:
         epsilons: per-env epsilons over all actors' envs, actor-major.
         callbacks: actor hooks (pickled into every actor process).
         log: where restarts are reported (default: stderr).
+        extras: per-row ``info`` entries the actors store with each observation, ``{name: (shape, dtype)}``
+            (a goal env's ``{"achieved_goal": ((goal_size,), "float32")}`` for hindsight relabelling).
     """
 
     def __init__(self, make_network: Callable[[], Any], make_env: Callable[[], Any], config: Any, network: Any, *,
                  num_actors: int, envs_per_actor: int, epsilons: np.ndarray, ring_capacity: int = 64,
                  publish_every: int = 10, threads: int = 1, max_restarts: int = 10, seed: int = 0,
-                 callbacks: Callback | None = None, log: Callable[[str], None] | None = None) -> None:
+                 callbacks: Callback | None = None, log: Callable[[str], None] | None = None,
+                 extras: Mapping[str, tuple[tuple[int, ...], Any]] | None = None) -> None:
         self.make_network, self.make_env, self.config = make_network, make_env, config
         self.num_actors, self.envs_per_actor = num_actors, envs_per_actor
         self.epsilons = np.asarray(epsilons)
@@ -190,7 +194,9 @@ class ProcessActors:
         self._published_at = 0
         self._processes: dict[int, Any] = {}
         self._context = mp.get_context("spawn")  # TensorFlow is not fork-safe
-        self._layout = window_layout(config.length, network.obs_shape, network.obs_dtype, np.int64, network.lstm_units)
+        self.extras = dict(extras or {})
+        self._layout = window_layout(config.length, network.obs_shape, network.obs_dtype, np.int64, network.lstm_units,
+                                     self.extras)
         initial = flatten_weights(network.variables)
         self._weights = WeightBroadcast.create(initial.size)
         self._rings: list[RecordRing] = []
@@ -211,7 +217,7 @@ class ProcessActors:
                          self.config.burn_in, self.config.trace_length, self.config.n_step, self.config.period,
                          self._weights.name, self._weights.size, self._rings[actor_id].name, self._layout,
                          self.ring_capacity, os.getpid(), seed=self.seed + 1000 * actor_id + attempt,
-                         threads=self.threads, callbacks=self.callbacks)
+                         threads=self.threads, callbacks=self.callbacks, extras=tuple(self.extras))
         # daemon: if this process is killed outright, the OS still reaps the actors
         process = self._context.Process(target=actor_main, args=(spec, self._stats, self._stop), daemon=True,
                                         name=f"r2d2kit-actor-{actor_id}")

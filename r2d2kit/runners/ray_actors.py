@@ -41,7 +41,7 @@ class ActorBody:
 
     def __init__(self, actor_id: int, make_network: Callable[[], Any], make_env: Callable[[], Any], config: Any,
                  num_envs: int, epsilons: np.ndarray, seed: int, threads: int = 1,
-                 callbacks: Callback | None = None) -> None:
+                 callbacks: Callback | None = None, extras: tuple[str, ...] = ()) -> None:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         limit_threads(threads)
         import gymnasium as gym
@@ -58,7 +58,7 @@ class ActorBody:
         builder = SequenceBuilder(num_envs, config.burn_in, config.trace_length, config.n_step, config.period)
         # weights change only in collect() (load_published_weights), so the actor need not read them every step
         self.actor = self.network.actor(num_envs, follow_weights=False)
-        self.loop = ActingLoop(self.envs, self.actor, builder, epsilons, seed)
+        self.loop = ActingLoop(self.envs, self.actor, builder, epsilons, seed, extras)
         self.num_envs = num_envs
         self.version = -1
         self.callbacks.on_actor_begin(actor_id)
@@ -106,13 +106,16 @@ class RayActors:
         address: Ray cluster address; None: ``RAY_ADDRESS`` if set, else a local instance.
         num_cpus: CPUs of a local instance (None: all of this machine).
         cpus_per_actor: Ray CPU resources reserved per actor (placement).
+        extras: per-row ``info`` entries the actors store with each observation (a goal env's
+            ``("achieved_goal",)`` for hindsight relabelling).
     """
 
     def __init__(self, make_network: Callable[[], Any], make_env: Callable[[], Any], config: Any, network: Any, *,
                  num_actors: int, envs_per_actor: int, epsilons: np.ndarray, steps_per_batch: int = 50,
                  publish_every: int = 10, threads: int = 1, max_restarts: int = 10, seed: int = 0,
                  address: str | None = None, num_cpus: int | None = None, cpus_per_actor: float = 1.0,
-                 callbacks: Callback | None = None, log: Callable[[str], None] | None = None) -> None:
+                 callbacks: Callback | None = None, log: Callable[[str], None] | None = None,
+                 extras: Sequence[str] = ()) -> None:
         try:
             import ray
         except ImportError as error:
@@ -137,7 +140,8 @@ class RayActors:
                             runtime_env={"env_vars": env_vars})(ActorBody)
         n = envs_per_actor
         self._actors = [remote.remote(i, make_network, make_env, config, n, np.asarray(epsilons[i * n:(i + 1) * n]),
-                                      seed + 1000 * i, threads, callbacks) for i in range(num_actors)]
+                                      seed + 1000 * i, threads, callbacks, tuple(extras))
+                        for i in range(num_actors)]
         self._pending: dict[Any, int] = {}
         self._retry_at: dict[int, float] = {}
         self._restarting: dict[int, float] = {}  # actor id -> when its failure was seen

@@ -161,8 +161,13 @@ class RecordLayout:
 
 
 def window_layout(length: int, obs_shape: tuple[int, ...], obs_dtype: Any, action_dtype: Any = np.int64,
-                  state_units: int | None = None) -> RecordLayout:
-    """The record of one :class:`~r2d2kit.replay.SequenceBuilder` window plus its initial priority."""
+                  state_units: int | None = None,
+                  extras: Mapping[str, tuple[tuple[int, ...], Any]] | None = None) -> RecordLayout:
+    """The record of one :class:`~r2d2kit.replay.SequenceBuilder` window plus its initial priority.
+
+    ``extras``: per-row fields stored beside the observations, ``{name: (row shape, dtype)}`` (a goal
+    env's ``{"achieved_goal": ((goal_size,), "float32")}``), each ``[length, *shape]`` in the record.
+    """
     spec = {
         "obs": ((length,) + tuple(obs_shape), obs_dtype),
         "action": ((length,), action_dtype), "prev_action": ((length,), action_dtype),
@@ -175,6 +180,10 @@ def window_layout(length: int, obs_shape: tuple[int, ...], obs_dtype: Any, actio
     if state_units:
         spec["state_h"] = ((state_units,), np.float32)
         spec["state_c"] = ((state_units,), np.float32)
+    for name, (shape, dtype) in (extras or {}).items():
+        if name in spec:
+            raise ValueError(f"extra row field {name!r} clashes with a window field of that name")
+        spec[name] = ((length,) + tuple(shape), dtype)
     return RecordLayout.from_spec(spec)
 
 

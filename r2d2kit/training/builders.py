@@ -7,7 +7,8 @@ pickles into spawned actor processes, which rebuild the same env and network the
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
 from r2d2kit.training.config import ConfigError, TrainConfig
 
@@ -97,6 +98,48 @@ def _probe(config: TrainConfig) -> tuple[Any, Any, Any]:
     spaces = probe.observation_space, probe.action_space
     probe.close()
     return (*spaces, layout)
+
+
+@dataclass
+class GoalReward:
+    """What hindsight relabelling needs from a goal env: the sizes of the network input's two parts
+    (observation, then desired goal) and the env's ``compute_reward``, bound to an env kept open."""
+
+    observation_size: int
+    goal_size: int
+    compute_reward: Callable[..., Any]
+    compute_terminated: Callable[..., Any] | None  # None: the env has none (stored flags are kept)
+    env: Any  # the env compute_reward belongs to; close() it when done
+
+    def close(self) -> None:
+        """Close the env behind ``compute_reward``."""
+        self.env.close()
+
+
+def goal_reward(config: TrainConfig) -> GoalReward:
+    """The :class:`GoalReward` of the configured env (``replay.her`` needs one).
+
+    Raises:
+        ConfigError: the env is not a GoalEnv (no Dict observation of ``observation``,
+            ``achieved_goal``, ``desired_goal``) or has no ``compute_reward``.
+    """
+    env = make_env(config)
+    try:
+        observation_size = env.get_wrapper_attr("observation_size")
+        goal_size = env.get_wrapper_attr("goal_size")
+    except AttributeError:
+        env.close()
+        raise ConfigError(f"replay.her relabels goals, but env.id {config.env.id!r} is not a goal env (its "
+                          f"observation space is {env.unwrapped.observation_space}, not a Dict of 'observation', "
+                          "'achieved_goal' and 'desired_goal'); remove replay.her, or train a GoalEnv") from None
+    compute_reward = getattr(env.unwrapped, "compute_reward", None)
+    if not callable(compute_reward):
+        env.close()
+        raise ConfigError(f"replay.her needs env.id {config.env.id!r} to have a vectorised compute_reward(achieved_goal, "
+                          "desired_goal, info) method (the GoalEnv protocol); it has none")
+    compute_terminated = getattr(env.unwrapped, "compute_terminated", None)
+    return GoalReward(int(observation_size), int(goal_size), compute_reward,
+                      compute_terminated if callable(compute_terminated) else None, env)
 
 
 def build_network(config: TrainConfig) -> Any:

@@ -72,17 +72,57 @@ class ModelConfig:
 
 
 @dataclass
+class HerConfig:
+    """Hindsight relabelling of whole windows (:class:`~r2d2kit.replay.SequenceHerReplayBuffer`) for a GoalEnv.
+
+    Only windows of finished episodes are relabelled (their 'final' and 'future' goals exist); the
+    windows of a running episode are sampled with the goal they were played with.
+    """
+
+    # future: a goal achieved after the window | final: the episode's last | trace_future: achieved after the
+    # window's first trained row (often inside the window, so its rows see the goal reached)
+    goal_selection_strategy: str = "future"
+    n_sampled_goal: int = 4  # HER's k: a sampled window is relabelled with probability k / (k + 1)
+    terminate_on_goal: bool = True  # relabelled rows end where the env's compute_terminated says (if it has one)
+
+    def __post_init__(self) -> None:
+        if self.goal_selection_strategy not in ("future", "final", "trace_future"):
+            raise ValueError(f"her.goal_selection_strategy must be 'future', 'final' or 'trace_future' (a window "
+                             f"takes one goal from its episode's later rows), got {self.goal_selection_strategy!r}")
+        if not isinstance(self.terminate_on_goal, bool):
+            raise ValueError(f"her.terminate_on_goal must be true or false, got {self.terminate_on_goal!r}")
+        if isinstance(self.n_sampled_goal, bool) or not isinstance(self.n_sampled_goal, int) or self.n_sampled_goal < 0:
+            raise ValueError(f"her.n_sampled_goal must be an integer >= 0 (HER's k; 4 relabels 80% of the sampled "
+                             f"windows), got {self.n_sampled_goal!r}")
+
+
+@dataclass
 class ReplayConfig:
-    """The sequence replay buffer (priority exponents live in ``learner``)."""
+    """The sequence replay buffer (priority exponents live in ``learner``).
+
+    ``her`` (a mapping, e.g. ``her: {goal_selection_strategy: final, n_sampled_goal: 8}``, or
+    ``her: true`` for :class:`HerConfig`'s defaults) relabels windows in hindsight; it needs a GoalEnv.
+    """
 
     capacity: int = 100_000  # steps
     initial_state: str = "stored"  # stored | zero
+    her: bool | dict | HerConfig | None = None  # hindsight relabelling for goal envs (HerConfig's keys; true:
+    # its defaults); None / false: off
 
     def __post_init__(self) -> None:
         if self.initial_state not in ("stored", "zero"):
             raise ValueError(f"initial_state must be 'stored' or 'zero', got {self.initial_state!r}")
         if self.capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {self.capacity}")
+        if isinstance(self.her, bool):
+            self.her = HerConfig() if self.her else None
+        if isinstance(self.her, Mapping):
+            keys = [f.name for f in dataclasses.fields(HerConfig)]
+            for key in self.her:
+                if key not in keys:
+                    raise ValueError(f"unknown key her.{key}; {_nearest(str(key), keys)}valid keys in 'her' are "
+                                     f"{keys}")
+            self.her = HerConfig(**self.her)
 
 
 RUNNERS = ("local", "processes", "ray")
@@ -288,12 +328,19 @@ def apply_overrides(data: dict, overrides: Sequence[str], source: str = "--set")
         if "=" not in override or "." not in override.split("=", 1)[0]:
             raise ConfigError(f"{source} {override!r}: write section.key=value, e.g. learner.batch_size=32")
         path, raw = override.split("=", 1)
-        section, key = path.split(".", 1)
-        target = data.setdefault(section, {})
-        if target is None:
-            target = data[section] = {}
-        if not isinstance(target, dict):
-            raise ConfigError(f"{source} {override!r}: section {section!r} is not a mapping in the config file")
+        *parents, key = path.split(".")  # replay.her.n_sampled_goal: a key of a mapping inside a section
+        target = data
+        for depth, name in enumerate(parents):
+            child = target.get(name)
+            if child is None:
+                child = {}
+            elif isinstance(child, Mapping):
+                child = dict(child)
+            else:
+                where = ".".join(parents[:depth + 1])
+                raise ConfigError(f"{source} {override!r}: {where!r} is not a mapping in the config file")
+            target[name] = child
+            target = child
         target[key] = yaml.safe_load(raw)
     return data
 

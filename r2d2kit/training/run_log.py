@@ -15,6 +15,7 @@ from typing import Mapping
 # eval_min/eval_max came later: rows of older runs lack them (a resumed run keeps its file's header)
 EVAL_FIELDS = ("env_steps", "updates", "seconds", "eval_mean", "eval_std", "train_return", "loss", "eval_min",
                "eval_max")
+OPTIONAL_FIELDS = ("eval_success",)  # goal envs: fraction of evaluation episodes that ended in success
 
 
 class RunLog:
@@ -42,10 +43,11 @@ class RunLog:
         self._writer.flush()
 
     def evaluation(self, row: Mapping[str, float]) -> None:
-        """Append one evaluation row to ``metrics.csv`` (header written once; an existing file keeps its
-        own columns, so rows of a resumed run line up with the ones before)."""
+        """Append one evaluation row to ``metrics.csv`` (header written once, with ``eval_success`` if the
+        row has it; an existing file keeps its own columns, so rows of a resumed run line up with the
+        ones before)."""
         new = not self.metrics_path.exists() or self.metrics_path.stat().st_size == 0
-        fields = EVAL_FIELDS
+        fields = EVAL_FIELDS + tuple(name for name in OPTIONAL_FIELDS if name in row)
         if not new:
             with open(self.metrics_path, newline="") as handle:
                 fields = next(csv.reader(handle))

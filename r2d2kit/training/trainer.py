@@ -59,11 +59,10 @@ class Trainer:
                  resume: bool = False) -> None:
         import keras
 
-        from r2d2kit.agent.learner import R2D2Learner, make_sequence_replay
+        from r2d2kit.agent.learner import R2D2Learner
         from r2d2kit.agent.policies import apex_epsilons
         from r2d2kit.models.tf_setup import setup_tensorflow
-        from r2d2kit.replay import SequenceReplayBuffer
-        from r2d2kit.training.builders import build_network, make_env
+        from r2d2kit.training.builders import build_network, goal_reward, make_env
         from r2d2kit.training.run_log import RunLog
 
         setup_tensorflow()
@@ -79,6 +78,8 @@ class Trainer:
         self.make_network = functools.partial(build_network, config)
         self.network = self.make_network()
         self.learner = R2D2Learner(self.network, config.learner)
+        # hindsight relabelling: the env's compute_reward, and its achieved goals stored with each row
+        self.goal = goal_reward(config) if config.replay.her is not None else None
         self.counters = {name: 0 for name in COUNTERS}
         self.counters.update(next_eval=config.run.eval_every, next_checkpoint=config.checkpoints.every_env_steps,
                              next_log=config.logging.log_every, update_credit=0.0, train_seconds=0.0)
@@ -92,12 +93,9 @@ class Trainer:
             state = restore_learner(checkpoint, self.learner)
             self.counters.update({name: state[name] for name in COUNTERS if name in state})
             if (checkpoint / "replay.npz").exists():
-                replay = SequenceReplayBuffer.load(checkpoint / "replay.npz")
+                replay = self._load_replay(checkpoint / "replay.npz")
             self.resumed_from = checkpoint
-        lc = config.learner
-        self.replay = replay or make_sequence_replay(
-            self.network, lc, config.replay.capacity, initial_state=config.replay.initial_state,
-            seed=config.run.seed + self.counters["env_steps"])
+        self.replay = replay or self._new_replay(seed=config.run.seed + self.counters["env_steps"])
         num_actors = config.actors.num_actors if config.actors.runner != "local" else 1
         self.epsilons = apex_epsilons(num_actors * config.env.num_envs, config.actors.epsilon,
                                       config.actors.epsilon_alpha)
@@ -110,6 +108,43 @@ class Trainer:
         self._recent_returns: deque[float] = deque(maxlen=100)
 
     # ------------------------------------------------------------------ pieces
+    def _new_replay(self, seed: int) -> Any:
+        from r2d2kit.agent.learner import make_sequence_her_replay, make_sequence_replay
+
+        cfg = self.config
+        if self.goal is None:
+            return make_sequence_replay(self.network, cfg.learner, cfg.replay.capacity,
+                                        initial_state=cfg.replay.initial_state, seed=seed)
+        her = cfg.replay.her
+        return make_sequence_her_replay(
+            self.network, cfg.learner, cfg.replay.capacity, observation_size=self.goal.observation_size,
+            goal_size=self.goal.goal_size, compute_reward=self.goal.compute_reward,
+            compute_terminated=self._compute_terminated(), n_sampled_goal=her.n_sampled_goal, goal_selection_strategy=her.goal_selection_strategy,
+            initial_state=cfg.replay.initial_state, seed=seed)
+
+    def _load_replay(self, path: Path) -> Any:
+        """The checkpoint's replay; its kind (with or without relabelling) must be the config's."""
+        from r2d2kit.replay import SequenceHerReplayBuffer, SequenceReplayBuffer
+
+        try:
+            if self.goal is None:
+                return SequenceReplayBuffer.load(path)
+            return SequenceHerReplayBuffer.load(path, compute_reward=self.goal.compute_reward,
+                                                compute_terminated=self._compute_terminated())
+        except ValueError as error:
+            if "holds a" not in str(error):
+                raise CheckpointError(f"{path}: {error}") from None
+            now = "with" if self.goal is not None else "without"
+            raise CheckpointError(f"{path} holds a replay of another kind than the config's (the run continues {now} "
+                                  f"replay.her): {error}. Resume with the config the run was started with") from None
+
+    def _compute_terminated(self) -> Any:
+        return self.goal.compute_terminated if self.config.replay.her.terminate_on_goal else None
+
+    def _row_extras(self) -> dict[str, tuple[tuple[int, ...], str]]:
+        """Per-row info entries the actors store with each observation (achieved goals for HER)."""
+        return {} if self.goal is None else {"achieved_goal": ((self.goal.goal_size,), "float32")}
+
     def start_actors(self) -> Any:
         """The actor pool this config describes (local, processes or Ray), started and ready to
         ``collect()``; the caller closes it. :meth:`fit` uses it; so do benchmarks of the runners."""
@@ -123,7 +158,8 @@ class Trainer:
                              steps_per_batch=cfg.actors.steps_per_batch, publish_every=cfg.actors.publish_every,
                              threads=cfg.actors.threads, max_restarts=cfg.actors.max_restarts, seed=seed,
                              address=cfg.actors.ray_address, num_cpus=cfg.actors.ray_num_cpus,
-                             cpus_per_actor=cfg.actors.cpus_per_actor, callbacks=self.callbacks.for_actors())
+                             cpus_per_actor=cfg.actors.cpus_per_actor, callbacks=self.callbacks.for_actors(),
+                             extras=tuple(self._row_extras()))
         if cfg.actors.runner == "processes":
             from r2d2kit.runners.processes import ProcessActors
 
@@ -132,11 +168,11 @@ class Trainer:
                                  epsilons=self.epsilons, ring_capacity=cfg.actors.ring_capacity,
                                  publish_every=cfg.actors.publish_every, threads=cfg.actors.threads,
                                  max_restarts=cfg.actors.max_restarts, seed=seed,
-                                 callbacks=self.callbacks.for_actors())
+                                 callbacks=self.callbacks.for_actors(), extras=self._row_extras())
         from r2d2kit.runners.experience import LocalActors
 
         return LocalActors(self.make_env, self.network, cfg.learner, cfg.env.num_envs, self.epsilons, seed,
-                           callbacks=self.callbacks)
+                           callbacks=self.callbacks, extras=tuple(self._row_extras()))
 
     def request_stop(self, *_: Any) -> None:
         """Stop after the current step (the SIGINT handler); a second request aborts."""
@@ -147,19 +183,24 @@ class Trainer:
               file=sys.stderr, flush=True)
 
     def evaluate(self) -> dict[str, float]:
-        """Greedy evaluation now; appends a row to ``metrics.csv`` and returns it."""
-        from r2d2kit.runners.local import evaluate
+        """Greedy evaluation now; appends a row to ``metrics.csv`` and returns it (with ``eval_success``,
+        the fraction of episodes ending with ``info["is_success"]``, for envs that report it)."""
+        from r2d2kit.runners.local import evaluate_episodes
 
         c = self.counters
-        returns = evaluate(self.eval_actor, self.make_env, self.config.run.eval_episodes,
-                           seed=self.config.run.seed + 7919 + c["env_steps"])
+        evaluation = evaluate_episodes(self.eval_actor, self.make_env, self.config.run.eval_episodes,
+                                       seed=self.config.run.seed + 7919 + c["env_steps"])
+        returns = evaluation.returns
         row = {"env_steps": c["env_steps"], "updates": c["updates"], "seconds": round(c["train_seconds"], 2),
                "eval_mean": float(returns.mean()), "eval_std": float(returns.std()),
                "eval_min": float(returns.min()), "eval_max": float(returns.max()),
                "train_return": float(np.mean(self._recent_returns)) if self._recent_returns else float("nan"),
                "loss": self._window.last_loss}
+        scalars = {"eval/return_mean": row["eval_mean"], "eval/return_std": row["eval_std"]}
+        if evaluation.success_rate is not None:
+            row["eval_success"] = scalars["eval/success_rate"] = evaluation.success_rate
         self.log.evaluation(row)
-        self.log.scalars(c["env_steps"], {"eval/return_mean": row["eval_mean"], "eval/return_std": row["eval_std"]})
+        self.log.scalars(c["env_steps"], scalars)
         self.callbacks.on_evaluation(self, row)
         return row
 
@@ -251,6 +292,8 @@ class Trainer:
             bar.close()
             if self.actors is not None:
                 self.actors.close()
+            if self.goal is not None:
+                self.goal.close()
             if handler_installed:
                 signal.signal(signal.SIGINT, previous_handler)
         if learner_started:
@@ -267,6 +310,8 @@ class Trainer:
                    "train_seconds": round(c["train_seconds"], 1),
                    "final_eval": rows[-1]["eval_mean"] if rows else None,
                    "best_eval": max(row["eval_mean"] for row in rows) if rows else None,
+                   "final_success": rows[-1].get("eval_success") if rows else None,
+                   "best_success": max((row["eval_success"] for row in rows if "eval_success" in row), default=None),
                    "actor_restarts": c["actor_restarts"], "interrupted": self.stop_requested,
                    "checkpoint": str(checkpoint.relative_to(self.run_dir)),
                    "resumed_from": str(self.resumed_from.relative_to(self.run_dir)) if self.resumed_from else None,

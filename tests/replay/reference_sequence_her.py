@@ -8,6 +8,7 @@ from the module docstring of ``r2d2kit/replay/sequence_her.py``:
     window at t0 (L rows):    rows t0 .. t0 + L - 1; obs rows 0 <= t <= T, transition rows 0 <= t < T
     s_last                    min(t0 + L - 1, T - 1), the window's last transition
     'future' goal             ag(o_tau) for any tau in s_last + 1 .. T;   'final': ag(o_T)
+    'trace_future' goal       ag(o_tau) for any tau in t0 + burn_in + 1 .. T
     relabelled row t          obs = observation(o_t) ++ goal;  reward = R(ag(o_t+1), goal) if t < T
                               prev_reward = R(ag(o_t), goal) if t >= 1 (0 at t = 0)
     relabelled at all         only once the episode is finished: its final observation was fed
@@ -35,6 +36,11 @@ def distance_reward(achieved_goal: Any, desired_goal: Any, info: Any = None) -> 
     achieved = np.asarray(achieved_goal, dtype=np.float64)
     desired = np.asarray(desired_goal, dtype=np.float64)
     return -np.abs(achieved - desired).sum(axis=-1)
+
+
+def distance_terminated(achieved_goal: Any, desired_goal: Any, info: Any = None) -> np.ndarray:
+    """True exactly on the goal (an env that ends on success)."""
+    return distance_reward(achieved_goal, desired_goal) == 0
 
 
 def scalar_reward(achieved: Sequence[float], goal: Sequence[float]) -> np.float32:
@@ -178,8 +184,10 @@ class ReferenceSequenceHer:
         return starts
 
     # ------------------------------------------------------------------ windows
-    def rows(self, env: int, j: int, start: int, goal: Sequence[float] | None = None) -> dict[str, np.ndarray]:
-        """The window's rows as stored (``goal`` None) or relabelled with ``goal``, one row at a time."""
+    def rows(self, env: int, j: int, start: int, goal: Sequence[float] | None = None,
+             terminate_on_goal: bool = False) -> dict[str, np.ndarray]:
+        """The window's rows as stored (``goal`` None) or relabelled with ``goal``, one row at a time;
+        ``terminate_on_goal``: a relabelled transition terminates exactly when it reaches the goal."""
         episode = self.episodes[env][j]
         T, L = episode.transitions, self.length
         out = {"obs": np.zeros((L, 6), np.float32), "achieved_goal": np.zeros((L, 3), np.float32),
@@ -203,7 +211,8 @@ class ReferenceSequenceHer:
                 out["action"][i] = episode.action(t)
                 out["reward"][i] = episode.reward(t) if goal is None else \
                     scalar_reward(episode.achieved_goal(t + 1), goal)
-                out["terminated"][i] = episode.terminated(t)
+                out["terminated"][i] = episode.terminated(t) if goal is None or not terminate_on_goal else \
+                    scalar_reward(episode.achieved_goal(t + 1), goal) == 0
                 out["truncated"][i] = episode.truncated(t)
                 out["mask"][i] = True
         return out
@@ -220,6 +229,8 @@ class ReferenceSequenceHer:
             return list(range(last_transition + 1, T + 1))
         if strategy == "final":
             return [T]
+        if strategy == "trace_future":
+            return list(range(start + self.burn_in + 1, T + 1))
         raise ValueError(strategy)
 
     def goal(self, env: int, j: int, tau: int) -> list[float]:

@@ -30,6 +30,7 @@ from reference_sequence_her import (
     GoalEpisode,
     ReferenceSequenceHer,
     distance_reward,
+    distance_terminated,
     fixed_episodes,
     random_episodes,
 )
@@ -125,7 +126,10 @@ class Rig:
                 assert goal[0] == env and goal[1] == j and tau == int(tau), f"goal {goal} from elsewhere, {where[b]}"
                 tau = int(tau)
                 assert tau in ref.goal_times(env, j, start, strategy), f"{strategy!r} goal from o_{tau}, {where[b]}"
-                rows = ref.rows(env, j, start, ref.goal(env, j, tau))
+                rows = ref.rows(env, j, start, ref.goal(env, j, tau),
+                                terminate_on_goal=buffer.compute_terminated is not None)
+                seen["relabelled success inside the window"] += bool(rows["terminated"][:L].any() & (tau <= start + L - 1)) \
+                    if buffer.compute_terminated is not None else 0
                 expected["goal"].append(ref.goal(env, j, tau))
                 seen["relabelled"] += 1
                 seen["goal after the window"] += tau > start + L - 1
@@ -226,12 +230,13 @@ CONFIGS = {
 }
 
 
-@pytest.mark.parametrize("strategy", ["future", "final"])
+@pytest.mark.parametrize("strategy", ["future", "final", "trace_future"])
 @pytest.mark.parametrize("config", list(CONFIGS))
 def test_relabelling_matches_the_reference(config, strategy):
     c = CONFIGS[config]
+    terminated = {"compute_terminated": distance_terminated} if strategy == "trace_future" else {}
     rig = Rig(fixed_episodes(c["lengths"], c["steps"]), c["capacity"], *c["layout"], seed=1,
-              goal_selection_strategy=strategy)
+              goal_selection_strategy=strategy, **terminated)
     seen = Counter()
     for part in range(4):  # check at four points of the stream: the ring differs each time
         rig.feed(c["steps"] // 4)
@@ -244,6 +249,8 @@ def test_relabelling_matches_the_reference(config, strategy):
     assert seen["rows wrap the ring"] > 0 and seen["reward of the row after the window"] > 0, seen
     if strategy == "future" or config != "episodes_shorter_than_a_window":
         assert seen["goal after the window"] > 0, seen
+    if strategy == "trace_future":  # goals inside the window: relabelled successes end returns there
+        assert seen["relabelled success inside the window"] > 0, seen
     if config == "episodes_shorter_than_a_window":
         assert seen["episode shorter than a window"] > 0, seen
 
@@ -280,14 +287,15 @@ def test_relabelling_into_reused_memory_matches_the_reference(config):
 @settings(deadline=None, max_examples=100, suppress_health_check=[HealthCheck.too_slow])
 @given(num_envs=st.integers(1, 3), burn_in=st.integers(0, 3), trace_length=st.integers(1, 4),
        n_step=st.integers(1, 2), period=st.integers(1, 4), capacity=st.integers(3, 25), max_len=st.integers(1, 14),
-       steps=st.integers(1, 100), strategy=st.sampled_from(["future", "final"]), seed=st.integers(0, 2**16))
+       steps=st.integers(1, 100), strategy=st.sampled_from(["future", "final", "trace_future"]),
+       terminate=st.booleans(), seed=st.integers(0, 2**16))
 def test_random_streams_match_the_reference(num_envs, burn_in, trace_length, n_step, period, capacity, max_len,
-                                            steps, strategy, seed):
+                                            steps, strategy, terminate, seed):
     """After every vector step: sampleable windows keep their episode's later rows, and samples match the reference."""
     period = min(period, trace_length)
     episodes = random_episodes(np.random.default_rng(seed), num_envs, steps, max_len)
     rig = Rig(episodes, capacity, burn_in, trace_length, n_step, period, seed=seed, goal_selection_strategy=strategy,
-              n_sampled_goal=2)
+              n_sampled_goal=2, compute_terminated=distance_terminated if terminate else None)
     seen = Counter()
     for _ in range(steps):
         rig.feed(1)
@@ -398,10 +406,12 @@ def test_relabel_fraction_is_k_over_k_plus_one(n_sampled_goal):
     assert len(calls) == (0 if n_sampled_goal == 0 else 20), "compute_reward: one call per sample() that relabels"
 
 
-def test_future_goals_are_uniform_over_their_range():
-    """One episode of T = 10 (burn_in 1, trace 2, n_step 1, period 2): tau uniform over s_last + 1 .. T per window."""
+@pytest.mark.parametrize("strategy", ["future", "trace_future"])
+def test_future_goals_are_uniform_over_their_range(strategy):
+    """One episode of T = 10 (burn_in 1, trace 2, n_step 1, period 2): tau uniform per window over
+    s_last + 1 .. T ('future') or t0 + burn_in + 1 .. T ('trace_future')."""
     rig = Rig([[GoalEpisode(0, 0, 10, "truncated"), GoalEpisode(0, 1, 99, "truncated")]], 200, 1, 2, 1, 2, seed=6,
-              n_sampled_goal=1)
+              n_sampled_goal=1, goal_selection_strategy=strategy)
     rig.feed(14)
     counts: Counter = Counter()
     for _ in range(20):
@@ -409,10 +419,10 @@ def test_future_goals_are_uniform_over_their_range():
         for b in np.flatnonzero(batch["relabelled"]):
             counts[rig.emitted[int(batch["indices"][b])][2], int(batch["goal"][b, 2] - 0.5)] += 1
     cells = [(start, tau) for start in rig.reference.window_starts(0, 0)
-             for tau in rig.reference.goal_times(0, 0, start, "future")]
+             for tau in rig.reference.goal_times(0, 0, start, strategy)]
     assert set(counts) == set(cells)
     starts = rig.reference.window_starts(0, 0)
-    probabilities = [1.0 / len(starts) / len(rig.reference.goal_times(0, 0, start, "future")) for start, _ in cells]
+    probabilities = [1.0 / len(starts) / len(rig.reference.goal_times(0, 0, start, strategy)) for start, _ in cells]
     _, _, p_value = chi_square_test(np.array([counts[cell] for cell in cells]), np.array(probabilities))
     assert p_value > 1e-4
 
@@ -598,7 +608,8 @@ def test_builder_extras_validation(first, later, error, pattern):
 
 @pytest.mark.parametrize("kwargs, error, pattern", [
     (dict(n_step=0), ValueError, "n_step must be >= 1 for SequenceHerReplayBuffer"),
-    (dict(goal_selection_strategy="episode"), ValueError, "'future' or 'final'"),
+    (dict(goal_selection_strategy="episode"), ValueError, "'future', 'final' or 'trace_future'"),
+    (dict(compute_terminated="ended"), TypeError, "compute_terminated must be callable"),
     (dict(goal_selection_strategy="futur"), ValueError, "got 'futur'"),
     (dict(n_sampled_goal=-1), ValueError, "n_sampled_goal"),
     (dict(n_sampled_goal=1.5), TypeError, "n_sampled_goal"),
