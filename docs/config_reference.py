@@ -27,11 +27,17 @@ PAGE = "reference/config.md"
 
 
 def sections() -> dict[str, type]:
-    """``{section name: dataclass}`` in the order of ``TrainConfig``."""
+    """``{section name: dataclass}`` in the order of ``TrainConfig``; a mapping inside a section
+    (``replay.her``) follows its section."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # r2d2kit.training.config imports the learner, and so TensorFlow
-    from r2d2kit.training.config import TrainConfig
+    from r2d2kit.training.config import HerConfig, TrainConfig
 
-    return {f.name: f.default_factory for f in dataclasses.fields(TrainConfig)}
+    out = {}
+    for f in dataclasses.fields(TrainConfig):
+        out[f.name] = f.default_factory
+        if f.name == "replay":
+            out["replay.her"] = HerConfig
+    return out
 
 
 def source_comments(cls: type) -> tuple[dict[str, str], dict[str, str]]:

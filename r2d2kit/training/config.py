@@ -76,12 +76,13 @@ class HerConfig:
     """Hindsight relabelling of whole windows (:class:`~r2d2kit.replay.SequenceHerReplayBuffer`) for a GoalEnv.
 
     Only windows of finished episodes are relabelled (their 'final' and 'future' goals exist); the
-    windows of a running episode are sampled with the goal they were played with.
+    windows of a running episode are sampled with the goal they were played with. 'trace_future'
+    (the default here) puts most goals inside the window, so its rows see the goal reached; with
+    'future' only a window's last transition can reach it (PointMassGoal-v0, seed 0: greedy success
+    1.0 at 50k env steps with 'trace_future', 0 at 60k with 'future').
     """
 
-    # future: a goal achieved after the window | final: the episode's last | trace_future: achieved after the
-    # window's first trained row (often inside the window, so its rows see the goal reached)
-    goal_selection_strategy: str = "future"
+    goal_selection_strategy: str = "trace_future"  # trace_future | future (after the window) | final (its last goal)
     n_sampled_goal: int = 4  # HER's k: a sampled window is relabelled with probability k / (k + 1)
     terminate_on_goal: bool = True  # relabelled rows end where the env's compute_terminated says (if it has one)
 
@@ -106,8 +107,7 @@ class ReplayConfig:
 
     capacity: int = 100_000  # steps
     initial_state: str = "stored"  # stored | zero
-    her: bool | dict | HerConfig | None = None  # hindsight relabelling for goal envs (HerConfig's keys; true:
-    # its defaults); None / false: off
+    her: bool | dict | HerConfig | None = None  # goal envs: hindsight relabelling (replay.her.* keys; true: defaults)
 
     def __post_init__(self) -> None:
         if self.initial_state not in ("stored", "zero"):
