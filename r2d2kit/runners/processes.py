@@ -90,6 +90,7 @@ class ActorSpec:
 
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+STALL_TIMEOUT_S = 600.0  # ProcessActors.collect: silence from every live actor for this long is an error
 
 
 def limit_threads(threads: int) -> None:
@@ -174,13 +175,16 @@ class ProcessActors:
         log: where restarts are reported (default: stderr).
         extras: per-row ``info`` entries the actors store with each observation, ``{name: (shape, dtype)}``
             (a goal env's ``{"achieved_goal": ((goal_size,), "float32")}`` for hindsight relabelling).
+        stall_timeout: seconds without any env step reported or window delivered, every actor alive,
+            after which :meth:`collect` raises instead of waiting for ever (a stuck actor or queue).
     """
 
     def __init__(self, make_network: Callable[[], Any], make_env: Callable[[], Any], config: Any, network: Any, *,
                  num_actors: int, envs_per_actor: int, epsilons: np.ndarray, ring_capacity: int = 64,
                  publish_every: int = 10, threads: int = 1, max_restarts: int = 10, seed: int = 0,
                  callbacks: Callback | None = None, log: Callable[[str], None] | None = None,
-                 extras: Mapping[str, tuple[tuple[int, ...], Any]] | None = None) -> None:
+                 extras: Mapping[str, tuple[tuple[int, ...], Any]] | None = None,
+                 stall_timeout: float = STALL_TIMEOUT_S) -> None:
         self.make_network, self.make_env, self.config = make_network, make_env, config
         self.num_actors, self.envs_per_actor = num_actors, envs_per_actor
         self.epsilons = np.asarray(epsilons)
@@ -195,6 +199,8 @@ class ProcessActors:
         self._processes: dict[int, Any] = {}
         self._context = mp.get_context("spawn")  # TensorFlow is not fork-safe
         self.extras = dict(extras or {})
+        self.stall_timeout = stall_timeout
+        self._last_heard = time.monotonic()
         self._layout = window_layout(config.length, network.obs_shape, network.obs_dtype, np.int64, network.lstm_units,
                                      self.extras)
         initial = flatten_weights(network.variables)
@@ -229,6 +235,7 @@ class ProcessActors:
         for actor_id, process in list(self._processes.items()):
             if process.is_alive():
                 continue
+            self._last_heard = time.monotonic()  # a restarted actor gets the full start-up time
             if self.restarts >= self.max_restarts:
                 raise RuntimeError(f"actor {actor_id} died (exit code {process.exitcode}) and the restart budget "
                                    f"(actors.max_restarts={self.max_restarts}) is spent; see its traceback above")
@@ -238,7 +245,12 @@ class ProcessActors:
             self._spawn(actor_id, self.restarts)
 
     def collect(self) -> Experience:
-        """Restart dead actors, then take every finished window and stats message waiting."""
+        """Restart dead actors, then take every finished window and stats message waiting.
+
+        Raises:
+            RuntimeError: an actor died and the restart budget is spent, or no actor reported
+                anything for ``stall_timeout`` seconds while all were alive.
+        """
         self._restart_dead()
         experience = Experience()
         try:
@@ -254,6 +266,15 @@ class ProcessActors:
             if records:
                 experience.windows.append((stack_records(records), actor_id))
                 self.windows_per_actor[actor_id] = self.windows_per_actor.get(actor_id, 0) + len(records)
+        now = time.monotonic()
+        if experience.env_steps or experience.windows:
+            self._last_heard = now
+        elif now - self._last_heard > self.stall_timeout:
+            pids = ", ".join(str(process.pid) for process in self._processes.values())
+            raise RuntimeError(f"no env steps or windows from any of the {self.num_actors} actor processes for "
+                               f"{now - self._last_heard:.0f} s although all are alive (pids {pids}); an actor or "
+                               f"its stats queue is stuck: see what they run with `py-spy dump --pid PID`, and "
+                               f"please report it")
         return experience
 
     def publish(self, network: Any, updates: int) -> None:

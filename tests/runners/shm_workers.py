@@ -28,3 +28,16 @@ def produce_records(name: str, layout, capacity: int, count: int) -> None:
         if not ring.put(record, timeout=30):
             break
     ring.close()
+
+
+class HangingCueMemory:
+    """A CueMemory env whose ``step`` never returns: an actor that stops delivering while alive."""
+
+    def __new__(cls, delay: int = 3):
+        from r2d2kit.envs.memory import CueMemoryEnv
+
+        class Hanging(CueMemoryEnv):
+            def step(self, action):
+                time.sleep(3600)
+
+        return Hanging(delay=delay)

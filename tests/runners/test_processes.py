@@ -39,3 +39,26 @@ def test_actors_feed_the_learner_and_a_killed_actor_is_restarted():
     assert all(result.windows_per_actor.get(actor, 0) > 0 for actor in (0, 1))
     assert result.weight_versions_seen[0] > 1, result.weight_versions_seen  # actors act on published weights
     assert len(result.segments) == 3 and not set(result.segments) & set(our_segments())  # all unlinked
+
+
+def test_actors_that_stop_delivering_while_alive_are_an_error_not_a_hang():
+    """Every actor stuck in env.step (alive, silent): collect() raises after stall_timeout, naming the pids."""
+    import time
+
+    import numpy as np
+    import pytest
+
+    from r2d2kit.runners.processes import ProcessActors
+    from tests.runners.shm_workers import HangingCueMemory
+
+    network = MAKE_NETWORK()
+    start = time.monotonic()
+    with ProcessActors(MAKE_NETWORK, HangingCueMemory, CONFIG, network, num_actors=1, envs_per_actor=1,
+                       epsilons=np.array([0.1]), stall_timeout=20.0) as actors:
+        with pytest.raises(RuntimeError, match=r"no env steps or windows from any of the 1 actor processes .*py-spy"):
+            while time.monotonic() - start < 120:
+                actors.collect()
+                time.sleep(0.05)
+        assert 20.0 <= time.monotonic() - start < 40.0
+        segments = actors.segment_names
+    assert not set(segments) & set(our_segments())
