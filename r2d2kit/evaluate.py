@@ -83,11 +83,13 @@ def record_gif(config: TrainConfig, network, path: Path, seed: int, max_frames: 
 
 def evaluate_run(run_dir: str | os.PathLike, episodes: int = 20, seed: int = 12345, checkpoint: str | None = None,
                  video: str | None = None) -> dict:
-    """Greedy returns of a run's network; returns ``mean``, ``std``, ``returns`` and ``weights``."""
+    """Greedy returns of a run's network; returns ``mean``, ``std``, ``returns``, ``weights`` and
+    ``success_rate`` (the fraction of episodes ending with ``info["is_success"]``; None for envs
+    that do not report it)."""
     import numpy as np
 
     from r2d2kit.models.tf_setup import setup_tensorflow
-    from r2d2kit.runners.local import evaluate
+    from r2d2kit.runners.local import evaluate_episodes
     from r2d2kit.training.builders import build_network, make_env
 
     run_dir = Path(run_dir)
@@ -98,9 +100,10 @@ def evaluate_run(run_dir: str | os.PathLike, episodes: int = 20, seed: int = 123
     weights = weights_file(run_dir, checkpoint)
     network = build_network(config)
     network.model.load_weights(str(weights))
-    returns = evaluate(network.actor(min(episodes, 8)), lambda: make_env(config), episodes, seed=seed)
+    evaluation = evaluate_episodes(network.actor(min(episodes, 8)), lambda: make_env(config), episodes, seed=seed)
+    returns = evaluation.returns
     result = {"mean": float(np.mean(returns)), "std": float(np.std(returns)), "returns": returns.tolist(),
-              "weights": str(weights)}
+              "weights": str(weights), "success_rate": evaluation.success_rate}
     if video:
         result["video_frames"] = record_gif(config, network, Path(video), seed)
         result["video"] = video
@@ -125,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"weights: {result['weights']}")
     print(f"greedy return over {args.episodes} episodes: {result['mean']:.2f} +- {result['std']:.2f} "
           f"(min {min(result['returns']):.1f}, max {max(result['returns']):.1f})")
+    if result["success_rate"] is not None:
+        print(f"greedy success rate: {result['success_rate']:.2f}")
     if args.video:
         print(f"video: {result['video']} ({result['video_frames']} frames)")
     return 0

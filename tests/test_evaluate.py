@@ -68,3 +68,20 @@ def test_errors_name_the_problem(cartpole_run, tmp_path, capsys):
     (cue_run / "config.yaml").write_text((ROOT / "configs" / "cue_memory.yaml").read_text())
     assert main([str(cue_run)]) == 2
     assert "neither checkpoints nor weights.weights.h5" in capsys.readouterr().err
+
+
+def test_a_goal_run_reports_its_success_rate(tmp_path, capsys):
+    """TraceGoal-v0 succeeds exactly on even episode ids: the CLI's rate is that of the episodes it played."""
+    from tests.runners.goal_trace_env import TraceGoalEnv
+    from tests.runners.test_her_runners import trace_config
+
+    Trainer(trace_config(tmp_path), tmp_path / "run").fit()
+    result = evaluate_run(tmp_path / "run", episodes=6, seed=5)
+    expected = []
+    for i in range(6):  # one episode per env of a vector env reset with seed 5: env i seeded 5 + i
+        env = TraceGoalEnv()
+        env.reset(seed=5 + i)
+        expected.append(int(env.uid) % 2 == 0)
+    assert result["success_rate"] == pytest.approx(np.mean(expected))
+    assert main([str(tmp_path / "run"), "--episodes", "6", "--seed", "5"]) == 0
+    assert f"greedy success rate: {np.mean(expected):.2f}" in capsys.readouterr().out
