@@ -69,7 +69,7 @@ ENVS = ("RepeatFirstEasy", "RepeatPreviousEasy", "RepeatPreviousMedium", "CountR
         "PositionOnlyCartPoleEasy", "NoisyPositionOnlyCartPoleEasy")
 AGENTS = ("r2d2", "recurrent-ppo")
 AGENT_NAMES = {"r2d2": "r2d2kit R2D2", "recurrent-ppo": "sb3-contrib RecurrentPPO"}
-EVAL_SEED_OFFSET = 7919  # r2d2kit's Trainer evaluates with seed run.seed + 7919 + env steps
+EVAL_SEED_OFFSET = 7919  # r2d2kit.training.trainer.EVAL_SEED_OFFSET (tests/test_benchmarks.py checks they agree)
 MAX_EVAL_ENVS = 8  # and with min(eval_episodes, 8) envs
 
 # Issue 20's targets for R2D2's MMER (mean over seeds): (comparison, threshold).

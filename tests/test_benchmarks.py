@@ -55,3 +55,9 @@ def test_help_runs_without_training():
                             text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert "--resume" in result.stdout and "--without" in result.stdout
+
+
+def test_ppo_is_evaluated_on_the_trainers_evaluation_episodes(bench_popgym):
+    from r2d2kit.training.trainer import EVAL_SEED_OFFSET
+
+    assert bench_popgym.EVAL_SEED_OFFSET == EVAL_SEED_OFFSET

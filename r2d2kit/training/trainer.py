@@ -39,6 +39,9 @@ from r2d2kit.training.checkpoint import (
 )
 from r2d2kit.training.config import ConfigError, TrainConfig, save_config
 
+# evaluations reset their envs with seed run.seed + EVAL_SEED_OFFSET + env steps: episodes no training
+# env plays, the same for every run of a seed (benchmarks evaluate peers on these episodes too)
+EVAL_SEED_OFFSET = 7919
 COUNTERS = ("env_steps", "updates", "episodes", "next_eval", "next_checkpoint", "next_log", "update_credit",
             "train_seconds", "actor_restarts")
 
@@ -189,7 +192,7 @@ class Trainer:
 
         c = self.counters
         evaluation = evaluate_episodes(self.eval_actor, self.make_env, self.config.run.eval_episodes,
-                                       seed=self.config.run.seed + 7919 + c["env_steps"])
+                                       seed=self.config.run.seed + EVAL_SEED_OFFSET + c["env_steps"])
         returns = evaluation.returns
         row = {"env_steps": c["env_steps"], "updates": c["updates"], "seconds": round(c["train_seconds"], 2),
                "eval_mean": float(returns.mean()), "eval_std": float(returns.std()),
