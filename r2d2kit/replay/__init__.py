@@ -11,7 +11,7 @@ from r2d2kit.replay.rank_based import RankBasedReplayBuffer
 from r2d2kit.replay.schedules import LinearSchedule
 from r2d2kit.replay.sequence import SequenceReplayBuffer, sequence_priorities
 from r2d2kit.replay.sequence_builder import SequenceBuilder
-from r2d2kit.replay.sequence_her import SequenceHerReplayBuffer
+from r2d2kit.replay.sequence_her import SequenceHerReplayBuffer, WindowGoalStrategy
 from r2d2kit.replay.uniform import ReplayBuffer
 
 __all__ = [
@@ -27,5 +27,6 @@ __all__ = [
     "SequenceBuilder",
     "SequenceReplayBuffer",
     "SequenceHerReplayBuffer",
+    "WindowGoalStrategy",
     "sequence_priorities",
 ]
