@@ -3,7 +3,7 @@
     python benchmarks/bench_goal_pomdp.py                       # 3 agents x seeds 0 1 2, 60k env steps each
     python benchmarks/bench_goal_pomdp.py --json goal.json --png goal.png --markdown
     python benchmarks/bench_goal_pomdp.py --json goal.json --resume   # only the (agent, seed) runs not in goal.json
-    python benchmarks/bench_goal_pomdp.py --quick               # smoke run: 1 seed, 3k env steps, about 2 min
+    python benchmarks/bench_goal_pomdp.py --quick               # smoke run: seed 0, 3k env steps, about a minute
     python benchmarks/bench_goal_pomdp.py --agents r2d2-her --seeds 1 --set replay.her.n_sampled_goal=8
 
 The task (issue 22): ``PointMassGoal-v0`` (r2d2kit/envs/point_goal.py) pushes a point mass on a
@@ -287,7 +287,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--config", default=str(CONFIG), help="the R2D2 agents' config")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="override an R2D2 config value for both R2D2 agents, e.g. replay.her.n_sampled_goal=8")
-    p.add_argument("--quick", action="store_true", help="smoke run: seed 0, 3k env steps, about 2 min")
+    p.add_argument("--quick", action="store_true", help="smoke run: seed 0, 3k env steps, about a minute")
     p.add_argument("--json", default=None, help="write every run's record here, after each run")
     p.add_argument("--resume", action="store_true", help="with --json: keep its finished (agent, seed) runs "
                    "of the same budget and evaluation, run only the others")
