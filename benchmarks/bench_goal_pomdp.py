@@ -1,6 +1,6 @@
 """Memory and hindsight on PointMassGoal-v0: R2D2 + recurrent HER, R2D2 without HER, feed-forward DQN + HER.
 
-    python benchmarks/bench_goal_pomdp.py                       # 3 agents x seeds 0 1 2, 60k env steps each
+    python benchmarks/bench_goal_pomdp.py                       # 3 agents x seeds 0 1 2, 100k env steps each
     python benchmarks/bench_goal_pomdp.py --json goal.json --png goal.png --markdown
     python benchmarks/bench_goal_pomdp.py --json goal.json --resume   # only the (agent, seed) runs not in goal.json
     python benchmarks/bench_goal_pomdp.py --quick               # smoke run: seed 0, 3k env steps, about a minute
@@ -11,7 +11,9 @@ plane to rest on a goal, observing its position only (the velocity is hidden), w
 reward; an episode ends on success or after 50 steps. It needs memory (only a history tells "on the
 goal and still" from "passing through") and relabelling (random play almost never stops on a goal).
 
-Agents, each for the same number of env steps (``--steps``):
+Agents, each for the same number of env steps (``--steps``, default 100k: the config's own budget; at
+60k, R2D2 + recurrent HER first reached 0.9 at 46k / 56k / 50k env steps on seeds 0 / 1 / 2 and seed 1
+ended at 0.88, still on the rise):
   * ``r2d2-her``: ``python -m r2d2kit.train configs/point_goal_her.yaml`` (R2D2, LSTM, recurrent HER:
     trace_future, k = 4), local runner;
   * ``r2d2``: the same config with ``--set replay.her=null`` (no relabelling);
@@ -65,7 +67,7 @@ AGENTS = {  # name -> label in tables and plots
 }
 TARGET = 0.9  # issue 22: R2D2 + recurrent HER reaches at least this mean final success ...
 CEILING = 0.5  # ... and each of the others stays at or below this one, at the same budget
-FULL = dict(steps=60_000, eval_every=2_000, eval_episodes=50, seeds=[0, 1, 2])
+FULL = dict(steps=100_000, eval_every=2_000, eval_episodes=50, seeds=[0, 1, 2])
 QUICK = dict(steps=3_000, eval_every=1_000, eval_episodes=8, seeds=[0])
 
 
@@ -278,7 +280,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)  # internal: one her_dqn run, JSON job
     p.add_argument("--agents", nargs="+", default=list(AGENTS), choices=list(AGENTS), help="agents to run")
     p.add_argument("--seeds", nargs="+", type=int, default=None, help="default: 0 1 2 (--quick: 0)")
-    p.add_argument("--steps", type=int, default=None, help="env steps per run, every agent (default 60000; "
+    p.add_argument("--steps", type=int, default=None, help="env steps per run, every agent (default 100000; "
                    "--quick: 3000)")
     p.add_argument("--eval-every", type=int, default=None, help="env steps between evaluations (default 2000; "
                    "--quick: 1000); a multiple of 8 keeps R2D2's 8 envs on the same points as the DQN agent")
