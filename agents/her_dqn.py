@@ -1,4 +1,4 @@
-"""Double DQN with hindsight experience replay on BitFlip, in one file (CleanRL style).
+"""Double DQN with hindsight experience replay on BitFlip (or another GoalEnv), in one file (CleanRL style).
 
 The "goal half" example: r2d2kit's ``HerReplayBuffer`` relabels sampled transitions with goals
 achieved later in the same episode ('future', k = 4: 80% of samples relabelled), so the -1/0
@@ -10,10 +10,17 @@ and the rewards and terminations recomputed under it (the env's ``compute_reward
     python agents/her_dqn.py                                   # n_bits=15, stops at 0.95 greedy success
     python agents/her_dqn.py --config configs/bitflip_her.yaml --n-bits 30 --out curve.png
     python agents/her_dqn.py --no-her --n-bits 15              # DQN alone: greedy success stays ~0
+    python agents/her_dqn.py --env-id PointMassGoal-v0 --no-stop-at-target   # any GoalEnv, discrete actions
+
+``--env-id`` takes any registered GoalEnv with a ``Discrete`` action space and flat ``observation``
+and ``desired_goal`` boxes; the network's input (observation + desired goal) and output sizes come
+from its spaces. ``--n-bits`` applies to ``BitFlip-v0`` only.
 
 Evaluation (as in the HER paper): the greedy policy's success rate over ``--eval-episodes``
-episodes, each with a freshly drawn random goal, every ``--eval-every`` env steps. Timings in the
-returned metrics leave the evaluations out (``train_seconds``, ``seconds_to_target``).
+episodes, each with a freshly drawn random goal, every ``--eval-every`` env steps; an episode
+succeeds when its last step reports ``info["is_success"]`` (or, for envs that do not report it,
+terminates). Timings in the returned metrics leave the evaluations out (``train_seconds``,
+``seconds_to_target``).
 Runs with one seed are reproducible on one machine: sampling happens in the loop, not in a thread.
 """
 
@@ -33,7 +40,7 @@ import tensorflow as tf  # noqa: E402
 import yaml  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-import r2d2kit.envs  # noqa: E402, F401  (registers BitFlip-v0)
+import r2d2kit.envs  # noqa: E402, F401  (registers BitFlip-v0, PointMassGoal-v0)
 from r2d2kit.replay import HerReplayBuffer  # noqa: E402
 
 for _gpu in tf.config.list_physical_devices("GPU"):  # take GPU memory as needed, not all at once
@@ -53,7 +60,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, dict[str, argpars
         group[action.dest] = action
 
     groups: dict[str, Any] = {}
-    add("env", "--n-bits", type=int, default=15, help="bits of BitFlip-v0; episodes last n_bits steps")
+    add("env", "--env-id", default="BitFlip-v0", help="a registered GoalEnv with discrete actions")
+    add("env", "--n-bits", type=int, default=15, help="bits of BitFlip-v0 (ignored by other envs); episodes "
+        "last n_bits steps")
     add("env", "--num-envs", type=int, default=2, help="envs stepped together (one batched act call)")
 
     add("replay", "--her", action=argparse.BooleanOptionalAction, default=True,
@@ -151,27 +160,35 @@ def make_q_network(input_dim: int, num_actions: int, hidden: list[int]) -> keras
                             + [keras.layers.Dense(num_actions)])
 
 
+def make_env(env_id: str = "BitFlip-v0", n_bits: int = 15) -> gym.Env:
+    """``env_id`` from gymnasium's registry; ``n_bits`` reaches BitFlip-v0 only."""
+    return gym.make(env_id, n_bits=n_bits) if env_id == "BitFlip-v0" else gym.make(env_id)
+
+
 # --- greedy evaluation: one episode per env, a fresh random goal each (HER paper's success rate) ---
-def make_eval_envs(n_bits: int, episodes: int, seed: int) -> gym.vector.SyncVectorEnv:
-    envs = gym.vector.SyncVectorEnv([lambda: gym.make("BitFlip-v0", n_bits=n_bits) for _ in range(episodes)])
+def make_eval_envs(n_bits: int, episodes: int, seed: int, env_id: str = "BitFlip-v0") -> gym.vector.SyncVectorEnv:
+    envs = gym.vector.SyncVectorEnv([lambda: make_env(env_id, n_bits) for _ in range(episodes)])
     envs.reset(seed=seed)  # seeds each env's goal generator once; later resets draw new goals
     return envs
 
 
 def evaluate(envs: gym.vector.VectorEnv, policy: Callable[[dict[str, np.ndarray]], np.ndarray]) -> float:
-    """Success rate of ``policy`` (batched dict observations -> [N] actions) over one episode per env."""
+    """Success rate of ``policy`` (batched dict observations -> [N] actions) over one episode per env:
+    ``info["is_success"]`` at each episode's last step, or ``terminated`` where the env does not report it."""
     obs, _ = envs.reset()
     running = np.ones(envs.num_envs, dtype=bool)  # [N] still in its first episode
     success = np.zeros(envs.num_envs, dtype=bool)  # [N]
-    while running.any():  # the TimeLimit ends every episode within n_bits steps
-        obs, _, terminated, truncated, _ = envs.step(np.asarray(policy(obs), dtype=np.int64))
-        success |= running & terminated  # BitFlip terminates exactly when the goal is reached
-        running &= ~(terminated | truncated)  # finished envs autoreset; their later steps are ignored
+    while running.any():  # the TimeLimit ends every episode
+        obs, _, terminated, truncated, infos = envs.step(np.asarray(policy(obs), dtype=np.int64))
+        ended = running & (terminated | truncated)  # [N] first episodes ending on this step
+        reached = np.asarray(infos["is_success"], dtype=bool) if "is_success" in infos else terminated  # [N]
+        success |= ended & reached
+        running &= ~ended  # finished envs autoreset; their later steps are ignored
     return float(success.mean())
 
 
 def goal_input(observation: np.ndarray, desired_goal: np.ndarray) -> np.ndarray:
-    return np.concatenate([observation, desired_goal], axis=-1)  # [..., 2 * n_bits]
+    return np.concatenate([observation, desired_goal], axis=-1)  # [..., observation + goal size]
 
 
 def main(argv=None) -> dict:
@@ -180,32 +197,35 @@ def main(argv=None) -> dict:
     keras.utils.set_random_seed(args.seed)
     rng = np.random.default_rng(args.seed)
     start_time = time.perf_counter()
-    n_bits, num_envs = args.n_bits, args.num_envs
+    env_id, n_bits, num_envs = args.env_id, args.n_bits, args.num_envs
 
     # --- env: SAME_STEP autoreset, so every env step is a transition (the final obs is in infos) ---
-    envs = gym.vector.SyncVectorEnv([lambda: gym.make("BitFlip-v0", n_bits=n_bits) for _ in range(num_envs)],
+    envs = gym.vector.SyncVectorEnv([lambda: make_env(env_id, n_bits) for _ in range(num_envs)],
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     goal_env = envs.envs[0].unwrapped  # compute_reward / compute_terminated, vectorised over a batch axis
-    eval_envs = make_eval_envs(n_bits, args.eval_episodes, args.seed + 10_000)
+    eval_envs = make_eval_envs(n_bits, args.eval_episodes, args.seed + 10_000, env_id)
+    obs_space = envs.single_observation_space
+    obs_size, goal_size = obs_space["observation"].shape[0], obs_space["desired_goal"].shape[0]  # BitFlip: n_bits each
+    input_dim, num_actions = obs_size + goal_size, int(envs.single_action_space.n)  # BitFlip: 2 * n_bits, n_bits
 
     # --- replay: HER relabels at sample time; rewards and terminations recomputed under the new goal ---
     buffer = HerReplayBuffer(
-        args.buffer_size, ((n_bits,), "float32"), ((n_bits,), "float32"), ((), "int64"),
+        args.buffer_size, ((obs_size,), "float32"), ((goal_size,), "float32"), ((), "int64"),
         compute_reward=goal_env.compute_reward, compute_terminated=goal_env.compute_terminated,
         num_envs=num_envs, n_sampled_goal=args.n_sampled_goal if args.her else 0,
         goal_selection_strategy=args.goal_selection_strategy, n_step=args.n_step, gamma=args.gamma,
         autoreset_mode=envs.metadata["autoreset_mode"], seed=args.seed)
 
     # --- networks: online Q, target Q, and compiled act / train / sync functions ---
-    q_network = make_q_network(2 * n_bits, n_bits, args.hidden)
-    target_network = make_q_network(2 * n_bits, n_bits, args.hidden)
+    q_network = make_q_network(input_dim, num_actions, args.hidden)
+    target_network = make_q_network(input_dim, num_actions, args.hidden)
     target_network.set_weights(q_network.get_weights())
     optimizer = keras.optimizers.Adam(args.lr)
     optimizer.build(q_network.trainable_variables)
     q_min = -1.0 / (1.0 - args.gamma) if args.clip_targets else -np.inf  # returns of -1/0 rewards
     q_max = 0.0 if args.clip_targets else np.inf
 
-    @tf.function(input_signature=[tf.TensorSpec([None, 2 * n_bits], tf.float32)])
+    @tf.function(input_signature=[tf.TensorSpec([None, input_dim], tf.float32)])
     def act(x):  # greedy actions, [N]
         return tf.argmax(q_network(x), axis=1)
 
@@ -228,9 +248,9 @@ def main(argv=None) -> dict:
         return loss
 
     # --- train call: U gradient steps in one graph (a Python call per step costs ~0.5 ms on 2 cores) ---
-    @tf.function(input_signature=[tf.TensorSpec([None, None, 2 * n_bits], tf.float32),
+    @tf.function(input_signature=[tf.TensorSpec([None, None, input_dim], tf.float32),
                                   tf.TensorSpec([None, None], tf.int64), tf.TensorSpec([None, None], tf.float32),
-                                  tf.TensorSpec([None, None, 2 * n_bits], tf.float32),
+                                  tf.TensorSpec([None, None, input_dim], tf.float32),
                                   tf.TensorSpec([None, None], tf.float32)])
     def train(x, action, reward, next_x, discount):  # every argument [U, B, ...]
         loss = tf.constant(0.0)
@@ -241,7 +261,7 @@ def main(argv=None) -> dict:
     def sample_and_train() -> float:
         u, b = args.gradient_steps, args.batch_size
         batch = buffer.sample(u * b)  # uniform over transitions; 'desired_goal' is the relabelled goal
-        g = batch["desired_goal"]  # [U * B, n_bits]
+        g = batch["desired_goal"]  # [U * B, goal_size]
         return float(train(goal_input(batch["observation"], g).reshape(u, b, -1),
                            batch["action"].reshape(u, b), batch["reward"].reshape(u, b),
                            goal_input(batch["next_observation"], g).reshape(u, b, -1),
@@ -264,7 +284,7 @@ def main(argv=None) -> dict:
         epsilon = float(np.interp(global_step, [0, args.exploration_steps], [args.start_e, args.end_e]))
         actions = greedy(obs)
         explore = rng.random(num_envs) < epsilon
-        actions = np.where(explore, rng.integers(n_bits, size=num_envs), actions)
+        actions = np.where(explore, rng.integers(num_actions, size=num_envs), actions)
 
         next_obs, rewards, terminated, truncated, infos = envs.step(actions)
         # next_obs of a finished env is already its reset obs; the buffer takes infos["final_obs"]
@@ -273,7 +293,7 @@ def main(argv=None) -> dict:
         global_step += num_envs
         progress.update(num_envs)
         ended = terminated | truncated  # [E]
-        episode_success.extend(terminated[ended].astype(float))
+        episode_success.extend(terminated[ended].astype(float))  # BitFlip and PointMassGoal end on success
         episode_end_steps.extend([global_step] * int(ended.sum()))
 
         # --- learning ---
@@ -322,14 +342,16 @@ def main(argv=None) -> dict:
                     label=f"training (epsilon-greedy), mean of {window}")
         ax.axhline(args.success_target, color="grey", lw=0.5, ls="--")
         ax.set(xlabel="env steps", ylabel="success rate", ylim=(-0.02, 1.02),
-               title=f"DQN{'+HER' if args.her else ''} BitFlip n_bits={n_bits}")
+               title=f"DQN{'+HER' if args.her else ''} {env_id}"
+               + (f" n_bits={n_bits}" if env_id == "BitFlip-v0" else ""))
         ax.legend(loc="lower right")
         fig.tight_layout()
         fig.savefig(args.out, dpi=120)
         plt.close(fig)
 
     return {
-        "n_bits": n_bits,
+        "env_id": env_id,
+        "n_bits": n_bits if env_id == "BitFlip-v0" else None,
         "her": args.her,
         "success_target": args.success_target,
         "global_step": global_step,
@@ -352,5 +374,6 @@ if __name__ == "__main__":
     m = main()
     reached = (f"{m['success_target']:.2f} at {m['steps_to_target']} env steps "
                f"({m['seconds_to_target']:.1f} s)" if m["steps_to_target"] is not None else "target not reached")
-    print(f"n_bits={m['n_bits']} her={m['her']} steps={m['global_step']} updates={m['train_steps']} "
+    env = f"n_bits={m['n_bits']}" if m["n_bits"] is not None else m["env_id"]
+    print(f"{env} her={m['her']} steps={m['global_step']} updates={m['train_steps']} "
           f"final greedy success={m['final_success']:.2f}; {reached}; wall {m['seconds']:.1f} s")

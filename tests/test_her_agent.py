@@ -1,12 +1,15 @@
-"""agents/her_dqn.py: a CI learning test on BitFlip n_bits=8, the --her switch, and the YAML config."""
+"""agents/her_dqn.py: a CI learning test on BitFlip n_bits=8, the --her switch, the YAML config, and
+another goal env (--env-id PointMassGoal-v0)."""
 
 from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 import pytest
+from gymnasium import spaces
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONFIG = REPO_ROOT / "configs" / "bitflip_her.yaml"
@@ -98,3 +101,49 @@ def test_config_error_exits_with_a_usage_message(agent, tmp_path, capsys):
         agent.main(["--config", str(path)])
     assert exit_info.value.code == 2
     assert "unknown key 'total_step' in section 'run'" in capsys.readouterr().err
+
+
+# --- other goal envs (--env-id) ---
+def test_her_dqn_runs_on_point_mass_goal(agent, tmp_path):
+    """--env-id PointMassGoal-v0: sizes come from the env's spaces (position 2, goal 4, 9 actions)."""
+    out = tmp_path / "curve.png"
+    metrics = agent.main(["--env-id", "PointMassGoal-v0", "--total-steps", "400", "--learning-starts", "100",
+                          "--batch-size", "32", "--hidden", "32", "--eval-every", "200", "--eval-episodes", "4",
+                          "--no-stop-at-target", "--no-progress", "--seed", "0", "--out", str(out)])
+    assert metrics["env_id"] == "PointMassGoal-v0" and metrics["n_bits"] is None
+    assert metrics["global_step"] == 400 and metrics["train_steps"] > 0 and np.isfinite(metrics["loss"])
+    assert [step for step, _ in metrics["eval_curve"]] == [200, 400]
+    batch = metrics["buffer"].sample(2000)
+    assert batch["observation"].shape == (2000, 2) and batch["desired_goal"].shape == (2000, 4)
+    assert set(np.unique(batch["action"])) == set(range(9))  # exploration draws from all 9 actions
+    assert out.stat().st_size > 0
+
+
+class OneStepEnv(gym.Env):
+    """Ends after one step: action 1 terminates (and succeeds), action 0 is truncated; ``report`` says
+    whether ``info["is_success"]`` is given, and ``flip`` makes it disagree with ``terminated``."""
+
+    def __init__(self, report: bool, flip: bool = False) -> None:
+        self.report, self.flip = report, flip
+        self.observation_space = spaces.Box(0.0, 1.0, (1,))
+        self.action_space = spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        terminated = int(action) == 1
+        info = {"is_success": terminated != self.flip} if self.report else {}
+        return np.zeros(1, np.float32), -1.0, terminated, not terminated, info
+
+
+@pytest.mark.parametrize("report, flip, expected", [
+    (False, False, 0.75),  # no is_success: terminated counts
+    (True, False, 0.75),  # is_success agrees with terminated
+    (True, True, 0.25),  # is_success is what counts when the env reports it
+])
+def test_evaluate_reads_is_success_at_the_episode_end(agent, report, flip, expected):
+    envs = gym.vector.SyncVectorEnv([lambda: OneStepEnv(report, flip) for _ in range(4)])
+    assert agent.evaluate(envs, lambda obs: np.array([1, 1, 1, 0])) == expected
+    envs.close()
