@@ -4,6 +4,7 @@
     flock /tmp/r2d2kit-bench.lock python benchmarks/bench_update.py --markdown --only pong
     python benchmarks/bench_update.py --quick           # smoke run: ~1 min of CPU (1.5-2 min wall under load), small batches
     python benchmarks/bench_update.py --updates 5 --warmup 2 --threads 2 --json update.json
+    flock /tmp/r2d2kit-bench.lock python benchmarks/bench_update.py --precision float32 mixed_bfloat16
 
 Rows (model and learner settings from the config files, built through public names only:
 ``load_config`` -> ``build_network`` -> ``R2D2Learner`` + ``make_sequence_replay``):
@@ -37,8 +38,13 @@ the first layer's share (its input gradient is never needed, the input is data):
                        + F x (burn_in + trace + n_step) ] target network, forward only
 
 (the online unroll runs backward through all ``trace + n_step`` rows: the LSTM's gradient flows
-back from the last row). The bound beside each rate: a 2048^2 float32 matmul (sgemm) in the same
-framework and process, with the same thread count. Each framework runs in its own subprocess, so
+back from the last row). The bound beside each rate: a 2048^2 matmul in the row's precision (float32:
+sgemm; mixed_bfloat16: bfloat16) in the same framework and process, with the same thread count.
+
+``--precision mixed_bfloat16`` (issue 21, item 4): the Keras child sets Keras' global
+``mixed_bfloat16`` policy before the networks are built (bfloat16 compute, float32 weights; r2d2kit's
+Q outputs, LSTM state, targets and loss stay float32), the twin runs both unrolls under
+``torch.autocast("cpu", dtype=torch.bfloat16)``. The equivalence check stays float32. Each framework runs in its own subprocess, so
 its peak RSS (``ru_maxrss``) is its own: framework import + model + replay + update.
 """
 
@@ -80,6 +86,7 @@ CHECK_OVERRIDES = ["learner.batch_size=3", "learner.burn_in=3", "learner.trace_l
                    "learner.n_step=2"]
 NATURE_CNN = ((32, 8, 4), (64, 4, 2), (64, 3, 1))  # (filters, kernel, stride): r2d2kit's DQNImageModel
 SGEMM_N = 2048
+PRECISIONS = ("float32", "mixed_bfloat16")  # --precision: Keras' global dtype policy; the twin's torch.autocast
 GIB = 2.0 ** 30
 # issue 21: the Pong-size update before the fix (2 cores, 2 threads): 7.4 s, 12.0 GiB peak RSS
 ISSUE_BEFORE_SECONDS, ISSUE_RSS_GIB, ISSUE_SPEEDUP = 7.4, 3.0, 2.0
@@ -229,11 +236,12 @@ def build_keras(config: Path, overrides: list[str]) -> tuple[Any, Any, dict]:
     return learner, settings, keras_spec(settings, network)
 
 
-def tf_sgemm_gflops(repeats: int = 10) -> float:
+def tf_sgemm_gflops(repeats: int = 10, dtype: str = "float32") -> float:
+    """GFLOP/s of a ``SGEMM_N``^2 matmul in ``dtype`` (float32: sgemm; bfloat16: the bf16 bound)."""
     import tensorflow as tf
 
-    a = tf.random.normal((SGEMM_N, SGEMM_N))
-    b = tf.random.normal((SGEMM_N, SGEMM_N))
+    a = tf.cast(tf.random.normal((SGEMM_N, SGEMM_N)), dtype)
+    b = tf.cast(tf.random.normal((SGEMM_N, SGEMM_N)), dtype)
     tf.matmul(a, b).numpy()
     times = []
     for _ in range(repeats):
@@ -252,7 +260,8 @@ def run_keras_child(args: argparse.Namespace) -> dict:
     import tensorflow as tf
 
     load_start = load_average()
-    sgemm = tf_sgemm_gflops()
+    sgemm, bf16_gemm = tf_sgemm_gflops(), tf_sgemm_gflops(dtype="bfloat16")
+    keras.mixed_precision.set_global_policy(args.precision[0])  # before the networks are built
     keras.utils.set_random_seed(0)
     learner, _settings, spec = build_keras(Path(args.config), args.set)
     windows = 2 * spec["learner"]["batch_size"]
@@ -260,7 +269,8 @@ def run_keras_child(args: argparse.Namespace) -> dict:
     fill_replay(replay, spec, windows, seed=1)
     rss_ready = current_rss_bytes()
     result = time_updates(lambda: learner.train_from(replay), replay, spec, args.warmup, args.updates)
-    return dict(result, spec=spec, sgemm_gflops=sgemm, threads={"intra": tf.config.threading.get_intra_op_parallelism_threads(),
+    return dict(result, spec=spec, sgemm_gflops=sgemm, bf16_gemm_gflops=bf16_gemm,
+                policy=keras.mixed_precision.global_policy().name, threads={"intra": tf.config.threading.get_intra_op_parallelism_threads(),
                 "inter": tf.config.threading.get_inter_op_parallelism_threads()}, rss_ready=rss_ready,
                 peak_rss=peak_rss_bytes(), load_start=load_start, load_end=load_average())
 
@@ -418,14 +428,21 @@ def torch_nstep_targets(reward, mask, terminated, q_online, q_target, *, gamma, 
 
 
 class TwinLearner:
-    """The PyTorch twin of ``R2D2Learner``: online + target twin networks, Adam, the same update."""
+    """The PyTorch twin of ``R2D2Learner``: online + target twin networks, Adam, the same update.
 
-    def __init__(self, spec: dict) -> None:
+    ``precision="mixed_bfloat16"``: both unrolls run under ``torch.autocast("cpu", torch.bfloat16)``
+    (weights, targets, loss and Adam stay float32), the twin of Keras' mixed_bfloat16 policy.
+    """
+
+    def __init__(self, spec: dict, precision: str = "float32") -> None:
         import copy
 
         import torch
 
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
         self.spec, self.config = spec, spec["learner"]
+        self.bfloat16 = precision == "mixed_bfloat16"
         self.online = make_twin(spec)
         self.target = copy.deepcopy(self.online)
         for parameter in self.target.parameters():
@@ -459,9 +476,11 @@ class TwinLearner:
                     "state_c", "weights")}
         h, c = tensors["state_h"], tensors["state_c"]
         burn, trace = cfg["burn_in"], cfg["trace_length"]
-        with torch.no_grad():
-            q_target = self._unroll_after_burn_in(self.target, tensors, h, c)
-        q_online = self._unroll_after_burn_in(self.online, tensors, h, c)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bfloat16):
+            with torch.no_grad():
+                q_target = self._unroll_after_burn_in(self.target, tensors, h, c)
+            q_online = self._unroll_after_burn_in(self.online, tensors, h, c)
+        q_target, q_online = q_target.float(), q_online.float()  # [B, T + n, A]: targets and loss in float32
         with torch.no_grad():
             targets = torch_nstep_targets(
                 tensors["reward"][:, burn:], tensors["mask"][:, burn:], tensors["terminated"][:, burn:],
@@ -512,11 +531,13 @@ def twin_replay(spec: dict, capacity: int):
         alpha=lrn["priority_exponent"], seed=0)
 
 
-def torch_sgemm_gflops(repeats: int = 10) -> float:
+def torch_sgemm_gflops(repeats: int = 10, dtype: str = "float32") -> float:
+    """GFLOP/s of a ``SGEMM_N``^2 matmul in ``dtype`` (float32: sgemm; bfloat16: the bf16 bound)."""
     import torch
 
-    a, b = torch.randn(SGEMM_N, SGEMM_N), torch.randn(SGEMM_N, SGEMM_N)
-    out = torch.empty(SGEMM_N, SGEMM_N)
+    kind = getattr(torch, dtype)
+    a, b = torch.randn(SGEMM_N, SGEMM_N).to(kind), torch.randn(SGEMM_N, SGEMM_N).to(kind)
+    out = torch.empty(SGEMM_N, SGEMM_N, dtype=kind)
     torch.mm(a, b, out=out)
     times = []
     for _ in range(repeats):
@@ -541,16 +562,16 @@ def run_torch_child(args: argparse.Namespace) -> dict:
 
     set_torch_threads(args.threads)
     load_start = load_average()
-    sgemm = torch_sgemm_gflops()
+    sgemm, bf16_gemm = torch_sgemm_gflops(), torch_sgemm_gflops(dtype="bfloat16")
     spec = json.loads(Path(args.spec).read_text())
     torch.manual_seed(0)
-    learner = TwinLearner(spec)
+    learner = TwinLearner(spec, args.precision[0])
     windows = 2 * spec["learner"]["batch_size"]
     replay = twin_replay(spec, windows * spec["length"])
     fill_replay(replay, spec, windows, seed=1)
     rss_ready = current_rss_bytes()
     result = time_updates(lambda: learner.train_from(replay), replay, spec, args.warmup, args.updates)
-    return dict(result, sgemm_gflops=sgemm, threads={"intra": torch.get_num_threads(),
+    return dict(result, sgemm_gflops=sgemm, bf16_gemm_gflops=bf16_gemm, threads={"intra": torch.get_num_threads(),
                 "inter": torch.get_num_interop_threads()}, rss_ready=rss_ready, peak_rss=peak_rss_bytes(),
                 load_start=load_start, load_end=load_average())
 
@@ -732,24 +753,25 @@ def run_child(kind: str, extra: list[str], threads: int, env: dict[str, str] | N
         return result
 
 
-def measure_size(key: str, args: argparse.Namespace) -> dict:
+def measure_size(key: str, precision: str, args: argparse.Namespace) -> dict:
     size = SIZES[key]
     warmup = args.warmup if args.warmup is not None else (1 if args.quick else size["warmup"])
     updates = args.updates if args.updates is not None else (2 if args.quick else size["updates"])
     overrides = list(size["quick"]) if args.quick else []
     if args.batch:
         overrides.append(f"learner.batch_size={args.batch}")
-    common = ["--warmup", str(warmup), "--updates", str(updates)]
-    print(f"{size['name']}: r2d2kit ({size['config'].relative_to(REPO_ROOT)}) ...", flush=True)
+    common = ["--warmup", str(warmup), "--updates", str(updates), "--precision", precision]
+    print(f"{size['name']}, {precision}: r2d2kit ({size['config'].relative_to(REPO_ROOT)}) ...", flush=True)
     keras_result = run_child("keras", ["--config", str(size["config"])] + common
                              + [f"--set={o}" for o in overrides], args.threads)
-    row = {"key": key, "name": size["name"], "keras": keras_result, "warmup": warmup, "updates": updates}
+    row = {"key": key, "name": size["name"], "precision": precision, "keras": keras_result, "warmup": warmup,
+           "updates": updates}
     if "error" in keras_result:
         row["torch"] = {"error": "skipped: the r2d2kit child failed"}
         return row
     spec = keras_result["spec"]
     row["gflop"], row["row_mflop"] = update_gflop(spec, spec["learner"]["batch_size"])
-    print(f"{size['name']}: PyTorch twin ...", flush=True)
+    print(f"{size['name']}, {precision}: PyTorch twin ...", flush=True)
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
         json.dump(spec, handle)
     try:
@@ -781,7 +803,7 @@ def issue_targets(rows: list[dict]) -> list[str]:
     lines = []
     for row in rows:
         k, t = row["keras"], row.get("torch", {})
-        if row["key"] != "pong" or "error" in k:
+        if row["key"] != "pong" or row["precision"] != "float32" or "error" in k:
             continue
         lrn = k["spec"]["learner"]
         if (lrn["batch_size"], lrn["burn_in"], lrn["trace_length"], lrn["n_step"]) != SIZES["pong"]["paper"]:
@@ -794,6 +816,29 @@ def issue_targets(rows: list[dict]) -> list[str]:
                      + (f"; at least level with the twin: twin / r2d2kit {t['seconds'] / k['seconds']:.2f}, "
                         f"{'met' if t['seconds'] >= k['seconds'] else 'not met'}" if "error" not in t else "")
                      + " (one run on a shared machine: check the load line)")
+    return lines
+
+
+def gemm_bound(child: dict, precision: str) -> float:
+    """The matmul bound in the row's precision: float32 sgemm, or the bf16 matmul for mixed_bfloat16."""
+    return child["bf16_gemm_gflops"] if precision == "mixed_bfloat16" else child["sgemm_gflops"]
+
+
+def precision_ratios(rows: list[dict]) -> list[str]:
+    """float32 s / mixed_bfloat16 s per size measured in both (above 1: bf16 is faster)."""
+    lines = []
+    for key in SIZES:
+        by = {row["precision"]: row for row in rows if row["key"] == key}
+        if set(by) != set(PRECISIONS):
+            continue
+        parts = []
+        for side, label in (("keras", "r2d2kit"), ("torch", "twin")):
+            full, mixed = by["float32"].get(side, {}), by["mixed_bfloat16"].get(side, {})
+            if "seconds" in full and "seconds" in mixed:
+                parts.append(f"{label} {full['seconds'] / mixed['seconds']:.2f}x")
+        if parts:
+            lines.append(f"- {SIZES[key]['name']}: float32 s / mixed_bfloat16 s (above 1: bf16 faster): "
+                         + ", ".join(parts))
     return lines
 
 
@@ -815,7 +860,7 @@ def table(header: list[str], rows: list[list[str]], markdown: bool) -> list[str]
 
 def report(rows: list[dict], checks: dict, args: argparse.Namespace) -> str:
     header = ["update", "GFLOP/update", "r2d2kit s/update", "twin s/update", "twin / r2d2kit",
-              "r2d2kit GFLOP/s (TF sgemm)", "twin GFLOP/s (torch sgemm)", "r2d2kit peak RSS", "twin peak RSS"]
+              "r2d2kit GFLOP/s (TF gemm)", "twin GFLOP/s (torch gemm)", "r2d2kit peak RSS", "twin peak RSS"]
     cells = []
     for row in rows:
         k, t = row["keras"], row.get("torch", {})
@@ -824,11 +869,12 @@ def report(rows: list[dict], checks: dict, args: argparse.Namespace) -> str:
         ks = k.get("seconds") if k_ok else None
         ts = t.get("seconds") if t_ok else None
         batch = k["spec"]["learner"]["batch_size"] if k_ok else None
+        precision = row["precision"]
         cells.append([
-            f"{row['name']} (batch {batch})" if batch else row["name"], fmt(gflop, ".1f"), fmt(ks, ".3f"),
-            fmt(ts, ".3f"), fmt(ts / ks if ks and ts else None, ".2f"),
-            (f"{rate(gflop / ks)} ({k['sgemm_gflops']:.0f})" if ks else "-"),
-            (f"{rate(gflop / ts)} ({t['sgemm_gflops']:.0f})" if ts else "-"),
+            f"{row['name']} (batch {batch}, {precision})" if batch else f"{row['name']} ({precision})",
+            fmt(gflop, ".1f"), fmt(ks, ".3f"), fmt(ts, ".3f"), fmt(ts / ks if ks and ts else None, ".2f"),
+            (f"{rate(gflop / ks)} ({gemm_bound(k, precision):.0f})" if ks else "-"),
+            (f"{rate(gflop / ts)} ({gemm_bound(t, precision):.0f})" if ts else "-"),
             fmt(k["peak_rss"] / GIB if k_ok else None, ".2f") + (" GiB" if k_ok else ""),
             fmt(t["peak_rss"] / GIB if t_ok else None, ".2f") + (" GiB" if t_ok else ""),
         ])
@@ -836,13 +882,14 @@ def report(rows: list[dict], checks: dict, args: argparse.Namespace) -> str:
     lines.append("")
     for row in rows:
         k, t = row["keras"], row.get("torch", {})
+        name = f"{row['name']} {row['precision']}"
         if "error" in k or "error" in t:
-            lines.append(f"- {row['name']}: " + "; ".join(x["error"] for x in (k, t) if "error" in x))
+            lines.append(f"- {name}: " + "; ".join(x["error"] for x in (k, t) if "error" in x))
         if "error" in k:
             continue
         lrn = k["spec"]["learner"]
         lines.append(
-            f"- {row['name']}: windows of {lrn['burn_in']} burn-in + {lrn['trace_length']} trace + {lrn['n_step']} "
+            f"- {name}: windows of {lrn['burn_in']} burn-in + {lrn['trace_length']} trace + {lrn['n_step']} "
             f"n-step = {k['spec']['length']} rows, batch {lrn['batch_size']}; forward {row['row_mflop']:.2f} MFLOP "
             f"per row; median of {row['updates']} updates after {row['warmup']} warm-up "
             f"(r2d2kit {spread(k['all_seconds'])}; first {k['first_seconds']:.2f} s with tracing; child process "
@@ -861,14 +908,18 @@ def report(rows: list[dict], checks: dict, args: argparse.Namespace) -> str:
             + f"; threads: TF intra {k['threads']['intra']} inter {k['threads']['inter']}"
             + (f", torch {t['threads']['intra']} (interop {t['threads']['inter']})" if "error" not in t else "")
             + f"; load average r2d2kit {k['load_start']} -> {k['load_end']}"
-            + (f", twin {t['load_start']} -> {t['load_end']}" if "error" not in t else ""))
+            + (f", twin {t['load_start']} -> {t['load_end']}" if "error" not in t else "")
+            + f"; Keras policy {k['policy']}; {SGEMM_N}^2 matmul GFLOP/s float32 / bf16: TF {k['sgemm_gflops']:.0f} / "
+            f"{k['bf16_gemm_gflops']:.0f}" + (f", torch {t['sgemm_gflops']:.0f} / {t['bf16_gemm_gflops']:.0f}"
+                                            if "error" not in t else ""))
+    lines += precision_ratios(rows)
     if "error" in checks:
         lines.append(f"- equivalence check: {checks['error']}")
     elif checks:
         lines.append(f"- equivalence check: its child process (TF and torch) took {checks['wall_seconds']:.0f} s")
     for c in checks.get("checks", []):
         lines.append(
-            f"- equivalence ({c['config']}, small instance {c['small']}; Keras weights copied into the twin, "
+            f"- equivalence, float32 ({c['config']}, small instance {c['small']}; Keras weights copied into the twin, "
             f"target perturbed): loss {c['loss_keras']:.6g} vs {c['loss_twin']:.6g} (rel. error "
             f"{c['loss_rel_error']:.1e}); worst gradient over {c['weights']} weights: rel. error "
             f"{c['grad_rel_error']:.1e} ({c['grad_worst']}); priorities {c['priority_rel_error']:.1e}; "
@@ -882,7 +933,8 @@ def report(rows: list[dict], checks: dict, args: argparse.Namespace) -> str:
                      "spread); rerun on a quiet machine, or compare with --omp-wait-policy passive.")
     lines.append("- twin / r2d2kit above 1: r2d2kit is faster. GFLOP/update = B x [F x burn_in + (3F - F1) x "
                  "(trace + n_step) + F x (burn_in + trace + n_step)] (module docstring); the bound in brackets: "
-                 f"a {SGEMM_N}^2 float32 matmul in the same process and framework.")
+                 f"a {SGEMM_N}^2 matmul in the row's precision (float32, or bfloat16 for mixed_bfloat16) in the "
+                 "same process and framework.")
     lines.append("- timed: one train_from(replay) per update (sample + train step + update_priorities) for "
                  "r2d2kit, the same loop for the twin; each framework in its own process (peak RSS = ru_maxrss: "
                  "import + model + replay + updates).")
@@ -895,6 +947,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true",
                    help="smoke run (about a minute of CPU; 1.5-2 min wall on a busy 2-core machine): Pong 4 windows of 10 + 20 + 5 rows, CartPole batch 16; "
                         "1 warm-up + 2 timed updates")
+    p.add_argument("--precision", nargs="+", choices=PRECISIONS, default=["float32"],
+                   help="Keras' global dtype policy, the twin under torch.autocast(bfloat16) for mixed_bfloat16; "
+                        "two values: each size in both, one after the other (default: float32). The equivalence "
+                        "check is always float32")
     p.add_argument("--markdown", action="store_true", help="print the table as markdown")
     p.add_argument("--threads", type=int, default=None,
                    help="TF intra/inter-op and torch threads, the same for both (default: the cores this process "
@@ -921,6 +977,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         value = getattr(args, name)
         if value is not None and value < (0 if name == "warmup" else 1):
             p.error(f"--{name} must be {'>= 0' if name == 'warmup' else '>= 1'}, got {value}")
+    if args.child and len(args.precision) != 1:
+        p.error(f"a child runs one --precision, got {args.precision}")
     if args.child == "keras" and args.warmup is not None and args.warmup < 1:
         args.warmup = 1  # the first update traces the step: never timed
     return args
@@ -943,7 +1001,7 @@ def main(argv=None) -> dict:
     if not args.no_check:
         print("equivalence check (Keras weights into the twin, small instances) ...", flush=True)
         checks = run_child("check", ["--config", ",".join(str(SIZES[k]["config"]) for k in keys)], args.threads)
-    rows = [measure_size(key, args) for key in keys]
+    rows = [measure_size(key, precision, args) for key in keys for precision in dict.fromkeys(args.precision)]
     print()
     print(report(rows, checks, args))
     print(f"- total benchmark time {time.perf_counter() - began:.0f} s; load average at end {load_average()} "

@@ -27,6 +27,11 @@ from r2d2kit.models.encoders import ImageModel, MLPModel
 from r2d2kit.models.numpy_actor import NumpyForward, UnsupportedNetwork
 
 
+def _float32(x):
+    """``x`` as float32: the LSTM state leaves the models in float32 under any dtype policy (no-op in float32)."""
+    return x if x.dtype == "float32" else keras.ops.cast(x, "float32")
+
+
 class QNetwork:
     """Layers and models of a recurrent (optionally dueling) Q-network.
 
@@ -70,8 +75,10 @@ class QNetwork:
         # made, so this order keeps the weights (and recorded runs) of a given seed unchanged
         self._value = self._hidden(int(head_units), f"{name}_value")
         self._advantage = self._hidden(int(head_units), f"{name}_advantage")
-        self._value.append(keras.layers.Dense(1, name=f"{name}_value"))
-        self._advantage.append(keras.layers.Dense(self.num_actions, name=f"{name}_advantage"))
+        # the output layers compute in float32 under any global dtype policy (e.g. "mixed_bfloat16"), so Q,
+        # the dueling sum and the loss keep float32 precision (Keras' mixed-precision guide)
+        self._value.append(keras.layers.Dense(1, name=f"{name}_value", dtype="float32"))
+        self._advantage.append(keras.layers.Dense(self.num_actions, name=f"{name}_advantage", dtype="float32"))
         self.model = self._build_sequence_model()
 
     # ------------------------------------------------------------------ shared pieces
@@ -119,6 +126,7 @@ class QNetwork:
         rnn = keras.layers.RNN(self.cell, return_sequences=True, return_state=True, name=f"{self.name}_lstm")
         hidden, h, c = rnn(self._features(obs, prev_action, prev_reward), mask=obs_mask, initial_state=[h0, c0])
         q = self._head(hidden)
+        h, c = _float32(h), _float32(c)
         return keras.Model([obs, prev_action, prev_reward, obs_mask, h0, c0], [q, h, c], name=f"{self.name}_sequence")
 
     # ------------------------------------------------------------------ public
@@ -219,7 +227,8 @@ class StatefulActor:
             rnn = keras.layers.RNN(network.cell, return_sequences=True, return_state=True,
                                    name=f"{network.name}_actor_lstm")
             hidden, h, c = rnn(network._features(obs, prev_action, prev_reward), initial_state=[h0, c0])
-            self._model = keras.Model([obs, prev_action, prev_reward, h0, c0], [network._head(hidden), h, c],
+            self._model = keras.Model([obs, prev_action, prev_reward, h0, c0],
+                                      [network._head(hidden), _float32(h), _float32(c)],
                                       name=f"{network.name}_actor")
         return self._model
 
