@@ -44,7 +44,10 @@ sgemm; mixed_bfloat16: bfloat16) in the same framework and process, with the sam
 ``--precision mixed_bfloat16`` (issue 21, item 4): the Keras child sets Keras' global
 ``mixed_bfloat16`` policy before the networks are built (bfloat16 compute, float32 weights; r2d2kit's
 Q outputs, LSTM state, targets and loss stay float32), the twin runs both unrolls under
-``torch.autocast("cpu", dtype=torch.bfloat16)``. The equivalence check stays float32. Each framework runs in its own subprocess, so
+``torch.autocast("cpu", dtype=torch.bfloat16)``. The equivalence check stays float32. Result on the
+2-core Xeon (AVX-512 BF16, no AMX; docs/performance.md): bf16 is slower, Pong-size r2d2kit 3.95 s
+against 2.31 s float32 (twin 5.07 s against 4.46 s), because a bf16 matmul there runs at about half
+sgemm's rate (165 against 285-335 GFLOP/s); so r2d2kit has no precision config key. Each framework runs in its own subprocess, so
 its peak RSS (``ru_maxrss``) is its own: framework import + model + replay + update.
 """
 
