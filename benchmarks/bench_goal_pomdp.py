@@ -372,7 +372,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     if args.png:
         plot(records, args.agents, args.png, args.steps)
         print(f"curves written to {args.png}")
-    if args.json:
+    if args.json and len(records) > len(done):
         print(f"records written to {args.json}")
     if temporary and not any(r["error"] for r in records):
         shutil.rmtree(args.run_root, ignore_errors=True)
