@@ -77,17 +77,6 @@ BACKENDS = ("keras", "numpy")
 
 
 # ---------------------------------------------------------------------------------------------
-# machine
-
-
-def load_average() -> float:
-    try:
-        return os.getloadavg()[0]
-    except OSError:
-        return float("nan")
-
-
-# ---------------------------------------------------------------------------------------------
 # part 1: a vector step by part, in a spawned process set up like an actor process
 
 
@@ -179,9 +168,11 @@ def step_profile(make_network, make_env, config, num_envs: int, backend: str, ve
     a = np.random.default_rng(0).standard_normal((512, 512), dtype=np.float32)
     sgemm_s = median_call_s(lambda: a @ a, 50)
     weights = sum(int(np.prod(v.shape)) for v in network.variables)
+    # VmHWM, not ru_maxrss: a spawned process's ru_maxrss starts from its parent's peak
+    rss_mb = peers_machine.process_peak_rss_mb(os.getpid())
     return dict(backend=actor.actor.backend, network=np.asarray(actor.network), state=np.asarray(actor.state),
                 env=np.asarray(envs.step_s), whole=whole, empty_tf_function_s=median_call_s(empty, 2000),
-                sgemm_flops=2 * 512 ** 3 / sgemm_s, forward_flops=2 * num_envs * weights, rss_mb=peak_rss_mb())
+                sgemm_flops=2 * 512 ** 3 / sgemm_s, forward_flops=2 * num_envs * weights, rss_mb=rss_mb)
 
 
 def step_rows(setup: dict, cfg: dict, backends: tuple[str, ...]) -> list[dict]:
@@ -198,7 +189,7 @@ def step_rows(setup: dict, cfg: dict, backends: tuple[str, ...]) -> list[dict]:
                                   setup["envs_per_actor"], backend, cfg["vector_steps"], setup["seed"]).result()
             if out["backend"] != backend:
                 raise RuntimeError(f"asked for the {backend} actor, got {out['backend']}")
-            rows.append(dict(out, round=round_, envs=setup["envs_per_actor"], load=load_average()))
+            rows.append(dict(out, round=round_, envs=setup["envs_per_actor"], load=peers_machine.load_average()))
     return sorted(rows, key=lambda r: (r["round"], backends.index(r["backend"])))
 
 
@@ -259,17 +250,6 @@ def actor_setup(config_path: Path, envs_per_actor: int | None) -> dict:
                 seed=int(data.get("run", {}).get("seed", 0)), weights=weights, model=model)
 
 
-def peak_rss_mb(pid: int | str = "self") -> float:
-    """Peak resident set size (VmHWM) of a process in MB (Linux /proc; nan elsewhere or if it ended)."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except (OSError, ValueError):
-        pass
-    return float("nan")
-
-
 def spawned_children_cpu() -> dict[int, float]:
     """CPU seconds (user + system) of each spawned child of this process (Linux /proc; else empty).
 
@@ -323,9 +303,9 @@ def run_actors(setup: dict, backend: str, num_actors: int, steps: int) -> dict:
                 if name not in cpu and result.env_steps >= threshold:
                     cpu[name] = snapshot() + (result.env_steps,)
                     if name == "end":  # the actors are still alive here: read their peak RSS
-                        rss.extend(peak_rss_mb(pid) for pid in cpu[name][2])
+                        rss.extend(peers_machine.process_peak_rss_mb(pid) for pid in cpu[name][2])
 
-    load_before = load_average()
+    load_before = peers_machine.load_average()
     started = time.perf_counter()
     result = train_processes(setup["make_network"][backend], setup["make_env"], setup["config"], run, on_progress=on_progress)
     ended = time.perf_counter()
@@ -341,7 +321,7 @@ def run_actors(setup: dict, backend: str, num_actors: int, steps: int) -> dict:
                 steps_per_s=rate(marks[0], marks[-1]), last_half_steps_per_s=rate((t0, s0), (t1, s1)),
                 learner_cpu=(own1 - own0) / (t1 - t0) if t1 > t0 else float("nan"),
                 actor_cpu=float(np.mean(actor_cpu)) if actor_cpu else float("nan"), actor_cpu_count=len(actor_cpu),
-                load_before=load_before, load_after=load_average())
+                load_before=load_before, load_after=peers_machine.load_average())
 
 
 def actor_rows(setup: dict, cfg: dict, backends: tuple[str, ...]) -> list[dict]:
@@ -653,7 +633,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     print("command: " + shlex.join([Path(sys.executable).name, *sys.argv]), flush=True)
     print(machine_line(), flush=True)
-    started, load_start = time.perf_counter(), load_average()
+    started, load_start = time.perf_counter(), peers_machine.load_average()
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     results: dict = dict(machine=machine_line(), config={k: list(v) if isinstance(v, tuple) else v
                                                            for k, v in cfg.items()})
@@ -767,7 +747,8 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"- shared memory left in /dev/shm by this part: {measured['left_behind'] or 'none'}")
 
     print(f"- total benchmark time {time.perf_counter() - started:.0f} s; load average at start {load_start:.2f}, "
-          f"at end {load_average():.2f} (on {cores} cores: a higher load means other work shared the machine)")
+          f"at end {peers_machine.load_average():.2f} "
+          f"(on {cores} cores: a higher load means other work shared the machine)")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2, default=str))
     return results

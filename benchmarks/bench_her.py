@@ -40,7 +40,6 @@ import argparse
 import importlib.util
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -272,7 +271,7 @@ def worker(job: dict[str, Any]) -> None:
     else:
         run = run_r2d2kit(agent, job["n_bits"], job["seed"], job["method"] == "r2d2kit HER", job["steps"],
                           job["seconds"], job["eval_every"])
-    run.peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
+    run.peak_rss_mb = peers_machine.peak_rss_mb()  # per run: every run is its own worker process
     print("RESULT " + json.dumps(asdict(run)), flush=True)
 
 

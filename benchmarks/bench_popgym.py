@@ -48,7 +48,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -95,18 +94,6 @@ RECURRENT_PPO = dict(policy="MlpLstmPolicy", n_envs=8, n_steps=128, batch_size=2
 
 # ---------------------------------------------------------------------------------------------
 # helpers
-
-
-def peak_rss_mb() -> float:
-    """This process's peak RSS (ru_maxrss, kB on Linux); each run has its own process."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def load_average() -> str:
-    try:
-        return "%.2f" % os.getloadavg()[0]
-    except OSError:
-        return "n/a"
 
 
 def mmer(evaluations: list) -> float | None:
@@ -319,9 +306,10 @@ def child_main(args: argparse.Namespace) -> None:
     else:
         result = run_recurrent_ppo(env, seed, steps, args.eval_every, args.eval_episodes, args.torch_threads,
                                    not args.ppo_no_prev_action)
+    # peak RSS per run: each run has its own process
     result.update(agent=agent, env=env, seed=seed, steps=steps, eval_every=args.eval_every,
                   eval_episodes=args.eval_episodes, process_seconds=time.perf_counter() - began,
-                  peak_rss_mb=peak_rss_mb(), mmer=mmer(result["evaluations"]),
+                  peak_rss_mb=peers_machine.peak_rss_mb(), mmer=mmer(result["evaluations"]),
                   final=final_mean(result["evaluations"]), overrides=list(args.set),
                   ppo_prev_action=not args.ppo_no_prev_action, error=None)
     Path(args.child_out).write_text(json.dumps(result, default=str))
@@ -595,7 +583,7 @@ def main(argv=None) -> dict:
         child_main(args)
         return {}
     began = time.perf_counter()
-    load_start = load_average()
+    load_start = peers_machine.format_load(peers_machine.load_average())
     print(machine_line(), flush=True)
     budgets = {env: args.steps or config_budget(env) for env in args.envs}
     agents = [a for a in AGENTS if a not in args.without]
@@ -636,7 +624,8 @@ def main(argv=None) -> dict:
     print()
     print(report(shown, args.envs, args.markdown))
     print(f"- total benchmark time {time.perf_counter() - began:.0f} s; load average at start {load_start}, at end "
-          f"{load_average()} (on {os.cpu_count()} CPUs: a higher load means other work shared the machine)")
+          f"{peers_machine.format_load(peers_machine.load_average())} "
+          f"(on {os.cpu_count()} CPUs: a higher load means other work shared the machine)")
     if args.png and shown:
         plot(shown, args.envs, args.png)
         print(f"- curves written to {args.png}")

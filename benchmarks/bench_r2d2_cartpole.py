@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import sys
 import time
 from pathlib import Path
@@ -61,18 +60,6 @@ ZOO_RECURRENT_PPO = dict(normalize=True, n_envs=8, n_timesteps=100_000, policy="
 
 # ---------------------------------------------------------------------------------------------
 # helpers
-
-
-def peak_rss_mb() -> float:
-    """This process's peak RSS so far (ru_maxrss, kB on Linux): a later run's figure includes the earlier runs'."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def load_average() -> str:
-    try:
-        return "%.2f" % os.getloadavg()[0]
-    except OSError:
-        return "n/a"
 
 
 def curve_summary(evaluations: list[tuple[int, float, float, float]], threshold: float = THRESHOLD) -> dict:
@@ -152,7 +139,8 @@ def run_r2d2(config_path: Path, overrides: list[str], steps: int, seed: int, eva
         stopped_at=result.env_steps if stop_on_miss and result.env_steps < steps else None,
         updates_per_s=result.updates / max(result.learn_seconds, 1e-9),
         actor_steps_per_s=result.env_steps / max(train_seconds - result.learn_seconds, 1e-9),
-        steps_per_s=result.env_steps / max(train_seconds, 1e-9), peak_rss_mb=peak_rss_mb(),
+        # peak RSS so far (cumulative): a later run's figure includes the earlier runs'
+        steps_per_s=result.env_steps / max(train_seconds, 1e-9), peak_rss_mb=peers_machine.peak_rss_mb(),
         config=dict(learner=vars(config), run={k: v for k, v in vars(run).items() if k != "stop_when"},
                     model=dict(network.config, encoder=f"MLPModel(units={list(network.config['encoder'].units)}, "
                                                        f"input_scale={network.config['encoder'].input_scale})")),
@@ -256,7 +244,8 @@ def run_recurrent_ppo(steps: int, seed: int, eval_every: int, eval_episodes: int
         train_seconds=train_seconds, eval_seconds=timer.eval_seconds, updates=updates,
         updates_per_s=updates / max(train_seconds - timer.rollout_seconds, 1e-9),
         actor_steps_per_s=model.num_timesteps / max(timer.rollout_seconds, 1e-9),
-        steps_per_s=model.num_timesteps / max(train_seconds, 1e-9), peak_rss_mb=peak_rss_mb(),
+        # peak RSS so far (cumulative): a later run's figure includes the earlier runs'
+        steps_per_s=model.num_timesteps / max(train_seconds, 1e-9), peak_rss_mb=peers_machine.peak_rss_mb(),
         config=dict(ZOO_RECURRENT_PPO, torch_threads=torch.get_num_threads()),
     )
 
@@ -423,7 +412,7 @@ def machine_line() -> str:
 def main(argv=None) -> dict:
     args = parse_args(argv)
     began = time.perf_counter()
-    load_start = load_average()
+    load_start = peers_machine.format_load(peers_machine.load_average())
     print(machine_line(), flush=True)
     print(f"{ENV_ID}: {args.steps:,} env steps per agent, greedy evaluation of {args.eval_episodes} episodes every "
           f"{args.eval_every:,} steps, seed(s) {', '.join(map(str, args.seeds))}; config {os.path.relpath(args.config)}"
@@ -451,7 +440,8 @@ def main(argv=None) -> dict:
     print()
     print(report(results, skipped, args.markdown, args.steps))
     print(f"- total benchmark time {time.perf_counter() - began:.0f} s; load average at start {load_start}, "
-          f"at end {load_average()} (on {os.cpu_count()} CPUs: a higher load means other work shared the machine)")
+          f"at end {peers_machine.format_load(peers_machine.load_average())} "
+          f"(on {os.cpu_count()} CPUs: a higher load means other work shared the machine)")
     if args.out and results:
         plot(results, args.out, args.steps)
         print(f"- curves written to {args.out}")

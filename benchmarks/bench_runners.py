@@ -29,11 +29,9 @@ REPO_ROOT = BENCH_DIR.parent
 sys.path.insert(0, str(REPO_ROOT))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from peers import machine as peers_machine  # noqa: E402
+
 CONFIG = REPO_ROOT / "configs" / "cartpole_pomdp.yaml"
-
-
-def load_average() -> float:
-    return os.getloadavg()[0]
 
 
 def run_pool(runner: str, num_actors: int, envs_per_actor: int, steps: int, ray_cpus: int) -> dict:
@@ -83,8 +81,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     if args.quick:
         args.steps, args.rounds = 3_000, 1
     print(f"command: python benchmarks/{Path(__file__).name} {' '.join(argv if argv is not None else sys.argv[1:])}")
-    print(f"machine: {os.cpu_count()} cores; load average at start {load_average():.2f}; {args.steps:,} env steps "
-          f"per run after start-up, {args.envs_per_actor} envs per actor, learner idle")
+    print(f"machine: {os.cpu_count()} cores; load average at start {peers_machine.load_average():.2f}; "
+          f"{args.steps:,} env steps per run after start-up, {args.envs_per_actor} envs per actor, learner idle")
     rows = []
     for num_actors in args.actors:
         for round_index in range(args.rounds):
@@ -115,7 +113,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         print("  ".join(h.rjust(w) for h, w in zip(header, widths)))
         for line in body:
             print("  ".join(c.rjust(w) for c, w in zip(line, widths)))
-    print(f"(medians over {args.rounds} round(s); load average at end {load_average():.2f})")
+    print(f"(medians over {args.rounds} round(s); load average at end {peers_machine.load_average():.2f})")
     own, child = (resource.getrusage(who).ru_maxrss / 1024 for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
     print(f"peak RSS: this process (the draining learner side) {own:,.0f} MB; the largest actor process it "
           f"reaped {child:,.0f} MB (Ray's workers are not its children and are not counted)")

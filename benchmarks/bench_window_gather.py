@@ -42,7 +42,6 @@ from __future__ import annotations
 import argparse
 import gc
 import os
-import resource
 import sys
 import time
 import tracemalloc
@@ -144,11 +143,6 @@ def new_bytes(call: Callable[[], object]) -> int:
     return peak
 
 
-def peak_rss_mb() -> float:
-    """The process's high-water resident set so far."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: kB
-
-
 def measure(rows: dict[str, Callable[[], object]], rounds: int, reps: int, warmup: int) -> dict[str, dict]:
     """Per row: median seconds per call, median over rounds of its ratio to the first row's median in
     the same round (so load from other work cancels out), and numpy's new bytes in one steady-state call.
@@ -190,7 +184,7 @@ def print_table(title: str, results: dict[str, dict], batch_bytes: int, target_r
         mark = f" (target <= {TARGET}x: {'met' if ratio <= TARGET else 'MISSED'})" if name == target_row else ""
         print(f"| {name} | {1e3 * r['seconds']:.2f} | {ratio:.2f}x{mark} | {batch_bytes / r['seconds'] / 1e9:.1f} | "
               f"{r['new_bytes'] / 1e6:.1f} MB |")
-    print(f"process peak RSS so far: {peak_rss_mb():,.0f} MB")
+    print(f"process peak RSS so far: {peers_machine.peak_rss_mb():,.0f} MB")  # cumulative over all rows
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -1,13 +1,17 @@
 """Cheap checks of benchmark arithmetic (no training): POPGym's MMER and issue 20's targets in
-benchmarks/bench_popgym.py, and that its command line parses."""
+benchmarks/bench_popgym.py, that its command line parses, and the shared load and peak-memory
+helpers in benchmarks/peers/machine.py."""
 
 from __future__ import annotations
 
 import importlib.util
+import math
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 BENCH_DIR = Path(__file__).resolve().parent.parent / "benchmarks"
@@ -23,6 +27,15 @@ def bench_popgym():
         yield module
     finally:
         sys.path.remove(str(BENCH_DIR))
+
+
+@pytest.fixture(scope="module")
+def machine():
+    # loaded by path so that the test sees this checkout's file, not a ``peers`` on sys.path
+    spec = importlib.util.spec_from_file_location("peers_machine", BENCH_DIR / "peers" / "machine.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_mmer_is_the_best_evaluation_mean_not_the_best_episode(bench_popgym):
@@ -61,3 +74,36 @@ def test_ppo_is_evaluated_on_the_trainers_evaluation_episodes(bench_popgym):
     from r2d2kit.training.trainer import EVAL_SEED_OFFSET
 
     assert bench_popgym.EVAL_SEED_OFFSET == EVAL_SEED_OFFSET
+
+
+def test_load_average_is_a_load_or_nan(machine):
+    load = machine.load_average()
+    assert isinstance(load, float) and (math.isnan(load) or load >= 0)
+    assert machine.format_load(float("nan")) == "n/a" and machine.format_load(1.234) == "1.23"
+
+
+def current_rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS in /proc/self/status")
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc (Linux)")
+def test_peak_rss_follows_an_allocation_and_agrees_with_vmhwm(machine):
+    before = machine.peak_rss_mb()
+    # the high-water mark moves only once RSS passes it: allocate 64 MB beyond what is free below it
+    headroom = before - current_rss_mb()
+    if headroom > 2048:
+        pytest.skip(f"peak RSS {before:.0f} MB is {headroom:.0f} MB above the current RSS")
+    array = np.ones(int((max(headroom, 0.0) + 64) * 2**20) // 8)  # np.ones writes, so every page is resident
+    after = machine.peak_rss_mb()
+    own = machine.process_peak_rss_mb(os.getpid())
+    del array
+    assert after - before >= 40
+    # ru_maxrss and VmHWM agree once this process's own peak is above any inherited from its parent
+    assert own == pytest.approx(after, rel=0.1)
+
+
+def test_process_peak_rss_of_no_process_is_nan(machine):
+    assert math.isnan(machine.process_peak_rss_mb(2**31 - 1))  # above Linux's highest pid (2**22)
