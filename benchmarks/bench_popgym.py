@@ -131,6 +131,23 @@ def config_budget(env: str) -> int:
     return int(yaml.safe_load(config_path(env).read_text())["run"]["total_env_steps"])
 
 
+def config_digest(env: str, agent: str) -> str:
+    """A digest of what the config decides for ``agent`` on ``env``, so that ``--resume`` re-runs runs made
+    before the config was edited: every R2D2 setting but the budget (set by ``--steps``), and only the model
+    sizes for RecurrentPPO (its LSTM and head width come from the config). Comments do not count."""
+    import hashlib
+
+    import yaml
+
+    config = yaml.safe_load(config_path(env).read_text()) or {}
+    if agent == "r2d2":
+        config.get("run", {}).pop("total_env_steps", None)
+    else:
+        model = config.get("model", {})
+        config = {"lstm_units": model.get("lstm_units"), "head_units": model.get("head_units")}
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
 def run_key(run: dict) -> tuple:
     return (run["agent"], run["env"], run["seed"])
 
@@ -349,7 +366,8 @@ def same_settings(run: dict, steps: int, args: argparse.Namespace) -> bool:
     agent_settings = (run.get("overrides") == list(args.set) if run["agent"] == "r2d2"
                       else run.get("ppo_prev_action") == (not args.ppo_no_prev_action))
     return (run.get("error") is None and run["steps"] == steps and run["eval_every"] == args.eval_every
-            and run["eval_episodes"] == args.eval_episodes and agent_settings)
+            and run["eval_episodes"] == args.eval_episodes and agent_settings
+            and run.get("config_digest") == config_digest(run["env"], run["agent"]))
 
 
 def write_json(path: str, args: argparse.Namespace, runs: list[dict]) -> None:
@@ -533,8 +551,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="smoke run: seed 0, 2,048 env steps, evaluations every 1,024 of 4 episodes, R2D2 warm-up "
                         "512 steps (so it updates)")
     p.add_argument("--json", default=None, help="results JSON, rewritten after every run")
-    p.add_argument("--resume", action="store_true", help="keep the runs in --json that match these settings and "
-                                                         "run only the missing ones")
+    p.add_argument("--resume", action="store_true", help="keep the runs in --json made with these settings "
+                   "(budget, schedule, --set, and the config as it is now) and run only the missing ones")
     p.add_argument("--png", default=None, help="PNG of the curves: one panel per env")
     p.add_argument("--markdown", action="store_true", help="print the tables as markdown")
     p.add_argument("--torch-threads", type=int, default=1,
@@ -612,7 +630,8 @@ def main(argv=None) -> dict:
                                        "run again)" if args.resume else ""), flush=True)
     for i, (agent, env, seed) in enumerate(todo, 1):
         print(f"[{i}/{len(todo)}] {AGENT_NAMES[agent]} {env} seed {seed} ({budgets[env]:,} env steps) ...", flush=True)
-        result = run_child(args, agent, env, seed, budgets[env])
+        digest = config_digest(env, agent)  # before the run: the config it starts from
+        result = dict(run_child(args, agent, env, seed, budgets[env]), config_digest=digest)
         runs = [r for r in runs if run_key(r) != run_key(result)] + [result]
         if result.get("error") is None:
             print(f"  done: MMER {result['mmer']:+.3f}, final {result['final']:+.3f}, training "

@@ -76,6 +76,37 @@ def test_ppo_is_evaluated_on_the_trainers_evaluation_episodes(bench_popgym):
     assert bench_popgym.EVAL_SEED_OFFSET == EVAL_SEED_OFFSET
 
 
+def test_resume_reruns_a_run_whose_config_changed_but_not_for_comments_or_budget(bench_popgym, tmp_path,
+                                                                                  monkeypatch):
+    (tmp_path / "RepeatFirstEasy.yaml").write_text(
+        "# a comment\nmodel:\n  lstm_units: 64\n  head_units: 64\nlearner:\n  gamma: 0.99\n"
+        "run:\n  total_env_steps: 200000\n")
+    monkeypatch.setattr(bench_popgym, "CONFIG_DIR", tmp_path)
+    args = bench_popgym.parse_args(["--envs", "RepeatFirstEasy"])
+    runs = {agent: dict(agent=agent, env="RepeatFirstEasy", seed=0, steps=100_000, eval_every=args.eval_every,
+                        eval_episodes=args.eval_episodes, overrides=[], ppo_prev_action=True, error=None,
+                        config_digest=bench_popgym.config_digest("RepeatFirstEasy", agent))
+            for agent in bench_popgym.AGENTS}
+
+    def kept() -> dict:
+        return {agent: bench_popgym.same_settings(run, 100_000, args) for agent, run in runs.items()}
+
+    assert kept() == {"r2d2": True, "recurrent-ppo": True}
+    # a new comment and another total_env_steps (the budget comes from --steps): both runs still count
+    (tmp_path / "RepeatFirstEasy.yaml").write_text(
+        "# another comment\nmodel:\n  lstm_units: 64\n  head_units: 64\nlearner:\n  gamma: 0.99\n"
+        "run:\n  total_env_steps: 100000\n")
+    assert kept() == {"r2d2": True, "recurrent-ppo": True}
+    # an R2D2 setting: only R2D2's run is stale; a model size: both are
+    (tmp_path / "RepeatFirstEasy.yaml").write_text(
+        "model:\n  lstm_units: 64\n  head_units: 64\nlearner:\n  gamma: 0.5\n")
+    assert kept() == {"r2d2": False, "recurrent-ppo": True}
+    (tmp_path / "RepeatFirstEasy.yaml").write_text(
+        "model:\n  lstm_units: 128\n  head_units: 64\nlearner:\n  gamma: 0.5\n")
+    assert kept() == {"r2d2": False, "recurrent-ppo": False}
+    assert not bench_popgym.same_settings(dict(runs["r2d2"], config_digest=None), 100_000, args)  # made before
+
+
 def test_load_average_is_a_load_or_nan(machine):
     load = machine.load_average()
     assert isinstance(load, float) and (math.isnan(load) or load >= 0)
