@@ -148,6 +148,27 @@ def config_digest(env: str, agent: str) -> str:
     return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def parse_ppo_overrides(items: list[str]) -> dict:
+    """``["gamma=0.5", "n_epochs=4"]`` -> ``{"gamma": 0.5, "n_epochs": 4}``, checked against RECURRENT_PPO."""
+    numeric = [k for k, v in RECURRENT_PPO.items() if is_number(v) and k != "n_envs"]  # 8 envs: same eval steps
+    overrides = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or key not in numeric:
+            raise ValueError(f"--ppo-set {item!r}: expected KEY=VALUE with KEY one of {', '.join(numeric)}")
+        try:
+            value = type(RECURRENT_PPO[key])(text) if isinstance(RECURRENT_PPO[key], int) else float(text)
+        except ValueError:
+            kind = "an integer" if isinstance(RECURRENT_PPO[key], int) else "a number"
+            raise ValueError(f"--ppo-set {item!r}: {key} takes {kind}, got {text!r}") from None
+        overrides[key] = value
+    return overrides
+
+
 def run_key(run: dict) -> tuple:
     return (run["agent"], run["env"], run["seed"])
 
@@ -237,7 +258,7 @@ def greedy_eval_ppo(model, make_env, episodes: int, seed: int) -> np.ndarray:
 
 
 def run_recurrent_ppo(env: str, seed: int, steps: int, eval_every: int, eval_episodes: int,
-                      torch_threads: int, prev_action: bool) -> dict:
+                      torch_threads: int, prev_action: bool, ppo_overrides: dict | None = None) -> dict:
     import functools
 
     import torch
@@ -247,7 +268,7 @@ def run_recurrent_ppo(env: str, seed: int, steps: int, eval_every: int, eval_epi
     from stable_baselines3.common.env_util import make_vec_env
 
     torch.set_num_threads(torch_threads)
-    hp = RECURRENT_PPO
+    hp = dict(RECURRENT_PPO, **(ppo_overrides or {}))
     model_section = yaml.safe_load(config_path(env).read_text())["model"]
     lstm_units, head_units = int(model_section["lstm_units"]), int(model_section["head_units"])
     make_env = functools.partial(make_ppo_env, env, prev_action)
@@ -309,7 +330,7 @@ def run_recurrent_ppo(env: str, seed: int, steps: int, eval_every: int, eval_epi
     updates = timer.rollouts * hp["n_epochs"] * minibatches
     return dict(evaluations=timer.evaluations, env_steps=int(model.num_timesteps), train_seconds=train_seconds,
                 eval_seconds=timer.eval_seconds, updates=updates,
-                config=dict(RECURRENT_PPO, lstm_hidden_size=lstm_units, head_units=head_units,
+                config=dict(hp, lstm_hidden_size=lstm_units, head_units=head_units,
                             prev_action=prev_action, torch_threads=torch.get_num_threads()))
 
 
@@ -322,13 +343,13 @@ def child_main(args: argparse.Namespace) -> None:
         result = run_r2d2(env, seed, steps, args.eval_every, args.eval_episodes, args.set, args.run_dir)
     else:
         result = run_recurrent_ppo(env, seed, steps, args.eval_every, args.eval_episodes, args.torch_threads,
-                                   not args.ppo_no_prev_action)
+                                   not args.ppo_no_prev_action, parse_ppo_overrides(args.ppo_set))
     # peak RSS per run: each run has its own process
     result.update(agent=agent, env=env, seed=seed, steps=steps, eval_every=args.eval_every,
                   eval_episodes=args.eval_episodes, process_seconds=time.perf_counter() - began,
                   peak_rss_mb=peers_machine.peak_rss_mb(), mmer=mmer(result["evaluations"]),
                   final=final_mean(result["evaluations"]), overrides=list(args.set),
-                  ppo_prev_action=not args.ppo_no_prev_action, error=None)
+                  ppo_prev_action=not args.ppo_no_prev_action, ppo_overrides=list(args.ppo_set), error=None)
     Path(args.child_out).write_text(json.dumps(result, default=str))
 
 
@@ -344,6 +365,7 @@ def run_child(args: argparse.Namespace, agent: str, env: str, seed: int, steps: 
                    "--child-out", str(out), "--steps", str(steps), "--eval-every", str(args.eval_every),
                    "--eval-episodes", str(args.eval_episodes), "--torch-threads", str(args.torch_threads)]
         command += [f"--set={override}" for override in args.set]
+        command += [f"--ppo-set={override}" for override in args.ppo_set]
         if args.ppo_no_prev_action:
             command.append("--ppo-no-prev-action")
         began = time.perf_counter()
@@ -364,7 +386,8 @@ def run_child(args: argparse.Namespace, agent: str, env: str, seed: int, steps: 
 def same_settings(run: dict, steps: int, args: argparse.Namespace) -> bool:
     """Whether a stored run was made with this sweep's budget, schedule and agent settings."""
     agent_settings = (run.get("overrides") == list(args.set) if run["agent"] == "r2d2"
-                      else run.get("ppo_prev_action") == (not args.ppo_no_prev_action))
+                      else run.get("ppo_prev_action") == (not args.ppo_no_prev_action)
+                      and run.get("ppo_overrides", []) == list(args.ppo_set))
     return (run.get("error") is None and run["steps"] == steps and run["eval_every"] == args.eval_every
             and run["eval_episodes"] == args.eval_episodes and agent_settings
             and run.get("config_digest") == config_digest(run["env"], run["agent"]))
@@ -538,7 +561,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--seeds", nargs="+", type=int, default=None, help="default 0 1 2 (--quick: 0)")
     p.add_argument("--steps", type=int, default=None,
                    help="env-step budget per env for both agents (default: each config's run.total_env_steps, "
-                        "200k; CountRecallEasy 300k; RepeatPreviousMedium 500k; --quick: 2048)")
+                        "100k; --quick: 2048)")
     p.add_argument("--eval-every", type=int, default=None, help="env steps between evaluations (default 10000; "
                                                                 "--quick: 1024); a multiple of 8")
     p.add_argument("--eval-episodes", type=int, default=None, help="greedy episodes per evaluation (default 16; "
@@ -559,10 +582,17 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="torch CPU threads for RecurrentPPO (default 1: on a 2-core machine more threads spin)")
     p.add_argument("--ppo-no-prev-action", action="store_true",
                    help="do not give RecurrentPPO the previous action (POPGym's PreviousAction wrapper)")
+    p.add_argument("--ppo-set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a numeric RecurrentPPO hyper-parameter, e.g. gamma=0.5 (repeatable; keys: "
+                        + ", ".join(k for k, v in RECURRENT_PPO.items() if is_number(v) and k != "n_envs") + ")")
     p.add_argument("--run-dir", default=None, help=argparse.SUPPRESS)  # child: keep the R2D2 run directory
     p.add_argument("--child", nargs=3, default=None, metavar=("AGENT", "ENV", "SEED"), help=argparse.SUPPRESS)
     p.add_argument("--child-out", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    try:
+        parse_ppo_overrides(args.ppo_set)
+    except ValueError as error:
+        p.error(str(error))
     if args.child:
         return args
     envs = []
@@ -608,7 +638,8 @@ def main(argv=None) -> dict:
     print(f"POPGym: {', '.join(f'{env} {budgets[env]:,}' for env in args.envs)} env steps per agent; greedy "
           f"evaluation of {args.eval_episodes} episodes every {args.eval_every:,} steps; seeds "
           f"{' '.join(map(str, args.seeds))}; agents {', '.join(AGENT_NAMES[a] for a in agents)}"
-          + (f"; R2D2 overrides {' '.join(args.set)}" if args.set else ""), flush=True)
+          + (f"; R2D2 overrides {' '.join(args.set)}" if args.set else "")
+          + (f"; RecurrentPPO overrides {' '.join(args.ppo_set)}" if args.ppo_set else ""), flush=True)
     for env, steps in budgets.items():
         if steps % args.eval_every:
             print(f"note: {env}'s budget {steps:,} is not a multiple of --eval-every; the final evaluation is at "

@@ -107,6 +107,19 @@ def test_resume_reruns_a_run_whose_config_changed_but_not_for_comments_or_budget
     assert not bench_popgym.same_settings(dict(runs["r2d2"], config_digest=None), 100_000, args)  # made before
 
 
+def test_ppo_overrides_are_typed_checked_and_part_of_a_runs_settings(bench_popgym):
+    assert bench_popgym.parse_ppo_overrides(["gamma=0.5", "n_epochs=4"]) == {"gamma": 0.5, "n_epochs": 4}
+    for bad, named in [("gama=0.5", "gama"), ("n_epochs=x", "integer"), ("n_envs=4", "n_envs"), ("gamma", "gamma")]:
+        with pytest.raises(ValueError, match=named):
+            bench_popgym.parse_ppo_overrides([bad])
+    args = bench_popgym.parse_args(["--envs", "RepeatFirstEasy", "--ppo-set", "gamma=0.5"])
+    run = dict(agent="recurrent-ppo", env="RepeatFirstEasy", seed=0, steps=100_000, eval_every=args.eval_every,
+               eval_episodes=args.eval_episodes, ppo_prev_action=True, error=None,
+               config_digest=bench_popgym.config_digest("RepeatFirstEasy", "recurrent-ppo"))
+    assert not bench_popgym.same_settings(dict(run, ppo_overrides=[]), 100_000, args)
+    assert bench_popgym.same_settings(dict(run, ppo_overrides=["gamma=0.5"]), 100_000, args)
+
+
 def test_load_average_is_a_load_or_nan(machine):
     load = machine.load_average()
     assert isinstance(load, float) and (math.isnan(load) or load >= 0)
