@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from script_loading import load_script
+
 AGENTS_DIR = Path(__file__).resolve().parent.parent / "agents"
 
 
 def load_agent(name: str):
     """Import ``agents/<name>.py`` by path (``agents/`` is a folder of scripts, not a package)."""
-    spec = importlib.util.spec_from_file_location(f"agents_{name}", AGENTS_DIR / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(f"agents_{name}", AGENTS_DIR / f"{name}.py")
 
 
 @pytest.fixture(scope="module")

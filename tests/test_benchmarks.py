@@ -4,7 +4,6 @@ helpers in benchmarks/peers/machine.py."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import os
 import subprocess
@@ -14,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from script_loading import load_script
+
 BENCH_DIR = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
@@ -21,10 +22,7 @@ BENCH_DIR = Path(__file__).resolve().parent.parent / "benchmarks"
 def bench_popgym():
     sys.path.insert(0, str(BENCH_DIR))  # the script imports its sibling package ``peers``
     try:
-        spec = importlib.util.spec_from_file_location("bench_popgym", BENCH_DIR / "bench_popgym.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        yield module
+        yield load_script("bench_popgym", BENCH_DIR / "bench_popgym.py")
     finally:
         sys.path.remove(str(BENCH_DIR))
 
@@ -32,10 +30,7 @@ def bench_popgym():
 @pytest.fixture(scope="module")
 def machine():
     # loaded by path so that the test sees this checkout's file, not a ``peers`` on sys.path
-    spec = importlib.util.spec_from_file_location("peers_machine", BENCH_DIR / "peers" / "machine.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("peers_machine", BENCH_DIR / "peers" / "machine.py")
 
 
 def test_mmer_is_the_best_evaluation_mean_not_the_best_episode(bench_popgym):

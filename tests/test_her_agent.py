@@ -3,13 +3,14 @@ another goal env (--env-id PointMassGoal-v0)."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium import spaces
+
+from script_loading import load_script
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONFIG = REPO_ROOT / "configs" / "bitflip_her.yaml"
@@ -18,10 +19,7 @@ CONFIG = REPO_ROOT / "configs" / "bitflip_her.yaml"
 @pytest.fixture(scope="module")
 def agent():
     """Import ``agents/her_dqn.py`` by path (``agents/`` is a folder of scripts, not a package)."""
-    spec = importlib.util.spec_from_file_location("agents_her_dqn", REPO_ROOT / "agents" / "her_dqn.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("agents_her_dqn", REPO_ROOT / "agents" / "her_dqn.py")
 
 
 # --- learning ---

@@ -1,0 +1,16 @@
+"""Import a script by its path: ``agents/`` and ``benchmarks/`` are folders of scripts, not packages,
+and a test must exercise this checkout's file, not whatever an installed copy or ``sys.path`` holds."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+
+def load_script(module_name: str, path: Path) -> ModuleType:
+    """Execute the script at ``path`` as a fresh module named ``module_name`` and return it."""
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
