@@ -160,12 +160,12 @@ def parse_ppo_overrides(items: list[str]) -> dict:
         key, sep, text = item.partition("=")
         if not sep or key not in numeric:
             raise ValueError(f"--ppo-set {item!r}: expected KEY=VALUE with KEY one of {', '.join(numeric)}")
+        integer = isinstance(RECURRENT_PPO[key], int)
         try:
-            value = type(RECURRENT_PPO[key])(text) if isinstance(RECURRENT_PPO[key], int) else float(text)
+            overrides[key] = int(text) if integer else float(text)
         except ValueError:
-            kind = "an integer" if isinstance(RECURRENT_PPO[key], int) else "a number"
-            raise ValueError(f"--ppo-set {item!r}: {key} takes {kind}, got {text!r}") from None
-        overrides[key] = value
+            raise ValueError(f"--ppo-set {item!r}: {key} takes {'an integer' if integer else 'a number'}, "
+                             f"got {text!r}") from None
     return overrides
 
 
@@ -343,7 +343,7 @@ def child_main(args: argparse.Namespace) -> None:
         result = run_r2d2(env, seed, steps, args.eval_every, args.eval_episodes, args.set, args.run_dir)
     else:
         result = run_recurrent_ppo(env, seed, steps, args.eval_every, args.eval_episodes, args.torch_threads,
-                                   not args.ppo_no_prev_action, parse_ppo_overrides(args.ppo_set))
+                                   not args.ppo_no_prev_action, args.ppo_overrides)
     # peak RSS per run: each run has its own process
     result.update(agent=agent, env=env, seed=seed, steps=steps, eval_every=args.eval_every,
                   eval_episodes=args.eval_episodes, process_seconds=time.perf_counter() - began,
@@ -590,7 +590,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--child-out", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     try:
-        parse_ppo_overrides(args.ppo_set)
+        args.ppo_overrides = parse_ppo_overrides(args.ppo_set)  # checked once, used by the child
     except ValueError as error:
         p.error(str(error))
     if args.child:
@@ -631,7 +631,7 @@ def main(argv=None) -> dict:
         child_main(args)
         return {}
     began = time.perf_counter()
-    load_start = peers_machine.format_load(peers_machine.load_average())
+    load_start = peers_machine.format_load()
     print(machine_line(), flush=True)
     budgets = {env: args.steps or config_budget(env) for env in args.envs}
     agents = [a for a in AGENTS if a not in args.without]
@@ -674,7 +674,7 @@ def main(argv=None) -> dict:
     print()
     print(report(shown, args.envs, args.markdown))
     print(f"- total benchmark time {time.perf_counter() - began:.0f} s; load average at start {load_start}, at end "
-          f"{peers_machine.format_load(peers_machine.load_average())} "
+          f"{peers_machine.format_load()} "
           f"(on {os.cpu_count()} CPUs: a higher load means other work shared the machine)")
     if args.png and shown:
         plot(shown, args.envs, args.png)

@@ -412,7 +412,7 @@ def machine_line() -> str:
 def main(argv=None) -> dict:
     args = parse_args(argv)
     began = time.perf_counter()
-    load_start = peers_machine.format_load(peers_machine.load_average())
+    load_start = peers_machine.format_load()
     print(machine_line(), flush=True)
     print(f"{ENV_ID}: {args.steps:,} env steps per agent, greedy evaluation of {args.eval_episodes} episodes every "
           f"{args.eval_every:,} steps, seed(s) {', '.join(map(str, args.seeds))}; config {os.path.relpath(args.config)}"
@@ -440,7 +440,7 @@ def main(argv=None) -> dict:
     print()
     print(report(results, skipped, args.markdown, args.steps))
     print(f"- total benchmark time {time.perf_counter() - began:.0f} s; load average at start {load_start}, "
-          f"at end {peers_machine.format_load(peers_machine.load_average())} "
+          f"at end {peers_machine.format_load()} "
           f"(on {os.cpu_count()} CPUs: a higher load means other work shared the machine)")
     if args.out and results:
         plot(results, args.out, args.steps)

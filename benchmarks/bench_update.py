@@ -249,7 +249,7 @@ def run_keras_child(args: argparse.Namespace) -> dict:
     import keras
     import tensorflow as tf
 
-    load_start = peers_machine.format_load(peers_machine.load_average())
+    load_start = peers_machine.format_load()
     sgemm, bf16_gemm = tf_sgemm_gflops(), tf_sgemm_gflops(dtype="bfloat16")
     keras.mixed_precision.set_global_policy(args.precision[0])  # before the networks are built
     keras.utils.set_random_seed(0)
@@ -259,7 +259,7 @@ def run_keras_child(args: argparse.Namespace) -> dict:
     fill_replay(replay, spec, windows, seed=1)
     rss_ready = current_rss_bytes()
     result = time_updates(lambda: learner.train_from(replay), replay, spec, args.warmup, args.updates)
-    load_end = peers_machine.format_load(peers_machine.load_average())
+    load_end = peers_machine.format_load()
     peak_rss = int(peers_machine.peak_rss_mb() * 2**20)  # this child's own: each framework has its own process
     return dict(result, spec=spec, sgemm_gflops=sgemm, bf16_gemm_gflops=bf16_gemm,
                 policy=keras.mixed_precision.global_policy().name, threads={"intra": tf.config.threading.get_intra_op_parallelism_threads(),
@@ -553,7 +553,7 @@ def run_torch_child(args: argparse.Namespace) -> dict:
     import torch
 
     set_torch_threads(args.threads)
-    load_start = peers_machine.format_load(peers_machine.load_average())
+    load_start = peers_machine.format_load()
     sgemm, bf16_gemm = torch_sgemm_gflops(), torch_sgemm_gflops(dtype="bfloat16")
     spec = json.loads(Path(args.spec).read_text())
     torch.manual_seed(0)
@@ -563,7 +563,7 @@ def run_torch_child(args: argparse.Namespace) -> dict:
     fill_replay(replay, spec, windows, seed=1)
     rss_ready = current_rss_bytes()
     result = time_updates(lambda: learner.train_from(replay), replay, spec, args.warmup, args.updates)
-    load_end = peers_machine.format_load(peers_machine.load_average())
+    load_end = peers_machine.format_load()
     peak_rss = int(peers_machine.peak_rss_mb() * 2**20)  # this child's own: each framework has its own process
     return dict(result, sgemm_gflops=sgemm, bf16_gemm_gflops=bf16_gemm, threads={"intra": torch.get_num_threads(),
                 "inter": torch.get_num_interop_threads()}, rss_ready=rss_ready, peak_rss=peak_rss,
@@ -987,7 +987,7 @@ def main(argv=None) -> dict:
     began = time.perf_counter()
     command = shlex.join(["python", os.path.relpath(Path(__file__).resolve(), REPO_ROOT)] + (sys.argv[1:] if argv is None else list(argv)))
     print(peers_machine.machine_line(("numpy", "tensorflow", "keras", "torch", "r2d2kit")), flush=True)
-    load_start = peers_machine.format_load(peers_machine.load_average())
+    load_start = peers_machine.format_load()
     print(f"command: {command}  (cwd {REPO_ROOT}); threads {args.threads} for TF (intra and inter-op) and torch"
           f"{'; twin OMP_WAIT_POLICY=' + args.omp_wait_policy.upper() if args.omp_wait_policy else ''}; "
           f"load average at start {load_start} on {os.cpu_count()} CPUs", flush=True)
@@ -999,7 +999,7 @@ def main(argv=None) -> dict:
     rows = [measure_size(key, precision, args) for key in keys for precision in dict.fromkeys(args.precision)]
     print()
     print(report(rows, checks, args))
-    load_end = peers_machine.format_load(peers_machine.load_average())
+    load_end = peers_machine.format_load()
     print(f"- total benchmark time {time.perf_counter() - began:.0f} s; load average at end {load_end} "
           f"(on {os.cpu_count()} CPUs; it counts this benchmark's own {args.threads} busy threads too)")
     result = {"rows": rows, "checks": checks, "command": command}

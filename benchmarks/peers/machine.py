@@ -51,8 +51,9 @@ def load_average() -> float:
         return float("nan")
 
 
-def format_load(load: float) -> str:
-    """``load`` as ``"%.2f"``, or ``"n/a"`` for nan (what scripts print and store as text)."""
+def format_load(load: float | None = None) -> str:
+    """``load`` (default: the load now) as ``"%.2f"``, or ``"n/a"`` for nan (what scripts print and store)."""
+    load = load_average() if load is None else load
     return "n/a" if math.isnan(load) else "%.2f" % load
 
 
