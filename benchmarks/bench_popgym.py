@@ -30,15 +30,17 @@ both agents play the same deals and starts. Env steps count every step of every 
   action; R2D2 gets it too), then gymnasium's ``FlattenObservation``, which one-hot encodes
   Discrete and MultiDiscrete parts and concatenates them with Box parts. Hyper-parameters
   (``RECURRENT_PPO``): SB3's PPO defaults for small discrete tasks (8 envs x 128 steps per
-  rollout, minibatches of 256 steps, 10 epochs, Adam 3e-4, gamma 0.99, GAE lambda 0.95, clip 0.2,
-  entropy 0.01, value coefficient 0.5, gradient norm 0.5, no VecNormalize: POPGym's rewards are
-  already scaled), with networks sized like the R2D2 config's (LSTM of ``model.lstm_units``, actor
-  and critic heads of ``model.head_units``, separate critic LSTM). They are not tuned per task.
+  rollout, minibatches of 256 steps, 10 epochs, Adam 3e-4, GAE lambda 0.95, clip 0.2, entropy
+  0.01, value coefficient 0.5, gradient norm 0.5, no VecNormalize: POPGym's rewards are already
+  scaled), with the R2D2 config's discount (``learner.gamma``: 0.5 on the RepeatPrevious and
+  CountRecall tasks, where SB3's 0.99 left RecurrentPPO far behind for that reason alone) and
+  networks sized like the R2D2 config's (LSTM of ``model.lstm_units``, actor and critic heads of
+  ``model.head_units``, separate critic LSTM). They are not tuned per task otherwise.
   POPGym's own PPO runs (RLlib, 15M env steps, 65,536-step batches) would make only a few updates
   in a 500k budget, so they are not copied. Torch runs with 1 thread (``--torch-threads``).
 
-Budget: by default each env gets its config's ``run.total_env_steps`` (200k; CountRecallEasy 300k;
-RepeatPreviousMedium 500k), the same for both agents; ``--steps`` sets one budget for all.
+Budget: by default each env gets its config's ``run.total_env_steps`` (100k for all six), the same
+for both agents; ``--steps`` sets one budget for all.
 Wall times are training time without evaluations; the process time (start-up, imports,
 evaluations included) and the run's peak RSS (``ru_maxrss`` of its own process) are printed beside.
 """
@@ -85,7 +87,7 @@ PAPER_MMER: dict[str, dict[str, float | None]] = {env: {"PPO-GRU": None, "PPO-LS
 ISSUE_PAPER_BEST = {"CountRecallEasy": 0.51, "RepeatPreviousMedium": -0.32}
 
 RECURRENT_PPO = dict(policy="MlpLstmPolicy", n_envs=8, n_steps=128, batch_size=256, n_epochs=10,
-                     learning_rate=3e-4, gamma=0.99, gae_lambda=0.95, clip_range=0.2, ent_coef=0.01,
+                     learning_rate=3e-4, gamma="<learner.gamma>", gae_lambda=0.95, clip_range=0.2, ent_coef=0.01,
                      vf_coef=0.5, max_grad_norm=0.5, normalize=False, prev_action=True,
                      policy_kwargs="dict(lstm_hidden_size=<model.lstm_units>, n_lstm_layers=1, "
                                    "enable_critic_lstm=True, net_arch=dict(pi=[<model.head_units>], "
@@ -134,7 +136,7 @@ def config_budget(env: str) -> int:
 def config_digest(env: str, agent: str) -> str:
     """A digest of what the config decides for ``agent`` on ``env``, so that ``--resume`` re-runs runs made
     before the config was edited: every R2D2 setting but the budget (set by ``--steps``), and only the model
-    sizes for RecurrentPPO (its LSTM and head width come from the config). Comments do not count."""
+    sizes and the discount for RecurrentPPO (what it takes from the config). Comments do not count."""
     import hashlib
 
     import yaml
@@ -144,7 +146,8 @@ def config_digest(env: str, agent: str) -> str:
         config.get("run", {}).pop("total_env_steps", None)
     else:
         model = config.get("model", {})
-        config = {"lstm_units": model.get("lstm_units"), "head_units": model.get("head_units")}
+        config = {"lstm_units": model.get("lstm_units"), "head_units": model.get("head_units"),
+                  "gamma": config.get("learner", {}).get("gamma")}
     return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -152,15 +155,33 @@ def is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+# The numeric RecurrentPPO settings --ppo-set may change, with their types (n_envs stays 8, so that both agents
+# evaluate at the same env steps; gamma defaults to the R2D2 config's).
+PPO_TUNABLE = {**{k: type(v) for k, v in RECURRENT_PPO.items() if is_number(v) and k != "n_envs"}, "gamma": float}
+
+
+def ppo_hyperparameters(env: str, overrides: dict | None = None) -> dict:
+    """RECURRENT_PPO for ``env`` with the placeholders filled from its R2D2 config, then ``overrides``."""
+    import yaml
+
+    overrides = overrides or {}
+    gamma = overrides.get("gamma")
+    if gamma is None:
+        gamma = (yaml.safe_load(config_path(env).read_text()) or {}).get("learner", {}).get("gamma")
+    if gamma is None:
+        raise ValueError(f"{config_path(env)} sets no learner.gamma; RecurrentPPO takes its discount from there "
+                         "(or pass --ppo-set gamma=VALUE)")
+    return {**RECURRENT_PPO, **overrides, "gamma": float(gamma)}
+
+
 def parse_ppo_overrides(items: list[str]) -> dict:
-    """``["gamma=0.5", "n_epochs=4"]`` -> ``{"gamma": 0.5, "n_epochs": 4}``, checked against RECURRENT_PPO."""
-    numeric = [k for k, v in RECURRENT_PPO.items() if is_number(v) and k != "n_envs"]  # 8 envs: same eval steps
+    """``["gamma=0.5", "n_epochs=4"]`` -> ``{"gamma": 0.5, "n_epochs": 4}``, checked against PPO_TUNABLE."""
     overrides = {}
     for item in items:
         key, sep, text = item.partition("=")
-        if not sep or key not in numeric:
-            raise ValueError(f"--ppo-set {item!r}: expected KEY=VALUE with KEY one of {', '.join(numeric)}")
-        integer = isinstance(RECURRENT_PPO[key], int)
+        if not sep or key not in PPO_TUNABLE:
+            raise ValueError(f"--ppo-set {item!r}: expected KEY=VALUE with KEY one of {', '.join(PPO_TUNABLE)}")
+        integer = PPO_TUNABLE[key] is int
         try:
             overrides[key] = int(text) if integer else float(text)
         except ValueError:
@@ -268,7 +289,7 @@ def run_recurrent_ppo(env: str, seed: int, steps: int, eval_every: int, eval_epi
     from stable_baselines3.common.env_util import make_vec_env
 
     torch.set_num_threads(torch_threads)
-    hp = dict(RECURRENT_PPO, **(ppo_overrides or {}))
+    hp = ppo_hyperparameters(env, ppo_overrides)
     model_section = yaml.safe_load(config_path(env).read_text())["model"]
     lstm_units, head_units = int(model_section["lstm_units"]), int(model_section["head_units"])
     make_env = functools.partial(make_ppo_env, env, prev_action)
@@ -584,7 +605,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="do not give RecurrentPPO the previous action (POPGym's PreviousAction wrapper)")
     p.add_argument("--ppo-set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a numeric RecurrentPPO hyper-parameter, e.g. gamma=0.5 (repeatable; keys: "
-                        + ", ".join(k for k, v in RECURRENT_PPO.items() if is_number(v) and k != "n_envs") + ")")
+                        + ", ".join(PPO_TUNABLE) + "; gamma defaults to the R2D2 config's learner.gamma)")
     p.add_argument("--run-dir", default=None, help=argparse.SUPPRESS)  # child: keep the R2D2 run directory
     p.add_argument("--child", nargs=3, default=None, metavar=("AGENT", "ENV", "SEED"), help=argparse.SUPPRESS)
     p.add_argument("--child-out", default=None, help=argparse.SUPPRESS)

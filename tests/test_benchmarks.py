@@ -92,14 +92,31 @@ def test_resume_reruns_a_run_whose_config_changed_but_not_for_comments_or_budget
         "# another comment\nmodel:\n  lstm_units: 64\n  head_units: 64\nlearner:\n  gamma: 0.99\n"
         "run:\n  total_env_steps: 100000\n")
     assert kept() == {"r2d2": True, "recurrent-ppo": True}
-    # an R2D2 setting: only R2D2's run is stale; a model size: both are
+    # an R2D2-only setting: only R2D2's run is stale; a model size or the discount (RecurrentPPO takes both
+    # from the config): both are
     (tmp_path / "RepeatFirstEasy.yaml").write_text(
-        "model:\n  lstm_units: 64\n  head_units: 64\nlearner:\n  gamma: 0.5\n")
+        "model:\n  lstm_units: 64\n  head_units: 64\nlearner:\n  gamma: 0.99\n  learning_rate: 0.002\n")
     assert kept() == {"r2d2": False, "recurrent-ppo": True}
-    (tmp_path / "RepeatFirstEasy.yaml").write_text(
-        "model:\n  lstm_units: 128\n  head_units: 64\nlearner:\n  gamma: 0.5\n")
-    assert kept() == {"r2d2": False, "recurrent-ppo": False}
+    for changed in ("model:\n  lstm_units: 128\n  head_units: 64\nlearner:\n  gamma: 0.99\n",
+                    "model:\n  lstm_units: 64\n  head_units: 64\nlearner:\n  gamma: 0.5\n"):
+        (tmp_path / "RepeatFirstEasy.yaml").write_text(changed)
+        assert kept() == {"r2d2": False, "recurrent-ppo": False}
     assert not bench_popgym.same_settings(dict(runs["r2d2"], config_digest=None), 100_000, args)  # made before
+
+
+def test_ppo_takes_the_r2d2_configs_discount_unless_overridden(bench_popgym, tmp_path, monkeypatch):
+    import yaml
+
+    for env in bench_popgym.ENVS:  # the shipped configs
+        gamma = yaml.safe_load(bench_popgym.config_path(env).read_text())["learner"]["gamma"]
+        assert bench_popgym.ppo_hyperparameters(env)["gamma"] == gamma
+    hp = bench_popgym.ppo_hyperparameters("CountRecallEasy", {"gamma": 0.99, "n_epochs": 4})
+    assert (hp["gamma"], hp["n_epochs"], hp["batch_size"]) == (0.99, 4, bench_popgym.RECURRENT_PPO["batch_size"])
+    (tmp_path / "RepeatFirstEasy.yaml").write_text("model:\n  lstm_units: 64\n")  # no learner.gamma
+    monkeypatch.setattr(bench_popgym, "CONFIG_DIR", tmp_path)
+    with pytest.raises(ValueError, match="learner.gamma"):
+        bench_popgym.ppo_hyperparameters("RepeatFirstEasy")
+    assert bench_popgym.ppo_hyperparameters("RepeatFirstEasy", {"gamma": 0.9})["gamma"] == 0.9
 
 
 def test_ppo_overrides_are_typed_checked_and_part_of_a_runs_settings(bench_popgym):
