@@ -161,17 +161,19 @@ PPO_TUNABLE = {**{k: type(v) for k, v in RECURRENT_PPO.items() if is_number(v) a
 
 
 def ppo_hyperparameters(env: str, overrides: dict | None = None) -> dict:
-    """RECURRENT_PPO for ``env`` with the placeholders filled from its R2D2 config, then ``overrides``."""
+    """RECURRENT_PPO for ``env`` with what it takes from the R2D2 config (discount, LSTM and head widths as
+    ``gamma``, ``lstm_hidden_size``, ``head_units``), then ``overrides``: one place reads the config for PPO."""
     import yaml
 
+    config = yaml.safe_load(config_path(env).read_text()) or {}
     overrides = overrides or {}
-    gamma = overrides.get("gamma")
-    if gamma is None:
-        gamma = (yaml.safe_load(config_path(env).read_text()) or {}).get("learner", {}).get("gamma")
+    gamma = overrides.get("gamma", config.get("learner", {}).get("gamma"))
     if gamma is None:
         raise ValueError(f"{config_path(env)} sets no learner.gamma; RecurrentPPO takes its discount from there "
                          "(or pass --ppo-set gamma=VALUE)")
-    return {**RECURRENT_PPO, **overrides, "gamma": float(gamma)}
+    model = config["model"]
+    return {**RECURRENT_PPO, **overrides, "gamma": float(gamma), "lstm_hidden_size": int(model["lstm_units"]),
+            "head_units": int(model["head_units"])}
 
 
 def parse_ppo_overrides(items: list[str]) -> dict:
@@ -283,15 +285,13 @@ def run_recurrent_ppo(env: str, seed: int, steps: int, eval_every: int, eval_epi
     import functools
 
     import torch
-    import yaml
     from sb3_contrib import RecurrentPPO
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
 
     torch.set_num_threads(torch_threads)
     hp = ppo_hyperparameters(env, ppo_overrides)
-    model_section = yaml.safe_load(config_path(env).read_text())["model"]
-    lstm_units, head_units = int(model_section["lstm_units"]), int(model_section["head_units"])
+    lstm_units, head_units = hp["lstm_hidden_size"], hp["head_units"]
     make_env = functools.partial(make_ppo_env, env, prev_action)
     venv = make_vec_env(make_env, n_envs=hp["n_envs"], seed=seed)
     model = RecurrentPPO(
@@ -351,8 +351,7 @@ def run_recurrent_ppo(env: str, seed: int, steps: int, eval_every: int, eval_epi
     updates = timer.rollouts * hp["n_epochs"] * minibatches
     return dict(evaluations=timer.evaluations, env_steps=int(model.num_timesteps), train_seconds=train_seconds,
                 eval_seconds=timer.eval_seconds, updates=updates,
-                config=dict(hp, lstm_hidden_size=lstm_units, head_units=head_units,
-                            prev_action=prev_action, torch_threads=torch.get_num_threads()))
+                config=dict(hp, prev_action=prev_action, torch_threads=torch.get_num_threads()))
 
 
 def child_main(args: argparse.Namespace) -> None:

@@ -112,7 +112,7 @@ def test_ppo_takes_the_r2d2_configs_discount_unless_overridden(bench_popgym, tmp
         assert bench_popgym.ppo_hyperparameters(env)["gamma"] == gamma
     hp = bench_popgym.ppo_hyperparameters("CountRecallEasy", {"gamma": 0.99, "n_epochs": 4})
     assert (hp["gamma"], hp["n_epochs"], hp["batch_size"]) == (0.99, 4, bench_popgym.RECURRENT_PPO["batch_size"])
-    (tmp_path / "RepeatFirstEasy.yaml").write_text("model:\n  lstm_units: 64\n")  # no learner.gamma
+    (tmp_path / "RepeatFirstEasy.yaml").write_text("model:\n  lstm_units: 64\n  head_units: 64\n")  # no learner.gamma
     monkeypatch.setattr(bench_popgym, "CONFIG_DIR", tmp_path)
     with pytest.raises(ValueError, match="learner.gamma"):
         bench_popgym.ppo_hyperparameters("RepeatFirstEasy")
