@@ -24,7 +24,7 @@ from r2d2kit.agent.policies import apex_epsilons, epsilon_greedy
 from r2d2kit.models import MLPModel, QNetwork
 from r2d2kit.models.tf_setup import setup_tensorflow
 from r2d2kit.replay import SequenceBuilder, SequenceReplayBuffer
-from r2d2kit.runners import evaluate
+from r2d2kit.runners.evaluation import evaluate
 
 
 def parse_args(argv=None):
@@ -115,7 +115,7 @@ def main(argv=None) -> dict:
         # --- evaluate greedily now and then
         env_steps = (step + args.num_envs)
         if env_steps % args.eval_every < args.num_envs:
-            score = evaluate(network.actor(5), make_env, episodes=10, seed=args.seed + env_steps).mean()
+            score = evaluate(network.actor(5), make_env, episodes=10, seed=args.seed + env_steps).returns.mean()
             evaluations.append((env_steps, float(score)))
             bar.set_postfix(eval=f"{score:.1f}", updates=learner.updates)
         elif returns and step % 50 == 0:

@@ -18,11 +18,12 @@ for image encoders; ``numpy`` = the numpy forward, which ``backend="auto"`` pick
   an empty ``tf.function`` call (no compiled Keras call can cost less) and the numpy forward's
   arithmetic at numpy's sgemm rate here (what is left after per-call overhead).
 
-* **Actor throughput.** ``r2d2kit.runners.processes.train_processes`` on CartPoleNoVel-v1 with the
-  Q-network and R2D2 hyper-parameters of ``configs/cartpole_pomdp.yaml``, for 1 and 2 actor
-  processes, with ``updates_per_env_step=0``: the learner (this process) only drains the actors'
-  rings into replay, it never trains. Env steps/s are timed from the first env steps an actor
-  reports to the last report (the ``on_progress`` callback), so process spawn, TensorFlow import
+* **Actor throughput.** The Trainer (``python -m r2d2kit.train``'s loop) on ``configs/cartpole_pomdp.yaml``
+  with ``actors.runner: processes``, for 1 and 2 actor processes, with ``updates_per_env_step=0``:
+  the learner (this process) only drains the actors' rings into replay, it never trains. The actors
+  use the backend users get (``auto``, the numpy forward for this network). Env steps/s are timed
+  from the first env steps the actors report to the last report (an ``on_step`` callback), so
+  process spawn, TensorFlow import
   and network build are left out; they are printed apart as start-up seconds. The "2nd half"
   column times only from the report that reaches half the steps to the last one: with 2 actors,
   the second actor may still be starting while the first already steps. Over that same stretch,
@@ -138,7 +139,7 @@ def step_profile(make_network, make_env, config, num_envs: int, backend: str, ve
     Set up as ``actor_main`` sets up an actor process (thread limits, one TensorFlow thread); the
     actor is made as actor processes make it. Returns per-step arrays (seconds), the floors and this process's peak RSS.
     """
-    from r2d2kit.runners.processes import limit_threads
+    from r2d2kit.runners.acting import limit_threads
 
     limit_threads(1)
     import gymnasium as gym
@@ -146,7 +147,7 @@ def step_profile(make_network, make_env, config, num_envs: int, backend: str, ve
 
     from r2d2kit.models.tf_setup import setup_tensorflow
     from r2d2kit.replay import SequenceBuilder
-    from r2d2kit.runners.experience import ActingLoop
+    from r2d2kit.runners.acting import ActingLoop
 
     setup_tensorflow(threads=1)
     network = make_network()
@@ -194,7 +195,7 @@ def step_rows(setup: dict, cfg: dict, backends: tuple[str, ...]) -> list[dict]:
 
 
 # ---------------------------------------------------------------------------------------------
-# part 2: actor throughput (train_processes with an idle learner)
+# part 2: actor throughput (the Trainer with an idle learner)
 
 
 def build_network(obs_shape: tuple[int, ...], num_actions: int, obs_dtype: str, model: dict,
@@ -227,7 +228,7 @@ def make_env(env_id: str):
 
 def actor_setup(config_path: Path, envs_per_actor: int | None) -> dict:
     """Factories, R2D2Config and plumbing from the YAML config."""
-    from r2d2kit.agent.learner import R2D2Config
+    from r2d2kit.agent.config import R2D2Config
 
     data = yaml.safe_load(config_path.read_text()) or {}
     env_id = data.get("env", {}).get("id", "CartPoleNoVel-v1")
@@ -243,7 +244,8 @@ def actor_setup(config_path: Path, envs_per_actor: int | None) -> dict:
     network = make_network["keras"]()  # imports TensorFlow here, before any timed run, and counts the weights
     weights = int(sum(int(np.prod(v.shape)) for v in network.variables))
     del network
-    return dict(env_id=env_id, make_env=functools.partial(make_env, env_id), make_network=make_network,
+    return dict(env_id=env_id, config_path=config_path, make_env=functools.partial(make_env, env_id),
+                make_network=make_network,
                 config=R2D2Config(**data.get("learner", {})),
                 envs_per_actor=envs_per_actor or int(data.get("env", {}).get("num_envs", 4)),
                 replay_capacity=int(data.get("replay", {}).get("capacity", 100_000)),
@@ -286,38 +288,49 @@ def rate(first: tuple, last: tuple) -> float:
 
 
 def run_actors(setup: dict, backend: str, num_actors: int, steps: int) -> dict:
-    """One ``train_processes`` run with an idle learner; env steps/s after start-up, CPU shares, actor RSS."""
-    from r2d2kit.runners.processes import ProcessRunConfig, train_processes
+    """One Trainer run (the README command's loop) with an idle learner; env steps/s after start-up, CPU
+    shares, actor RSS. The actors use the backend users get (``auto``: numpy for this network)."""
+    import tempfile
 
-    run = ProcessRunConfig(num_actors=num_actors, envs_per_actor=setup["envs_per_actor"],
-                           updates_per_env_step=0.0, total_env_steps=steps,
-                           replay_capacity=setup["replay_capacity"], seed=setup["seed"])
+    from r2d2kit.runners.callbacks import Callback
+    from r2d2kit.training.config import load_config
+    from r2d2kit.training.trainer import Trainer
+
+    config = load_config(setup["config_path"], [
+        "actors.runner=processes", f"actors.num_actors={num_actors}", f"env.num_envs={setup['envs_per_actor']}",
+        "run.updates_per_env_step=0", f"run.total_env_steps={steps}", "run.eval_every=0",
+        "logging.progress=false", "logging.tensorboard=false", "checkpoints.every_env_steps=0"])
     marks: list[tuple[float, int]] = []  # (perf_counter, env steps) each time the count changes
     cpu: dict[str, tuple] = {}  # snapshots where the count first reaches steps / 2 and steps (the last report)
     rss: list[float] = []  # peak RSS of each actor process, MB
 
-    def on_progress(result) -> None:
-        if result.env_steps > 0 and (not marks or marks[-1][1] != result.env_steps):
-            marks.append((time.perf_counter(), result.env_steps))
-            for name, threshold in (("half", steps / 2), ("end", steps)):
-                if name not in cpu and result.env_steps >= threshold:
-                    cpu[name] = snapshot() + (result.env_steps,)
-                    if name == "end":  # the actors are still alive here: read their peak RSS
-                        rss.extend(peers_machine.process_peak_rss_mb(pid) for pid in cpu[name][2])
+    class Progress(Callback):
+        def on_step(self, trainer) -> None:
+            env_steps = trainer.counters["env_steps"]
+            if env_steps > 0 and (not marks or marks[-1][1] != env_steps):
+                marks.append((time.perf_counter(), env_steps))
+                for name, threshold in (("half", steps / 2), ("end", steps)):
+                    if name not in cpu and env_steps >= threshold:
+                        cpu[name] = snapshot() + (env_steps,)
+                        if name == "end":  # the actors are still alive here: read their peak RSS
+                            rss.extend(peers_machine.process_peak_rss_mb(pid) for pid in cpu[name][2])
 
     load_before = peers_machine.load_average()
     started = time.perf_counter()
-    result = train_processes(setup["make_network"][backend], setup["make_env"], setup["config"], run, on_progress=on_progress)
+    with tempfile.TemporaryDirectory() as run_dir:
+        trainer = Trainer(config, Path(run_dir) / "run", callbacks=[Progress()])
+        summary = trainer.fit()
     ended = time.perf_counter()
+    windows = sum(trainer.actors.windows_per_actor.values())
     if len(marks) < 2 or "half" not in cpu or "end" not in cpu:
         raise RuntimeError(f"only {len(marks)} progress report(s) with env steps; raise --steps")
     (t0, own0, kids0, s0), (t1, own1, kids1, s1) = cpu["half"], cpu["end"]
     common = kids0.keys() & kids1.keys()
     actor_cpu = [(kids1[pid] - kids0[pid]) / (t1 - t0) for pid in common] if t1 > t0 else []
     return dict(backend=backend, actors=num_actors, envs=num_actors * setup["envs_per_actor"],
-                env_steps=result.env_steps, actor_rss_mb=float(np.nanmax(rss)) if rss else float("nan"),
-                windows=result.windows, startup_s=marks[0][0] - started, stepping_s=marks[-1][0] - marks[0][0],
-                shutdown_s=ended - marks[-1][0], total_s=result.seconds,
+                env_steps=summary["env_steps"], actor_rss_mb=float(np.nanmax(rss)) if rss else float("nan"),
+                windows=windows, startup_s=marks[0][0] - started, stepping_s=marks[-1][0] - marks[0][0],
+                shutdown_s=ended - marks[-1][0], total_s=ended - started,
                 steps_per_s=rate(marks[0], marks[-1]), last_half_steps_per_s=rate((t0, s0), (t1, s1)),
                 learner_cpu=(own1 - own0) / (t1 - t0) if t1 > t0 else float("nan"),
                 actor_cpu=float(np.mean(actor_cpu)) if actor_cpu else float("nan"), actor_cpu_count=len(actor_cpu),
@@ -667,7 +680,7 @@ def main(argv: list[str] | None = None) -> dict:
               + ", ".join(f"{r['backend']} r{r['round']} {r['load']:.2f}" for r in srows))
 
     if args.only in (None, "actors"):
-        rows = actor_rows(setup, cfg, backends)
+        rows = actor_rows(setup, cfg, ("auto",))  # the Trainer's actors: the backend users get
         results["actors"] = rows
         model = setup["model"]
         print(f"\nActor throughput: {setup['env_id']}, {setup['envs_per_actor']} envs per actor, "
@@ -686,7 +699,7 @@ def main(argv: list[str] | None = None) -> dict:
                       f"network build, until the first env steps reported), stepping {r['stepping_s']:.1f} s, shutdown "
                       f"{r['shutdown_s']:.1f} s; {r['windows']:,} windows drained; load average "
                       f"{r['load_before']:.2f} -> {r['load_after']:.2f}")
-        for backend in backends:
+        for backend in ("auto",):
             ok = [r for r in rows if "error" not in r and r["backend"] == backend]
             best = {n: max((r for r in ok if r["actors"] == n), key=lambda r: r["last_half_steps_per_s"], default=None)
                     for n in (1, 2)}
@@ -699,14 +712,6 @@ def main(argv: list[str] | None = None) -> dict:
             print(f"- {backend}: scaling, 2 actors / 1 actor, best round of each: {steady:.2f}x (2nd half), "
                   f"{overall:.2f}x (first report -> end); steps per actor CPU-second, 2 actors / 1 actor (same "
                   f"runs): {per_cpu:.2f}x")
-        if {"keras", "numpy"} <= set(backends):
-            for n in cfg["actor_counts"]:
-                per_actor = {b: [r["last_half_steps_per_s"] / n for r in rows
-                                 if "error" not in r and r["backend"] == b and r["actors"] == n] for b in backends}
-                if per_actor["keras"] and per_actor["numpy"]:
-                    print(f"- env steps/s per actor, {n} actor(s), 2nd half, best round: numpy "
-                          f"{max(per_actor['numpy']):,.0f}, keras {max(per_actor['keras']):,.0f}: "
-                          f"{max(per_actor['numpy']) / max(per_actor['keras']):.2f}x")
         print("- CPU: CPU seconds / wall seconds over the 2nd half, as a share of one core (100% = a core kept "
               "busy); an actor below 100% waited for a core (or for ring space). Steps per actor CPU-s = 2nd-half "
               "steps/s / the actors' CPU: what the actors made of the CPU they were given, apart from how much "

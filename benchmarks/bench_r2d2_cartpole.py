@@ -9,19 +9,20 @@
 
 CartPoleNoVel-v1 is CartPole-v1 observing only the cart position and the pole angle (velocities
 must be inferred from the history; 500-step limit). Both agents are evaluated greedily every
-``--eval-every`` env steps on the same episodes (``--eval-episodes``, seeds ``seed + env_steps``,
-each eval env contributing its first episodes). Env steps count every step of every env (vector
+``--eval-every`` env steps on the same episodes (``--eval-episodes``, the trainer's evaluation seeds
+``seed + EVAL_SEED_OFFSET + env_steps``, each eval env contributing its first episodes). Env steps count every step of every env (vector
 steps x envs), as gymnasium and SB3 do.
 
-* **r2d2kit R2D2**: hyper-parameters from ``configs/cartpole_pomdp.yaml`` (``--config``), run by
-  ``r2d2kit.runners.train_local`` (one process: actor, replay and learner share the loop).
+* **r2d2kit R2D2**: ``configs/cartpole_pomdp.yaml`` (``--config``) run by the Trainer, the loop the
+  README command runs; ``--runners processes,local`` picks the actor pools (processes: the config's
+  two actor processes; local: the same four envs in the learner's process).
 * **RecurrentPPO** (sb3-contrib, torch; install: benchmarks/requirements.txt) with rl-baselines3-zoo's
   tuned ``CartPoleNoVel-v1`` hyper-parameters (hyperparams/ppo_lstm.yml, as shipped in rl-zoo3 2.9.2),
   VecNormalize included; evaluated with the training normalisation statistics, deterministically.
   A peer that is not installed is reported and skipped.
 
 Wall times are training time: evaluations are excluded for both agents (their time is printed
-apart). The target, per seed (the seed-robust criterion that replaced issue 5's strict hold): the
+apart). The target, per seed (a seed-robust criterion): the
 first greedy 10-episode mean >= 475 comes within 30k env steps, and every later evaluation up to the
 end (100k) stays >= 425. The criterion is met when it holds on every seed of ``--seeds`` (0-4).
 """
@@ -43,6 +44,8 @@ from peers import machine as peers_machine  # noqa: E402
 BENCH_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent
 sys.path.insert(0, str(REPO_ROOT))  # benchmark the checkout, not an installed copy
+
+from r2d2kit.training.trainer import EVAL_SEED_OFFSET  # noqa: E402  (both agents play the same greedy episodes)
 
 ENV_ID = "CartPoleNoVel-v1"
 THRESHOLD = 475.0
@@ -92,58 +95,53 @@ def target_missed(evaluations: list[tuple[int, float, float, float]]) -> bool:
 
 
 def run_r2d2(config_path: Path, overrides: list[str], steps: int, seed: int, eval_every: int, eval_episodes: int,
-             progress: bool, stop_on_miss: bool = False) -> dict:
-    import gymnasium as gym
-    import keras
+             progress: bool, stop_on_miss: bool = False, runner: str | None = None) -> dict:
+    """One run of the Trainer, the loop ``python -m r2d2kit.train`` runs, with the config's settings.
 
-    import r2d2kit.envs  # noqa: F401  (registers CartPoleNoVel-v1)
-    from r2d2kit.models.tf_setup import setup_tensorflow
-    from r2d2kit.runners import LocalRunConfig, train_local
-    from r2d2kit.training.builders import build_network
+    ``runner``: ``processes`` (the config's, the README command), or ``local`` with as many envs in
+    this process as the config's actors have in all (the same data per vector step).
+    """
+    import tempfile
+
+    from r2d2kit.runners.callbacks import Callback
     from r2d2kit.training.config import ConfigError, load_config
+    from r2d2kit.training.trainer import Trainer
 
-    setup_tensorflow()
     try:
         settings = load_config(config_path, overrides)  # the trainer's own validation, --set included
     except ConfigError as error:
         raise SystemExit(f"config error: {error}") from None
     if settings.env.id != ENV_ID:
         raise SystemExit(f"{config_path}: env.id must be {ENV_ID}, got {settings.env.id!r}")
-    if settings.model.encoder != "mlp":
-        raise SystemExit(f"{config_path}: this benchmark builds the MLP encoder only")
-    config = settings.learner
-    # the single-process runner with as many envs as the config's actors have in all
-    actors = settings.actors.num_actors if settings.actors.runner == "processes" else 1
-    seen: list[tuple[int, float, float, float]] = []  # the evaluations so far, for stop_on_miss
-    run = LocalRunConfig(total_env_steps=steps, seed=seed, eval_every=eval_every, eval_episodes=eval_episodes,
-                         progress=progress, num_envs=settings.env.num_envs * actors,
-                         epsilon=settings.actors.epsilon, epsilon_alpha=settings.actors.epsilon_alpha,
-                         replay_capacity=settings.replay.capacity, warmup_steps=settings.run.warmup_steps,
-                         updates_per_env_step=settings.run.updates_per_env_step,
-                         stop_when=(lambda _mean: target_missed(seen)) if stop_on_miss else None)
+    runner = runner or settings.actors.runner
+    envs = settings.env.num_envs * (settings.actors.num_actors if settings.actors.runner != "local" else 1)
+    run_overrides = [f"actors.runner={runner}", f"run.total_env_steps={steps}", f"run.seed={seed}",
+                     f"run.eval_every={eval_every}", f"run.eval_episodes={eval_episodes}",
+                     f"logging.progress={str(progress).lower()}", "logging.tensorboard=false",
+                     "checkpoints.every_env_steps=0"]
+    if runner == "local":
+        run_overrides.append(f"env.num_envs={envs}")
+    settings = load_config(config_path, overrides + run_overrides)
+    seen: list[tuple[int, float, float, float]] = []  # (env steps, mean, std, training seconds) per evaluation
 
-    keras.utils.set_random_seed(seed)  # network initialisation
-    network = build_network(settings)
-    make_env = lambda: gym.make(ENV_ID)  # noqa: E731
-    def show(row: dict) -> None:  # one line per evaluation, so a long run shows where it is
-        seen.append((row["env_steps"], row["eval_mean"], row["eval_std"], row["seconds"]))
-        print(f"  r2d2kit {row['env_steps']:>7,} env steps: eval {row['eval_mean']:6.1f} +- {row['eval_std']:5.1f}, "
-              f"{row['updates']:,} updates, {row['seconds']:.0f} s", flush=True)
+    class Curve(Callback):
+        def on_evaluation(self, trainer, row):  # one line per evaluation, so a long run shows where it is
+            seen.append((row["env_steps"], row["eval_mean"], row["eval_std"], row["seconds"]))
+            print(f"  r2d2kit {row['env_steps']:>7,} env steps: eval {row['eval_mean']:6.1f} +- {row['eval_std']:5.1f}, "
+                  f"{row['updates']:,} updates, {row['seconds']:.0f} s", flush=True)
+            return not (stop_on_miss and target_missed(seen))
 
-    result = train_local(make_env, network, config, run, on_evaluation=show)
-    train_seconds = result.seconds - result.eval_seconds
-    evaluations = [(s, m, sd, t) for (s, m, sd), t in zip(result.evaluations, result.eval_times)]
+    with tempfile.TemporaryDirectory() as run_dir:
+        summary = Trainer(settings, Path(run_dir) / "run", callbacks=[Curve()]).fit()
+    train_seconds = summary["train_seconds"]
     return dict(
-        name="r2d2kit R2D2", evaluations=evaluations, env_steps=result.env_steps, train_seconds=train_seconds,
-        eval_seconds=result.eval_seconds, updates=result.updates,
-        stopped_at=result.env_steps if stop_on_miss and result.env_steps < steps else None,
-        updates_per_s=result.updates / max(result.learn_seconds, 1e-9),
-        actor_steps_per_s=result.env_steps / max(train_seconds - result.learn_seconds, 1e-9),
+        name=f"r2d2kit R2D2 ({runner})", evaluations=seen, env_steps=summary["env_steps"],
+        train_seconds=train_seconds, updates=summary["updates"],
+        stopped_at=summary["env_steps"] if summary["stopped_by"] != "run.total_env_steps" else None,
+        updates_per_s=summary["updates"] / max(train_seconds, 1e-9),
         # peak RSS so far (cumulative): a later run's figure includes the earlier runs'
-        steps_per_s=result.env_steps / max(train_seconds, 1e-9), peak_rss_mb=peers_machine.peak_rss_mb(),
-        config=dict(learner=vars(config), run={k: v for k, v in vars(run).items() if k != "stop_when"},
-                    model=dict(network.config, encoder=f"MLPModel(units={list(network.config['encoder'].units)}, "
-                                                       f"input_scale={network.config['encoder'].input_scale})")),
+        steps_per_s=summary["env_steps"] / max(train_seconds, 1e-9), peak_rss_mb=peers_machine.peak_rss_mb(),
+        config=settings.to_dict(),
     )
 
 
@@ -152,7 +150,7 @@ def run_r2d2(config_path: Path, overrides: list[str], steps: int, seed: int, eva
 
 
 def greedy_eval_ppo(model, vec_normalize, episodes: int, seed: int) -> np.ndarray:
-    """Deterministic RecurrentPPO returns on the same episodes as ``r2d2kit.runners.evaluate``."""
+    """Deterministic RecurrentPPO returns on the same episodes as ``r2d2kit.runners.evaluation.evaluate``."""
     import gymnasium as gym
 
     num_envs = min(episodes, 8)
@@ -222,7 +220,8 @@ def run_recurrent_ppo(steps: int, seed: int, eval_every: int, eval_episodes: int
             if eval_every and self.num_timesteps >= self.next_eval:
                 began = time.perf_counter()
                 train_seconds = began - self.start - self.eval_seconds
-                returns = greedy_eval_ppo(self.model, venv, eval_episodes, seed + self.num_timesteps)
+                returns = greedy_eval_ppo(self.model, venv, eval_episodes,
+                                          seed + EVAL_SEED_OFFSET + self.num_timesteps)
                 self.evaluations.append((self.num_timesteps, float(returns.mean()), float(returns.std()),
                                          train_seconds))
                 print(f"  RecurrentPPO {self.num_timesteps:>7,} env steps: eval {returns.mean():6.1f} +- "
@@ -241,9 +240,7 @@ def run_recurrent_ppo(steps: int, seed: int, eval_every: int, eval_episodes: int
     updates = timer.rollouts * hp["n_epochs"] * minibatches
     return dict(
         name="sb3-contrib RecurrentPPO", evaluations=timer.evaluations, env_steps=int(model.num_timesteps),
-        train_seconds=train_seconds, eval_seconds=timer.eval_seconds, updates=updates,
-        updates_per_s=updates / max(train_seconds - timer.rollout_seconds, 1e-9),
-        actor_steps_per_s=model.num_timesteps / max(timer.rollout_seconds, 1e-9),
+        train_seconds=train_seconds, updates=updates, updates_per_s=updates / max(train_seconds, 1e-9),
         # peak RSS so far (cumulative): a later run's figure includes the earlier runs'
         steps_per_s=model.num_timesteps / max(train_seconds, 1e-9), peak_rss_mb=peers_machine.peak_rss_mb(),
         config=dict(ZOO_RECURRENT_PPO, torch_threads=torch.get_num_threads()),
@@ -280,7 +277,7 @@ def report(results: list[dict], skipped: dict[str, str], markdown: bool, steps: 
     # --- summary: one row per agent
     header = ["agent", f"first eval >= {THRESHOLD:.0f} (env steps)", "wall time then", f"all later >= {FLOOR:.0f}",
               "lowest eval from then", "final eval", "training wall time", "env steps/s (training)",
-              "learner updates/s", "actor steps/s", "peak RSS (process so far)"]
+              "updates/s (training)", "peak RSS (process so far)"]
     rows = []
     for r in results:
         s = r["summary"]
@@ -288,7 +285,7 @@ def report(results: list[dict], skipped: dict[str, str], markdown: bool, steps: 
                      "yes" if s["held"] else "no", "-" if s["min_after"] is None else f"{s['min_after']:.1f}",
                      f"{r['evaluations'][-1][1]:.1f}" if r["evaluations"] else "-",
                      f"{r['train_seconds']:.0f} s", f"{r['steps_per_s']:.0f}", f"{r['updates_per_s']:.0f}",
-                     f"{r['actor_steps_per_s']:.0f}", f"{r.get('peak_rss_mb', 0):,.0f} MB"])
+                     f"{r.get('peak_rss_mb', 0):,.0f} MB"])
     lines += table(header, rows, markdown, right=range(1, len(header)))
     lines.append("")
     for run in results:  # every agent is judged by the issue's target, the peers too
@@ -304,8 +301,8 @@ def report(results: list[dict], skipped: dict[str, str], markdown: bool, steps: 
             verdict = "criterion met (every seed)" if met == len(runs) else "criterion missed"
             lines.append(f"- {agent}: target met (reached in time, floor held) on {met} of {len(runs)} seeds: {verdict}")
     for r in results:
-        lines.append(f"- {r['name']}: {r['updates']:,} gradient updates; evaluations took {r['eval_seconds']:.0f} s "
-                     "(excluded from the wall times)")
+        lines.append(f"- {r['name']}: {r['updates']:,} gradient updates (evaluations are excluded from the wall "
+                     "times)")
         if r.get("stopped_at"):
             lines.append(f"- {r['name']}: stopped at {r['stopped_at']:,} env steps (--stop-on-miss), where the "
                          "evaluations already proved the target missed")
@@ -386,6 +383,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="torch CPU threads for RecurrentPPO (default 1: with 2 its OpenMP threads spin against "
                         "TensorFlow's and other work on a 2-core machine, and a run takes many times longer)")
     p.add_argument("--progress", action="store_true", help="show r2d2kit's tqdm bar")
+    p.add_argument("--runners", default="processes",
+                   help="comma-separated actor pools for r2d2kit: processes (the README command's), local")
     p.add_argument("--stop-on-miss", action="store_true",
                    help="stop an r2d2kit run at the first evaluation that proves the target missed (a screen of "
                         "settings: the curve up to there is the same as in a full run)")
@@ -398,6 +397,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         p.error(f"--seeds must be comma-separated integers such as 0,1,2, got {args.seeds!r}")
     if not args.seeds:
         p.error("--seeds names no seed; give e.g. --seeds 0,1,2")
+    args.runners = [r.strip() for r in args.runners.split(",") if r.strip()]
+    if not args.runners or set(args.runners) - {"processes", "local"}:
+        p.error(f"--runners takes processes and/or local, got {args.runners}")
     args.without = {w.strip().lower() for w in args.without.split(",") if w.strip()}
     unknown = args.without - set(PEERS)
     if unknown:
@@ -420,10 +422,10 @@ def main(argv=None) -> dict:
     results, skipped = [], {}
     for seed in args.seeds:
         suffix = f" seed {seed}" if len(args.seeds) > 1 else ""
-        if not args.only_peers:
-            print(f"running r2d2kit R2D2{suffix} ...", flush=True)
+        for runner in [] if args.only_peers else args.runners:
+            print(f"running r2d2kit R2D2 ({runner}){suffix} ...", flush=True)
             results.append(run_r2d2(Path(args.config), args.set, args.steps, seed, args.eval_every,
-                                    args.eval_episodes, args.progress, args.stop_on_miss))
+                                    args.eval_episodes, args.progress, args.stop_on_miss, runner))
             results[-1]["agent"] = results[-1]["name"]
             results[-1]["name"] += suffix
         if "recurrent-ppo" not in args.without and "sb3-contrib RecurrentPPO" not in skipped:

@@ -5,8 +5,8 @@
     python benchmarks/bench_runners.py --markdown --actors 1 2
 
 Both pools run the same acting code (``ActingLoop``: CartPoleNoVel-v1, the network of
-configs/cartpole_pomdp.yaml) and hand windows to this process, which only drains them (no learner
-updates), so the table compares transports: shared-memory rings + a seqlock weight block against
+configs/cartpole_pomdp.yaml) and hand windows to the Trainer in this process, which only adds them to
+replay (``run.updates_per_env_step: 0``), so the table compares transports: shared-memory rings + a seqlock weight block against
 Ray's object store + one batch request in flight per actor. Env steps/s count from the first
 experience that arrives to the budget, so process spawn, Ray start-up and TensorFlow import are
 excluded and reported apart. Rounds alternate the runners (ABBA) so that drifting machine load
@@ -35,35 +35,40 @@ CONFIG = REPO_ROOT / "configs" / "cartpole_pomdp.yaml"
 
 
 def run_pool(runner: str, num_actors: int, envs_per_actor: int, steps: int, ray_cpus: int) -> dict:
-    """Drain one pool until ``steps`` env steps arrived; return start-up seconds and env steps/s."""
+    """One Trainer run (the loop users run) with an idle learner until ``steps`` env steps arrived after
+    the first; return start-up seconds and env steps/s."""
     import tempfile
 
+    from r2d2kit.runners.callbacks import Callback
     from r2d2kit.training.config import load_config
     from r2d2kit.training.trainer import Trainer
 
     config = load_config(CONFIG, [f"actors.runner={runner}", f"actors.num_actors={num_actors}",
                                   f"env.num_envs={envs_per_actor}", "logging.tensorboard=false",
-                                  "logging.progress=false", f"actors.ray_num_cpus={ray_cpus}"])
+                                  "logging.progress=false", f"actors.ray_num_cpus={ray_cpus}",
+                                  "run.updates_per_env_step=0", "run.eval_every=0", "checkpoints.every_env_steps=0",
+                                  "run.total_env_steps=1000000000"])
+    marks: dict[str, float] = {}  # wall clock and env steps at the first arrival and at the end
+
+    class Measure(Callback):
+        def on_train_begin(self, trainer):
+            marks["start"] = time.perf_counter()
+
+        def on_step(self, trainer):
+            env_steps = trainer.counters["env_steps"]
+            if env_steps and "first" not in marks:
+                marks.update(first=time.perf_counter(), first_steps=env_steps)
+            if "first" in marks and env_steps - marks["first_steps"] >= steps:
+                marks.update(end=time.perf_counter(), end_steps=env_steps)
+                return False
+            return None
+
     with tempfile.TemporaryDirectory() as run_dir:
-        trainer = Trainer(config, run_dir)
-    start = time.perf_counter()
-    pool = trainer.start_actors()  # the trainer's own factory: same settings as a run
-    try:
-        first, total, windows = None, 0, 0
-        while total < steps:
-            experience = pool.collect()
-            if experience.env_steps and first is None:
-                first = time.perf_counter()
-                startup = first - start
-                total = 0  # count from the first arrival
-                continue
-            total += experience.env_steps
-            windows += sum(len(w["env"]) for w, _ in experience.windows)
-            if not experience.env_steps:
-                time.sleep(0.001)
-        seconds = time.perf_counter() - first
-    finally:
-        pool.close()
+        trainer = Trainer(config, run_dir, callbacks=[Measure()])
+        trainer.fit()
+    startup = marks["first"] - marks["start"]
+    total, seconds = marks["end_steps"] - marks["first_steps"], marks["end"] - marks["first"]
+    windows = sum(trainer.actors.windows_per_actor.values())
     return {"runner": runner, "actors": num_actors, "envs": num_actors * envs_per_actor, "startup": startup,
             "steps_per_s": total / seconds, "windows": windows}
 

@@ -242,7 +242,7 @@ def tf_sgemm_gflops(repeats: int = 10, dtype: str = "float32") -> float:
 
 
 def run_keras_child(args: argparse.Namespace) -> dict:
-    from r2d2kit.agent.learner import make_sequence_replay
+    from r2d2kit.training.builders import make_sequence_replay
     from r2d2kit.models.tf_setup import setup_tensorflow
 
     setup_tensorflow(threads=args.threads)

@@ -9,10 +9,7 @@ Importing ``r2d2kit`` or ``r2d2kit.replay`` does not import TensorFlow; only ``a
 the models and the learner do.
 """
 
-from r2d2kit import _moved
 from r2d2kit.sumtree import MinTree, SumTree
-
-_moved.install()
 
 __version__ = "0.1.0"
 __all__ = ["SumTree", "MinTree", "__version__"]

@@ -1,10 +1,12 @@
 """Evaluate a trained run: ``python -m r2d2kit.evaluate RUN_DIR``.
 
-    python -m r2d2kit.evaluate RUN_DIR [--episodes 20] [--seed 123] [--checkpoint ckpt-000100000]
+    python -m r2d2kit.evaluate RUN_DIR [--episodes 20] [--seed 123] [--checkpoint ckpt-000100000 | --best]
                                [--video episode.gif]
 
 Rebuilds the network from ``RUN_DIR/config.yaml``, loads the newest checkpoint's online weights
-(verified against its manifest; ``weights.weights.h5`` if the run has no checkpoint) and plays
+(verified against its manifest; ``weights.weights.h5`` if the run has no checkpoint), or with
+``--best`` the weights of the run's best greedy evaluation (``best.weights.h5``: greedy R2D2
+policies swing between evaluations, so the last weights need not be the best), and plays
 greedy episodes. Prints the mean and standard deviation of the returns. ``--video`` records the
 first episode as an animated GIF when the env can render ``rgb_array`` frames.
 """
@@ -27,8 +29,14 @@ from r2d2kit.training.checkpoint import (  # noqa: E402
 from r2d2kit.training.config import ConfigError, TrainConfig, load_config  # noqa: E402
 
 
-def weights_file(run_dir: Path, checkpoint: str | None = None) -> Path:
-    """The online weights to evaluate: a named or the newest checkpoint, else the final weights."""
+def weights_file(run_dir: Path, checkpoint: str | None = None, best: bool = False) -> Path:
+    """The online weights to evaluate: the best evaluation's, a named or the newest checkpoint's, else the final."""
+    if best:
+        path = run_dir / "best.weights.h5"
+        if not path.is_file():
+            raise CheckpointError(f"{run_dir} has no best.weights.h5 (written at the run's first greedy evaluation; "
+                                  "run.eval_every 0 disables them); evaluate a checkpoint instead")
+        return path
     if checkpoint is not None:
         path = Path(checkpoint) if Path(checkpoint).is_dir() else run_dir / "checkpoints" / checkpoint
         if not path.is_dir():
@@ -82,14 +90,14 @@ def record_gif(config: TrainConfig, network, path: Path, seed: int, max_frames: 
 
 
 def evaluate_run(run_dir: str | os.PathLike, episodes: int = 20, seed: int = 12345, checkpoint: str | None = None,
-                 video: str | None = None) -> dict:
+                 video: str | None = None, best: bool = False) -> dict:
     """Greedy returns of a run's network; returns ``mean``, ``std``, ``returns``, ``weights`` and
     ``success_rate`` (the fraction of episodes ending with ``info["is_success"]``; None for envs
     that do not report it)."""
     import numpy as np
 
     from r2d2kit.models.tf_setup import setup_tensorflow
-    from r2d2kit.runners.local import evaluate_episodes
+    from r2d2kit.runners.evaluation import evaluate
     from r2d2kit.training.builders import build_network, make_env
 
     run_dir = Path(run_dir)
@@ -97,10 +105,10 @@ def evaluate_run(run_dir: str | os.PathLike, episodes: int = 20, seed: int = 123
         raise ConfigError(f"{run_dir}: no config.yaml there; is it a run directory?")
     setup_tensorflow()
     config = load_config(run_dir / "config.yaml")
-    weights = weights_file(run_dir, checkpoint)
+    weights = weights_file(run_dir, checkpoint, best)
     network = build_network(config)
     network.model.load_weights(str(weights))
-    evaluation = evaluate_episodes(network.actor(min(episodes, 8)), lambda: make_env(config), episodes, seed=seed)
+    evaluation = evaluate(network.actor(min(episodes, 8)), lambda: make_env(config), episodes, seed=seed)
     returns = evaluation.returns
     result = {"mean": float(np.mean(returns)), "std": float(np.std(returns)), "returns": returns.tolist(),
               "weights": str(weights), "success_rate": evaluation.success_rate}
@@ -115,13 +123,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("run_dir", help="a run directory written by python -m r2d2kit.train")
     parser.add_argument("--episodes", type=int, default=20)
     parser.add_argument("--seed", type=int, default=12345)
-    parser.add_argument("--checkpoint", help="checkpoint name (e.g. ckpt-000050000) or path; default: newest")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--checkpoint", help="checkpoint name (e.g. ckpt-000050000) or path; default: newest")
+    which.add_argument("--best", action="store_true", help="the weights of the run's best greedy evaluation")
     parser.add_argument("--video", metavar="PATH.gif", help="record the first greedy episode as a GIF")
     args = parser.parse_args(argv)
     if args.episodes < 1:
         parser.error(f"--episodes must be >= 1, got {args.episodes}")
     try:
-        result = evaluate_run(args.run_dir, args.episodes, args.seed, args.checkpoint, args.video)
+        result = evaluate_run(args.run_dir, args.episodes, args.seed, args.checkpoint, args.video, args.best)
     except (ConfigError, CheckpointError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

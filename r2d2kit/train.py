@@ -7,7 +7,8 @@ Writes a run directory with the resolved config (``config.yaml``), evaluation me
 (``metrics.csv``), TensorBoard scalars (``tensorboard/``), checkpoints (``checkpoints/``), a learning
 curve (``learning_curve.png``), the final network weights (``weights.weights.h5``) and
 ``summary.json``. ``actors.runner: processes`` acts in spawned processes on shared memory. Ctrl-C
-stops cleanly with a final checkpoint (exit 0); ``--resume RUN_DIR`` continues from the newest
+stops cleanly with a final checkpoint (exit 0); ``best.weights.h5`` holds the weights of the best
+greedy evaluation; ``--resume RUN_DIR`` continues from the newest
 checkpoint with the run's own config (``--set`` may change it, e.g. a longer budget). A bad config
 or an unusable checkpoint exits with status 2 and a message naming the file, the key and the fix.
 """
@@ -28,7 +29,7 @@ from r2d2kit.training.config import ConfigError, TrainConfig, load_config  # noq
 
 def describe(config: TrainConfig) -> str:
     """The R2D2 hyper-parameters with the paper's defaults marked, so overrides stand out."""
-    from r2d2kit.agent.learner import R2D2Config
+    from r2d2kit.agent.config import R2D2Config
 
     paper = R2D2Config()
     lines = ["R2D2 hyper-parameters (paper default in brackets where overridden):"]
@@ -96,7 +97,7 @@ def train(config: TrainConfig, run_dir: Path, resume: bool = False, callbacks=()
     print(f"run directory: {run_dir}" + (f" (resuming from {trainer.resumed_from.name} at "
                                          f"{trainer.counters['env_steps']:,} env steps)" if resume else ""))
     summary = trainer.fit()
-    print(f"{'stopped' if summary['interrupted'] else 'done'}: {summary}")
+    print(f"stopped by {summary['stopped_by']}: {summary}")
     return summary
 
 

@@ -1,10 +1,9 @@
-"""The package's shape: no import cycle between its modules, benchmarks and agents use public names
-only, and the old import paths of moved modules still work (with a warning)."""
+"""The package's shape: no import cycle between its modules, and benchmarks and agents use public
+names only."""
 
 from __future__ import annotations
 
 import ast
-import importlib
 import sys
 import warnings
 from pathlib import Path
@@ -127,20 +126,6 @@ def test_private_use_check_catches_examples(tmp_path):
 def test_benchmarks_and_agents_use_public_names_only(folder):
     uses = [use for path in sorted((ROOT / folder).rglob("*.py")) for use in private_uses(path)]
     assert uses == []
-
-
-@pytest.mark.parametrize("old, new, name", [
-    ("r2d2kit.policies", "r2d2kit.agent.policies", "greedy"),
-    ("r2d2kit.rescale", "r2d2kit.agent.rescale", "value_rescale"),
-    ("r2d2kit.callbacks", "r2d2kit.runners.callbacks", "Callback"),
-])
-def test_old_import_paths_forward_with_a_warning(old, new, name):
-    sys.modules.pop(old, None)
-    with pytest.warns(DeprecationWarning, match=f"{old} moved to {new}"):
-        module = importlib.import_module(old)
-    assert getattr(module, name) is getattr(importlib.import_module(new), name)
-    with pytest.raises(AttributeError):
-        module.no_such_name  # noqa: B018
 
 
 def test_new_rooms_re_export_without_starting_tensorflow():

@@ -4,31 +4,40 @@ CueMemory shows a cue (+1/-1) first, then blank steps, then pays +1 for the matc
 A policy that cannot remember earns 0 on average.
 """
 
+from pathlib import Path
+
 import numpy as np
 
-from r2d2kit.agent.learner import R2D2Config
 from r2d2kit.envs.memory import CueMemoryEnv
 from r2d2kit.models import MLPModel, QNetwork
-from r2d2kit.runners import LocalRunConfig, evaluate, train_local
+from r2d2kit.runners.callbacks import Callback
+from r2d2kit.runners.evaluation import evaluate
+from r2d2kit.training.config import load_config
+from r2d2kit.training.trainer import Trainer
 
 DELAY = 6
+CONFIG = Path(__file__).resolve().parent.parent / "configs" / "cue_memory.yaml"  # delay 6, the settings here
 
 
 def make_env():
     return CueMemoryEnv(delay=DELAY)
 
 
-def test_r2d2_reaches_the_optimum_on_cue_memory():
-    config = R2D2Config(burn_in=2, trace_length=DELAY + 3, period=DELAY + 3, n_step=1, gamma=0.9, batch_size=32,
-                        target_update_period=100, learning_rate=1e-3, adam_epsilon=1e-6)
-    network = QNetwork((2,), 2, MLPModel((32,)), lstm_units=32, head_units=32)
-    run = LocalRunConfig(total_env_steps=30_000, num_envs=4, replay_capacity=20_000, warmup_steps=500,
-                         updates_per_env_step=0.25, eval_every=1_000, eval_episodes=40, seed=0, progress=False,
-                         stop_when=lambda mean_return: mean_return >= 1.0)
-    result = train_local(make_env, network, config, run)
-    assert result.final_eval == 1.0, result.evaluations
+class StopWhenSolved(Callback):
+    def on_evaluation(self, trainer, row):
+        return row["eval_mean"] < 1.0  # False (stop) once every greedy episode is right
+
+
+def test_r2d2_reaches_the_optimum_on_cue_memory(tmp_path):
+    config = load_config(CONFIG, ["run.total_env_steps=30000", "logging.progress=false", "logging.tensorboard=false",
+                                  "checkpoints.every_env_steps=0"])
+    assert config.env.kwargs == {"delay": DELAY}
+    trainer = Trainer(config, tmp_path / "run", callbacks=[StopWhenSolved()])
+    summary = trainer.fit()
+    assert summary["final_eval"] == 1.0, summary
+    assert summary["stopped_by"] == "callback StopWhenSolved.on_evaluation"
     # a fresh look with other seeds: the learned policy is right every time
-    returns = evaluate(network.actor(8), make_env, episodes=100, seed=123)
+    returns = evaluate(trainer.network.actor(8), make_env, episodes=100, seed=123).returns
     assert returns.mean() == 1.0
 
 

@@ -113,10 +113,12 @@ def pass_through():
 def test_observations_round_trip_through_actors_replay_and_network(case):
     """env obs -> codes (wrapper) -> windows (local actor pool) -> replay (the learner's recipe) ->
     sampled codes -> network encoding == reference one-hot of the original observation."""
-    from r2d2kit.agent.learner import R2D2Config, make_sequence_replay
+    from r2d2kit.agent.config import R2D2Config
     from r2d2kit.models import QNetwork
     from r2d2kit.models.code_encoding import CodeEncoder
-    from r2d2kit.runners.experience import LocalActors
+    from r2d2kit.runners.local import LocalActors
+    from r2d2kit.runners.pool import Incarnations
+    from r2d2kit.training.builders import make_sequence_replay
 
     log = {"obs": [], "steps": []}
     env = wrap_spaces(LoggingEnv(case.observation_space, case.action_space, log))
@@ -128,7 +130,7 @@ def test_observations_round_trip_through_actors_replay_and_network(case):
     config = R2D2Config(burn_in=1, trace_length=4, period=2, n_step=1, batch_size=8)
     replay = make_sequence_replay(network, config, capacity=500, seed=0)
     actors = LocalActors(lambda: wrap_spaces(LoggingEnv(case.observation_space, case.action_space, log)), network,
-                         config, num_envs=2, epsilons=np.ones(2), seed=3)
+                         config, epsilons=np.ones(2), incarnations=Incarnations(seed=3))
     for _ in range(40):
         for windows, source in actors.collect().windows:
             replay.add_sequences(windows, source=source)

@@ -46,6 +46,6 @@ def test_readme_main_config_runs_a_tiny_budget_with_actor_processes(tmp_path):
     assert "runner: processes (2 actor processes x 2 envs)" in result.stdout
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["runner"] == "processes" and summary["env_steps"] >= 2000 and summary["updates"] > 0
-    assert summary["actor_restarts"] == 0 and summary["interrupted"] is False
+    assert summary["actor_restarts"] == 0 and summary["stopped_by"] == "run.total_env_steps"
     rows = list(csv.DictReader(open(tmp_path / "run" / "metrics.csv")))
     assert len(rows) >= 1 and all(1 <= float(row["eval_mean"]) <= 500 for row in rows)

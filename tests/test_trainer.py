@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import signal
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 from trainer_helpers import Recorder
 
+from r2d2kit.runners.callbacks import Callback
 from r2d2kit.runners.shm import PREFIX
 from r2d2kit.train import main as train_main
 from r2d2kit.training.checkpoint import (
@@ -53,7 +55,8 @@ def finished_run(tmp_path_factory):
     first_checkpoints = [path.name for path in list_checkpoints(run_dir)]
     resumed = Trainer(tiny(1500), run_dir, resume=True)
     restored = {"env_steps": resumed.counters["env_steps"], "updates": resumed.learner.updates,
-                "iterations": int(resumed.learner.optimizer.iterations.numpy())}
+                "iterations": int(resumed.learner.optimizer.iterations.numpy()),
+                "next_source": resumed.counters["next_source"]}
     second = resumed.fit()
     return dict(run_dir=run_dir, first=summary, recorder=first, first_checkpoints=first_checkpoints,
                 restored=restored, second=second)
@@ -63,8 +66,10 @@ def test_a_run_writes_checkpoints_and_resume_continues_the_counts(finished_run):
     first, second, restored = finished_run["first"], finished_run["second"], finished_run["restored"]
     assert first["env_steps"] == 1000 and first["updates"] > 0
     assert finished_run["first_checkpoints"] == ["ckpt-000000500", "ckpt-000001000"]
-    # the restored learner is exactly where the first run ended: counters and the optimizer's step
-    assert restored == {"env_steps": 1000, "updates": first["updates"], "iterations": first["updates"]}
+    # the restored learner is exactly where the first run ended: counters and the optimizer's step;
+    # the resumed run's actors write under source ids the first run's (0, one local actor) did not use
+    assert restored == {"env_steps": 1000, "updates": first["updates"], "iterations": first["updates"],
+                        "next_source": 1}
     assert second["env_steps"] == 1500 and second["updates"] > first["updates"]
     assert second["resumed_from"] == "checkpoints/ckpt-000001000"
     run_dir = finished_run["run_dir"]
@@ -72,7 +77,7 @@ def test_a_run_writes_checkpoints_and_resume_continues_the_counts(finished_run):
     assert steps == [500, 1000, 1500]  # one metrics file across the resume
     assert [path.name for path in list_checkpoints(run_dir)] == ["ckpt-000001000", "ckpt-000001500"]  # keep=2
     state = verify_checkpoint(run_dir / "checkpoints" / "ckpt-000001500")
-    assert state["env_steps"] == 1500 and state["updates"] == second["updates"]
+    assert state["env_steps"] == 1500 and state["updates"] == second["updates"] and state["next_source"] == 2
     for name in ("config.yaml", "learning_curve.png", "weights.weights.h5", "summary.json"):
         assert (run_dir / name).is_file(), name
 
@@ -84,6 +89,48 @@ def test_callbacks_run_in_order_with_the_run_counts(finished_run):
     assert [call for call in recorder.calls if call.startswith("evaluation")] == ["evaluation@500", "evaluation@1000"]
     assert recorder.steps == first["updates"] and recorder.episodes == first["episodes"] > 0
     assert recorder.summary == first
+
+
+def test_the_best_evaluations_weights_are_kept_across_a_resume(finished_run):
+    """best.weights.h5 replays the best evaluation exactly: the same greedy episodes (the trainer's
+    evaluation seed at that env step) give the best mean, also when the best came before the resume."""
+    from r2d2kit.evaluate import evaluate_run
+    from r2d2kit.training.trainer import EVAL_SEED_OFFSET
+
+    run_dir, second = finished_run["run_dir"], finished_run["second"]
+    rows = list(csv.DictReader(open(run_dir / "metrics.csv")))
+    best = max(rows, key=lambda row: float(row["eval_mean"]))  # the first of equal bests, as the trainer keeps
+    assert second["best_weights"] == "best.weights.h5" and second["best_eval_env_steps"] == int(best["env_steps"])
+    config = tiny(1500)
+    replay = evaluate_run(run_dir, episodes=config.run.eval_episodes, best=True,
+                          seed=config.run.seed + EVAL_SEED_OFFSET + int(best["env_steps"]))
+    assert replay["weights"].endswith("best.weights.h5")
+    assert replay["mean"] == pytest.approx(float(best["eval_mean"])) == pytest.approx(second["best_eval"])
+
+
+def test_a_misspelled_hook_is_an_error_when_the_class_is_defined():
+    with pytest.raises(TypeError, match=r"Late.on_evaluate is not a callback hook.*did you mean 'on_evaluation'"):
+        class Late(Callback):  # noqa: F841
+            def on_evaluate(self, trainer, row):
+                pass
+
+
+class StopAtUpdate(Callback):
+    def __init__(self, updates: int) -> None:
+        self.updates = updates
+
+    def on_learner_step(self, learner, metrics):
+        return metrics["updates"] < self.updates
+
+
+def test_a_hook_returning_false_ends_the_run_with_a_final_checkpoint_and_says_so(tmp_path):
+    run_dir = tmp_path / "run"
+    summary = Trainer(tiny(5000), run_dir, callbacks=[StopAtUpdate(10)]).fit()
+    # cue_memory: 4 envs x 0.25 updates per env step = one update per loop round, so it stops at 10
+    assert summary["stopped_by"] == "callback StopAtUpdate.on_learner_step" and summary["updates"] == 10
+    assert summary["env_steps"] < 5000
+    state = verify_checkpoint(run_dir / summary["checkpoint"])
+    assert state["updates"] == 10 and state["env_steps"] == summary["env_steps"]
 
 
 def test_tensorboard_holds_the_promised_scalars(finished_run):
@@ -159,7 +206,7 @@ def test_ctrl_c_stops_a_process_run_cleanly_with_a_final_checkpoint(tmp_path):
     assert process.returncode == 0, stderr[-3000:]
     assert "writing a final checkpoint" in stderr
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["interrupted"] is True and summary["runner"] == "processes"
+    assert summary["stopped_by"] == "Ctrl-C" and summary["runner"] == "processes"
     state = verify_checkpoint(run_dir / summary["checkpoint"])
     assert state["env_steps"] == summary["env_steps"] >= 1000
     assert not ours & shm_segments()  # every segment of the run was unlinked

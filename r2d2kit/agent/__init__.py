@@ -7,12 +7,10 @@ names are loaded on first use: ``from r2d2kit.agent import greedy`` does not sta
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from r2d2kit._lazy import lazy_exports
 
 _HOMES = {
-    "R2D2Config": "learner", "R2D2Learner": "learner", "make_sequence_replay": "learner",
-    "make_sequence_her_replay": "learner",
+    "R2D2Config": "config", "R2D2Learner": "learner",
     "tf_sequence_priorities": "learner",
     "nstep_targets": "targets", "tf_nstep_targets": "targets",
     "value_rescale": "rescale", "inverse_value_rescale": "rescale", "tf_value_rescale": "rescale",
@@ -20,9 +18,4 @@ _HOMES = {
     "greedy": "policies", "epsilon_greedy": "policies", "apex_epsilons": "policies", "boltzmann": "policies",
 }
 __all__ = list(_HOMES)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _HOMES:
-        return getattr(importlib.import_module(f"r2d2kit.agent.{_HOMES[name]}"), name)
-    raise AttributeError(f"module 'r2d2kit.agent' has no attribute {name!r}")
+__getattr__ = lazy_exports("r2d2kit.agent", _HOMES)

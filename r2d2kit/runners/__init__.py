@@ -1,18 +1,21 @@
-"""Where actors and learners run: ``local`` (one process) and ``processes`` (shared memory).
+"""Where actors run: pools behind one interface (:class:`~r2d2kit.runners.pool.ActorPool`).
 
-Imports are lazy so that a process needing only :mod:`r2d2kit.runners.shm` does not load TensorFlow.
+``local`` acts in the learner's process, ``processes`` in spawned processes on shared memory,
+``ray_actors`` on a Ray cluster; all run :class:`~r2d2kit.runners.acting.ActingLoop`. The one
+training loop that drives them is :class:`r2d2kit.training.trainer.Trainer`. Names are loaded on
+first use, so a process needing only :mod:`r2d2kit.runners.shm` does not load TensorFlow.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from r2d2kit._lazy import lazy_exports
 
-__all__ = ["LocalRunConfig", "RunResult", "evaluate", "train_local"]
-
-
-def __getattr__(name: str) -> Any:
-    if name in __all__:
-        from r2d2kit.runners import local
-
-        return getattr(local, name)
-    raise AttributeError(f"module 'r2d2kit.runners' has no attribute {name!r}")
+_HOMES = {
+    "ActorPool": "pool", "Experience": "pool", "Incarnations": "pool",
+    "ActingLoop": "acting",
+    "LocalActors": "local", "ProcessActors": "processes", "RayActors": "ray_actors",
+    "Callback": "callbacks", "CallbackList": "callbacks",
+    "Evaluation": "evaluation", "evaluate": "evaluation",
+}
+__all__ = list(_HOMES)
+__getattr__ = lazy_exports("r2d2kit.runners", _HOMES)

@@ -2,43 +2,66 @@
 
 Where each hook runs matters once actors are separate processes:
 
-* ``on_train_*``, ``on_learner_*`` and ``on_evaluation`` run in the **learner process** (the one
-  that called :func:`r2d2kit.training.trainer.Trainer.fit`), so they may touch the learner, the replay buffer
-  and the run directory.
+* ``on_train_*``, ``on_step``, ``on_learner_*`` and ``on_evaluation`` run in the **learner
+  process** (the one that called :meth:`r2d2kit.training.trainer.Trainer.fit`), so they may touch
+  the learner, the replay buffer and the run directory.
 * ``on_actor_*`` run **where the actor runs**: in the learner process with ``runner: local``, in each
   actor process with ``runner: processes`` or ``ray``. There the callback object is a pickled copy
   (define the class at module level); state it gathers stays in that process — send results out
   through a file or your own queue. Only callbacks that override an ``on_actor_*`` hook are sent
   to actors, so a learner-side callback may hold anything (the trainer, open files, locks).
 
-Hooks must be quick: they run inside the training loop.
+**Stopping early.** A learner-side hook that returns ``False`` ends the run after the current
+step, as SB3's ``_on_step`` does; the run writes its final checkpoint and ``summary.json`` names the
+hook in ``stopped_by``. :meth:`r2d2kit.training.trainer.Trainer.stop` does the same from anywhere.
+
+A method named ``on_...`` that is not a hook is a ``TypeError`` when the class is defined: a
+misspelled hook would otherwise never run. Hooks must be quick: they run inside the training loop.
 """
 
 from __future__ import annotations
 
+import difflib
 from typing import Any, Sequence
+
+LEARNER_HOOKS = ("on_train_begin", "on_train_end", "on_step", "on_learner_begin", "on_learner_step",
+                 "on_learner_end", "on_evaluation")
+ACTOR_HOOKS = ("on_actor_begin", "on_actor_episode", "on_actor_end")
+HOOKS = LEARNER_HOOKS + ACTOR_HOOKS
 
 
 class Callback:
-    """Base class: every hook does nothing."""
+    """Base class: every hook does nothing. A learner-side hook returning ``False`` stops the run."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in vars(cls):
+            if name.startswith("on_") and name not in HOOKS:
+                close = difflib.get_close_matches(name, HOOKS, n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                raise TypeError(f"{cls.__name__}.{name} is not a callback hook, so it would never run; {hint}"
+                                f"the hooks are {list(HOOKS)}")
 
     # --- learner process
-    def on_train_begin(self, trainer: Any) -> None:
+    def on_train_begin(self, trainer: Any) -> bool | None:
         """Before actors start (after a resume, counters already hold the restored values)."""
 
     def on_train_end(self, trainer: Any, summary: dict) -> None:
-        """After the final checkpoint, with the run summary (also after Ctrl-C)."""
+        """After the final checkpoint, with the run summary (also after Ctrl-C or an early stop)."""
 
-    def on_learner_begin(self, learner: Any) -> None:
+    def on_step(self, trainer: Any) -> bool | None:
+        """After each round of the loop (collect, add to replay, train); ``trainer.counters`` is current."""
+
+    def on_learner_begin(self, learner: Any) -> bool | None:
         """Just before the first gradient update of this run (replay warm-up is over)."""
 
-    def on_learner_step(self, learner: Any, metrics: dict) -> None:
+    def on_learner_step(self, learner: Any, metrics: dict) -> bool | None:
         """After every gradient update; ``metrics`` holds ``loss``, ``q_mean`` and ``updates``."""
 
     def on_learner_end(self, learner: Any) -> None:
         """After the last gradient update of this run."""
 
-    def on_evaluation(self, trainer: Any, row: dict) -> None:
+    def on_evaluation(self, trainer: Any, row: dict) -> bool | None:
         """After each greedy evaluation, with the row written to ``metrics.csv``."""
 
     # --- actor's process
@@ -53,22 +76,55 @@ class Callback:
 
 
 class CallbackList(Callback):
-    """Calls each hook on every callback, in order."""
+    """Calls each hook on every callback, in order. A learner hook returns ``False`` if any callback
+    did, and :attr:`stopped_by` names the first one (``"EarlyStop.on_evaluation"``)."""
 
     def __init__(self, callbacks: Sequence[Callback] = ()) -> None:
         self.callbacks = list(callbacks)
+        self.stopped_by: str | None = None
         for callback in self.callbacks:
             if not isinstance(callback, Callback):
                 raise TypeError(f"callbacks must be r2d2kit.runners.callbacks.Callback instances, got {callback!r}")
 
     def for_actors(self) -> "CallbackList":
         """The callbacks that override an actor hook (the ones worth pickling into actor processes)."""
-        hooks = ("on_actor_begin", "on_actor_episode", "on_actor_end")
-        callbacks = object.__getattribute__(self, "callbacks")
-        return CallbackList([c for c in callbacks if any(getattr(type(c), h) is not getattr(Callback, h) for h in hooks)])
+        return CallbackList([c for c in self.callbacks
+                             if any(getattr(type(c), h) is not getattr(Callback, h) for h in ACTOR_HOOKS)])
 
-    def __getattribute__(self, name: str) -> Any:
-        if name.startswith("on_"):
-            callbacks = object.__getattribute__(self, "callbacks")
-            return lambda *args: [getattr(callback, name)(*args) for callback in callbacks] and None
-        return object.__getattribute__(self, name)
+    def _call(self, hook: str, *args: Any) -> bool | None:
+        keep_going = True
+        for callback in self.callbacks:
+            if getattr(callback, hook)(*args) is False:
+                keep_going = False
+                self.stopped_by = self.stopped_by or f"{type(callback).__name__}.{hook}"
+        return None if keep_going else False
+
+    def on_train_begin(self, trainer: Any) -> bool | None:
+        return self._call("on_train_begin", trainer)
+
+    def on_train_end(self, trainer: Any, summary: dict) -> None:
+        self._call("on_train_end", trainer, summary)
+
+    def on_step(self, trainer: Any) -> bool | None:
+        return self._call("on_step", trainer)
+
+    def on_learner_begin(self, learner: Any) -> bool | None:
+        return self._call("on_learner_begin", learner)
+
+    def on_learner_step(self, learner: Any, metrics: dict) -> bool | None:
+        return self._call("on_learner_step", learner, metrics)
+
+    def on_learner_end(self, learner: Any) -> None:
+        self._call("on_learner_end", learner)
+
+    def on_evaluation(self, trainer: Any, row: dict) -> bool | None:
+        return self._call("on_evaluation", trainer, row)
+
+    def on_actor_begin(self, actor_id: int) -> None:
+        self._call("on_actor_begin", actor_id)
+
+    def on_actor_episode(self, actor_id: int, episode_return: float, length: int) -> None:
+        self._call("on_actor_episode", actor_id, episode_return, length)
+
+    def on_actor_end(self, actor_id: int) -> None:
+        self._call("on_actor_end", actor_id)

@@ -6,13 +6,16 @@
     SequenceReplayBuffer <- batches of windows <-------  ActingLoop: vector env -> stateful actor
                             + env steps, episodes          -> SequenceBuilder, ``steps_per_batch`` steps
 
-The same acting code as the processes runner (:class:`~r2d2kit.runners.experience.ActingLoop`);
+The same acting code as the processes runner (:class:`~r2d2kit.runners.acting.ActingLoop`);
 only the transport differs. Each actor has one batch request in flight at a time, so an actor
 that runs ahead of the learner waits for its next request (back-pressure, nothing dropped). Replay
 stays in the learner's process. ``ray.init(address=...)`` connects to an existing cluster when an
 address is configured (``actors.ray_address`` or the ``RAY_ADDRESS`` environment variable) and
 starts a local instance otherwise. Ray restarts an actor whose process dies (up to
 ``max_restarts``); the batch it was working on is lost, counted in ``restarts`` and requested again.
+The driver hands every incarnation its seed with its first request and files its windows under a
+new source id (:mod:`r2d2kit.runners.pool`), so a restarted actor neither replays its predecessor's
+episodes nor has its windows joined to its predecessor's rows.
 """
 
 from __future__ import annotations
@@ -20,88 +23,81 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from r2d2kit.runners.acting import THREAD_VARIABLES, ActingLoop, limit_threads
 from r2d2kit.runners.callbacks import Callback
-from r2d2kit.runners.experience import Experience
-from r2d2kit.runners.processes import (
-    THREAD_VARIABLES,
-    flatten_weights,
-    limit_threads,
-    load_published_weights,
-)
+from r2d2kit.runners.pool import Experience, Incarnations
+from r2d2kit.runners.weights import flatten_weights
 
 RESTART_TIMEOUT_S = 300.0  # a failed actor that Ray has not brought back by then stops the run
 
 
 class ActorBody:
-    """What runs inside one Ray actor: an acting loop returning batches of windows."""
+    """What runs inside one Ray actor: an acting loop returning batches of windows.
+
+    The loop is built on the first request, with the seed the driver sends: a restarted actor (Ray
+    runs ``__init__`` again) gets its incarnation's seed, not its predecessor's.
+    """
 
     def __init__(self, actor_id: int, make_network: Callable[[], Any], make_env: Callable[[], Any], config: Any,
-                 num_envs: int, epsilons: np.ndarray, seed: int, threads: int = 1,
-                 callbacks: Callback | None = None, extras: tuple[str, ...] = ()) -> None:
+                 epsilons: np.ndarray, threads: int = 1, callbacks: Callback | None = None,
+                 extras: tuple[str, ...] = ()) -> None:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         limit_threads(threads)
-        import gymnasium as gym
-
         from r2d2kit.models.tf_setup import setup_tensorflow
-        from r2d2kit.replay import SequenceBuilder
-        from r2d2kit.runners.experience import ActingLoop
 
         setup_tensorflow(threads=threads)
-        self.actor_id = actor_id
-        self.callbacks = callbacks or Callback()
+        self.actor_id, self.make_env, self.config, self.epsilons = actor_id, make_env, config, epsilons
+        self.callbacks, self.extras = callbacks, extras
         self.network = make_network()
-        self.envs = gym.vector.SyncVectorEnv([make_env] * num_envs)
-        builder = SequenceBuilder(num_envs, config.burn_in, config.trace_length, config.n_step, config.period)
-        # weights change only in collect() (load_published_weights), so the actor need not read them every step
-        self.actor = self.network.actor(num_envs, follow_weights=False)
-        self.loop = ActingLoop(self.envs, self.actor, builder, epsilons, seed, extras)
-        self.num_envs = num_envs
+        self.loop = None
         self.version = -1
-        self.callbacks.on_actor_begin(actor_id)
 
     def pid(self) -> int:
         """The actor's process id (for tests and fault drills)."""
         return os.getpid()
 
-    def collect(self, weights: list, version: int, steps: int) -> tuple[dict | None, int, list, int]:
+    def collect(self, weights: list, version: int, steps: int, seed: int) -> tuple[dict | None, int, list, int]:
         """Act ``steps`` vector steps with weights ``version``; return (windows, env steps, episodes, version).
 
         ``weights`` is ``[ObjectRef]``: wrapped in a list so Ray does not fetch it unless the version changed.
+        ``seed`` seeds the acting loop if this is the incarnation's first request.
         """
         import ray
 
+        if self.loop is None:
+            self.loop = ActingLoop.build(self.make_env, self.network, self.config, self.epsilons, seed, self.extras,
+                                         actor_id=self.actor_id, callbacks=self.callbacks)
         if version != self.version:
-            load_published_weights(self.actor, ray.get(weights[0]))
+            self.loop.load_weights(ray.get(weights[0]))
             self.version = version
         batches, episodes = [], []
         for _ in range(steps):
             windows, returns, lengths = self.loop.step()
             if windows is not None:
                 batches.append(windows)
-            for episode_return, length in zip(returns.tolist(), lengths.tolist()):
-                self.callbacks.on_actor_episode(self.actor_id, episode_return, length)
-                episodes.append((episode_return, length))
+            episodes.extend(zip(returns.tolist(), lengths.tolist()))
         stacked = {name: np.concatenate([b[name] for b in batches]) for name in batches[0]} if batches else None
-        return stacked, steps * self.num_envs, episodes, self.version
+        return stacked, steps * len(self.epsilons), episodes, self.version
 
     def close(self) -> None:
         """End hook and envs."""
-        self.callbacks.on_actor_end(self.actor_id)
-        self.envs.close()
+        if self.loop is not None:
+            self.loop.close()
 
 
 class RayActors:
-    """``num_actors`` Ray actors feeding this (learner) process; same verbs as the other pools.
+    """An :class:`~r2d2kit.runners.pool.ActorPool` of ``num_actors`` Ray actors feeding this (learner) process.
 
     Args:
         make_network, make_env: picklable factories (Ray ships them to the actors).
         config: the learner's :class:`~r2d2kit.agent.learner.R2D2Config` (window layout).
         network: the learner's online network (weights to broadcast).
         epsilons: per-env epsilons over all actors' envs, actor-major.
+        incarnations: source ids and seeds of every actor start (a restarted actor gets new ones).
         steps_per_batch: vector steps an actor takes per request.
         address: Ray cluster address; None: ``RAY_ADDRESS`` if set, else a local instance.
         num_cpus: CPUs of a local instance (None: all of this machine).
@@ -111,8 +107,8 @@ class RayActors:
     """
 
     def __init__(self, make_network: Callable[[], Any], make_env: Callable[[], Any], config: Any, network: Any, *,
-                 num_actors: int, envs_per_actor: int, epsilons: np.ndarray, steps_per_batch: int = 50,
-                 publish_every: int = 10, threads: int = 1, max_restarts: int = 10, seed: int = 0,
+                 num_actors: int, envs_per_actor: int, epsilons: np.ndarray, incarnations: Incarnations,
+                 steps_per_batch: int = 50, publish_every: int = 10, threads: int = 1, max_restarts: int = 10,
                  address: str | None = None, num_cpus: int | None = None, cpus_per_actor: float = 1.0,
                  callbacks: Callback | None = None, log: Callable[[str], None] | None = None,
                  extras: Sequence[str] = ()) -> None:
@@ -124,6 +120,7 @@ class RayActors:
         self.log = log or (lambda message: print(message, file=sys.stderr, flush=True))
         self.publish_every, self.steps_per_batch, self.max_restarts = publish_every, steps_per_batch, max_restarts
         self.restarts = 0
+        self.incarnations = incarnations
         self.windows_per_actor: dict[int, int] = {}
         self.weight_versions_seen: dict[int, int] = {}
         self._owns_ray = not ray.is_initialized()
@@ -139,9 +136,10 @@ class RayActors:
         remote = ray.remote(num_cpus=cpus_per_actor, max_restarts=max_restarts, max_task_retries=0,
                             runtime_env={"env_vars": env_vars})(ActorBody)
         n = envs_per_actor
-        self._actors = [remote.remote(i, make_network, make_env, config, n, np.asarray(epsilons[i * n:(i + 1) * n]),
-                                      seed + 1000 * i, threads, callbacks, tuple(extras))
+        self._actors = [remote.remote(i, make_network, make_env, config, np.asarray(epsilons[i * n:(i + 1) * n]),
+                                      threads, callbacks, tuple(extras))
                         for i in range(num_actors)]
+        self._seeds = {i: incarnations.start(i)[1] for i in range(num_actors)}  # sent with each request
         self._pending: dict[Any, int] = {}
         self._retry_at: dict[int, float] = {}
         self._restarting: dict[int, float] = {}  # actor id -> when its failure was seen
@@ -149,7 +147,8 @@ class RayActors:
             self._request(actor_id)
 
     def _request(self, actor_id: int) -> None:
-        ref = self._actors[actor_id].collect.remote([self._weights], self._version, self.steps_per_batch)
+        ref = self._actors[actor_id].collect.remote([self._weights], self._version, self.steps_per_batch,
+                                                    self._seeds[actor_id])
         self._pending[ref] = actor_id
 
     def actor_pids(self) -> dict[int, int]:
@@ -176,6 +175,7 @@ class RayActors:
                 if actor_id not in self._restarting:
                     self._restarting[actor_id] = time.monotonic()
                     self.restarts += 1
+                    _, self._seeds[actor_id] = self.incarnations.start(actor_id, restart=True)
                     self.log(f"Ray actor {actor_id} failed ({type(error).__name__}); Ray restarts it and its batch "
                              f"is requested again (failure {self.restarts} of at most {self.max_restarts})")
                 if self.restarts > self.max_restarts:
@@ -190,7 +190,7 @@ class RayActors:
             experience.env_steps += steps
             experience.episodes.extend(episodes)
             if windows is not None:
-                experience.windows.append((windows, actor_id))
+                experience.windows.append((windows, self.incarnations.source_of[actor_id]))
                 self.windows_per_actor[actor_id] = self.windows_per_actor.get(actor_id, 0) + len(windows["env"])
             self.weight_versions_seen[actor_id] = max(version, self.weight_versions_seen.get(actor_id, -1))
             self._request(actor_id)

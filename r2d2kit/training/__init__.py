@@ -7,8 +7,7 @@ loaded on first use, so importing this package does not start TensorFlow.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from r2d2kit._lazy import lazy_exports
 
 _HOMES = {
     "TrainConfig": "config", "ConfigError": "config", "load_config": "config", "build_config": "config",
@@ -18,9 +17,4 @@ _HOMES = {
     "CheckpointError": "checkpoint", "latest_checkpoint": "checkpoint",
 }
 __all__ = list(_HOMES)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _HOMES:
-        return getattr(importlib.import_module(f"r2d2kit.training.{_HOMES[name]}"), name)
-    raise AttributeError(f"module 'r2d2kit.training' has no attribute {name!r}")
+__getattr__ = lazy_exports("r2d2kit.training", _HOMES)

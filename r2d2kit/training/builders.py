@@ -1,4 +1,6 @@
-"""From a :class:`~r2d2kit.training.config.TrainConfig` to the objects a run needs: envs, encoder, Q-network.
+"""From a :class:`~r2d2kit.training.config.TrainConfig` to the objects a run needs: envs, encoder,
+Q-network, replay and actor pool (the learner is :class:`~r2d2kit.agent.learner.R2D2Learner` of the
+network and ``config.learner``).
 
 The factories are module-level functions taking the config, so ``functools.partial(make_env, config)``
 pickles into spawned actor processes, which rebuild the same env and network there.
@@ -10,6 +12,8 @@ import importlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from r2d2kit.agent.config import R2D2Config
+from r2d2kit.replay import SequenceHerReplayBuffer, SequenceReplayBuffer
 from r2d2kit.training.config import ConfigError, TrainConfig
 
 
@@ -171,3 +175,96 @@ def _check_encoder_for_codes(config: TrainConfig, layout: Any) -> None:
     if isinstance(scale, list) and len(scale) not in (1, layout.encoded_size):
         raise ConfigError(f"model.input_scale has {len(scale)} entries, but {where}; give one number, or "
                           f"{layout.encoded_size} (one per network input, in the order layout.describe() prints)")
+
+
+def make_sequence_replay(network: Any, config: R2D2Config, capacity: int, *, seed: Any = None,
+                         initial_state: str = "stored") -> SequenceReplayBuffer:
+    """The replay an :class:`R2D2Learner` of ``network`` samples from.
+
+    Windows match ``config`` (burn-in, trace, n-step, period, priority exponent) and carry the
+    fields :meth:`R2D2Learner.train` reads: ``obs`` and ``action`` per row, the LSTM's ``state_h``
+    and ``state_c`` per window.
+    """
+    units = network.lstm_units
+    return SequenceReplayBuffer(
+        capacity, {"obs": (network.obs_shape, network.obs_dtype), "action": ((), "int64")},
+        {"state_h": ((units,), "float32"), "state_c": ((units,), "float32")}, burn_in=config.burn_in,
+        trace_length=config.trace_length, n_step=config.n_step, period=config.period,
+        alpha=config.priority_exponent, initial_state=initial_state, seed=seed)
+
+
+def make_sequence_her_replay(network: Any, config: R2D2Config, capacity: int, *, observation_size: int,
+                             goal_size: int, compute_reward: Any, compute_terminated: Any = None,
+                             n_sampled_goal: int = 4, goal_selection_strategy: str = "future", seed: Any = None,
+                             initial_state: str = "stored") -> SequenceHerReplayBuffer:
+    """:func:`make_sequence_replay` for a goal env: windows relabelled in hindsight at sample time.
+
+    The network's input is the observation (``observation_size`` entries) then the desired goal
+    (``goal_size``), as :class:`~r2d2kit.spaces.GoalObservation` makes it; windows must carry the
+    rows' ``achieved_goal`` (``ActingLoop(..., extras=("achieved_goal",))``).
+    """
+    if tuple(network.obs_shape) != (observation_size + goal_size,):
+        raise ValueError(f"the network's input {tuple(network.obs_shape)} is not observation ({observation_size}) "
+                         f"+ desired goal ({goal_size}); build it from the GoalObservation-wrapped env")
+    units = network.lstm_units
+    return SequenceHerReplayBuffer(
+        capacity, ((observation_size,), "float32"), ((goal_size,), "float32"), ((), "int64"),
+        {"state_h": ((units,), "float32"), "state_c": ((units,), "float32")}, compute_reward=compute_reward,
+        compute_terminated=compute_terminated, burn_in=config.burn_in, trace_length=config.trace_length, n_step=config.n_step, period=config.period,
+        n_sampled_goal=n_sampled_goal, goal_selection_strategy=goal_selection_strategy,
+        alpha=config.priority_exponent, initial_state=initial_state, seed=seed)
+
+
+def make_replay(config: TrainConfig, network: Any, goal: GoalReward | None, seed: int) -> SequenceReplayBuffer:
+    """The run's replay: :func:`make_sequence_replay`, or with ``replay.her`` (``goal`` from
+    :func:`goal_reward`) :func:`make_sequence_her_replay` relabelling with the env's goal functions."""
+    if goal is None:
+        return make_sequence_replay(network, config.learner, config.replay.capacity,
+                                    initial_state=config.replay.initial_state, seed=seed)
+    her = config.replay.her
+    return make_sequence_her_replay(
+        network, config.learner, config.replay.capacity, observation_size=goal.observation_size,
+        goal_size=goal.goal_size, compute_reward=goal.compute_reward,
+        compute_terminated=goal.compute_terminated if her.terminate_on_goal else None,
+        n_sampled_goal=her.n_sampled_goal, goal_selection_strategy=her.goal_selection_strategy,
+        initial_state=config.replay.initial_state, seed=seed)
+
+
+def make_actor_pool(config: TrainConfig, network: Any, epsilons: Any, incarnations: Any, callbacks: Any,
+                    extras: dict[str, tuple[tuple[int, ...], str]]) -> Any:
+    """The :class:`~r2d2kit.runners.pool.ActorPool` of ``actors.runner``, started: acting in this
+    process with ``network``'s weights (local), or in spawned processes / Ray actors that rebuild
+    the env and the network from ``config`` and take published weights.
+
+    Args:
+        epsilons: one exploration rate per env, over all actors' envs, actor-major.
+        incarnations: a :class:`~r2d2kit.runners.pool.Incarnations` (source ids and seeds).
+        callbacks: a :class:`~r2d2kit.runners.callbacks.CallbackList`; actor pools in other
+            processes get only the callbacks with actor hooks.
+        extras: per-row ``info`` entries stored with each observation, ``{name: (shape, dtype)}``.
+    """
+    import functools
+
+    cfg, actors = config, config.actors
+    env_factory, network_factory = functools.partial(make_env, cfg), functools.partial(build_network, cfg)
+    if actors.runner == "ray":
+        from r2d2kit.runners.ray_actors import RayActors
+
+        return RayActors(network_factory, env_factory, cfg.learner, network, num_actors=actors.num_actors,
+                         envs_per_actor=cfg.env.num_envs, epsilons=epsilons, incarnations=incarnations,
+                         steps_per_batch=actors.steps_per_batch, publish_every=actors.publish_every,
+                         threads=actors.threads, max_restarts=actors.max_restarts, address=actors.ray_address,
+                         num_cpus=actors.ray_num_cpus, cpus_per_actor=actors.cpus_per_actor,
+                         callbacks=callbacks.for_actors(), extras=tuple(extras))
+    if actors.runner == "processes":
+        from r2d2kit.runners.processes import ProcessActors
+
+        return ProcessActors(network_factory, env_factory, cfg.learner, network, num_actors=actors.num_actors,
+                             envs_per_actor=cfg.env.num_envs, epsilons=epsilons, incarnations=incarnations,
+                             ring_capacity=actors.ring_capacity, publish_every=actors.publish_every,
+                             threads=actors.threads, max_restarts=actors.max_restarts,
+                             callbacks=callbacks.for_actors(), extras=extras)
+    from r2d2kit.runners.local import LocalActors
+
+    return LocalActors(env_factory, network, cfg.learner, epsilons, incarnations, callbacks=callbacks,
+                       extras=tuple(extras))

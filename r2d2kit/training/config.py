@@ -33,7 +33,7 @@ from typing import Any, Mapping, Sequence
 
 import yaml
 
-from r2d2kit.agent.learner import R2D2Config
+from r2d2kit.agent.config import R2D2Config
 
 
 class ConfigError(ValueError):

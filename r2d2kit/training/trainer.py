@@ -8,8 +8,14 @@ processes on shared memory with ``processes``) through one loop::
     -> every run.eval_every: greedy evaluation -> metrics.csv
     -> every checkpoints.every_env_steps: checkpoint
 
-The first Ctrl-C (SIGINT) asks the loop to stop after the current step; the run then writes a
-final checkpoint, closes the actors (every shared-memory segment is unlinked) and returns normally.
+It is the only training loop: where acting happens is the actor pool's business
+(:mod:`r2d2kit.runners.pool`), and this loop alone turns env steps into update credit.
+
+The run ends at ``run.total_env_steps``, or earlier when a callback hook returns ``False``,
+:meth:`Trainer.stop` is called, or on the first Ctrl-C (SIGINT): it then writes a final checkpoint,
+closes the actors (every shared-memory segment is unlinked) and returns normally, with
+``summary["stopped_by"]`` saying which. The weights of the best greedy evaluation so far are kept
+in ``best.weights.h5`` (``python -m r2d2kit.evaluate RUN --weights best``).
 A second Ctrl-C aborts at once. ``Trainer(..., resume=True)`` continues from the run directory's
 newest checkpoint: counters, networks, optimizer (so a learning-rate schedule goes on where it was)
 and, if it was saved, the replay buffer; without a saved replay the buffer warms up again.
@@ -43,7 +49,8 @@ from r2d2kit.training.config import ConfigError, TrainConfig, save_config
 # env plays, the same for every run of a seed (benchmarks evaluate peers on these episodes too)
 EVAL_SEED_OFFSET = 7919
 COUNTERS = ("env_steps", "updates", "episodes", "next_eval", "next_checkpoint", "next_log", "update_credit",
-            "train_seconds", "actor_restarts")
+            "train_seconds", "actor_restarts", "next_source", "best_eval", "best_eval_env_steps")
+BEST_WEIGHTS = "best.weights.h5"  # the online weights of the best greedy evaluation (highest eval_mean)
 
 
 class Trainer:
@@ -85,7 +92,8 @@ class Trainer:
         self.goal = goal_reward(config) if config.replay.her is not None else None
         self.counters = {name: 0 for name in COUNTERS}
         self.counters.update(next_eval=config.run.eval_every, next_checkpoint=config.checkpoints.every_env_steps,
-                             next_log=config.logging.log_every, update_credit=0.0, train_seconds=0.0)
+                             next_log=config.logging.log_every, update_credit=0.0, train_seconds=0.0,
+                             best_eval=None, best_eval_env_steps=None)
         self.resumed_from: Path | None = None
         replay = None
         if resume:
@@ -105,25 +113,16 @@ class Trainer:
         save_config(config, self.run_dir / "config.yaml")
         self.log = RunLog(self.run_dir, tensorboard=config.logging.tensorboard)
         self.eval_actor = self.network.actor(min(config.run.eval_episodes, 8)) if config.run.eval_every else None
-        self.stop_requested = False
+        self.stopped_by: str | None = None
         self.actors: Any = None
         self._window = _Window()
         self._recent_returns: deque[float] = deque(maxlen=100)
 
     # ------------------------------------------------------------------ pieces
     def _new_replay(self, seed: int) -> Any:
-        from r2d2kit.agent.learner import make_sequence_her_replay, make_sequence_replay
+        from r2d2kit.training.builders import make_replay
 
-        cfg = self.config
-        if self.goal is None:
-            return make_sequence_replay(self.network, cfg.learner, cfg.replay.capacity,
-                                        initial_state=cfg.replay.initial_state, seed=seed)
-        her = cfg.replay.her
-        return make_sequence_her_replay(
-            self.network, cfg.learner, cfg.replay.capacity, observation_size=self.goal.observation_size,
-            goal_size=self.goal.goal_size, compute_reward=self.goal.compute_reward,
-            compute_terminated=self._compute_terminated(), n_sampled_goal=her.n_sampled_goal, goal_selection_strategy=her.goal_selection_strategy,
-            initial_state=cfg.replay.initial_state, seed=seed)
+        return make_replay(self.config, self.network, self.goal, seed)
 
     def _load_replay(self, path: Path) -> Any:
         """The checkpoint's replay; its kind (with or without relabelling) must be the config's."""
@@ -132,17 +131,15 @@ class Trainer:
         try:
             if self.goal is None:
                 return SequenceReplayBuffer.load(path)
+            terminated = self.goal.compute_terminated if self.config.replay.her.terminate_on_goal else None
             return SequenceHerReplayBuffer.load(path, compute_reward=self.goal.compute_reward,
-                                                compute_terminated=self._compute_terminated())
+                                                compute_terminated=terminated)
         except ValueError as error:
             if "holds a" not in str(error):
                 raise CheckpointError(f"{path}: {error}") from None
             now = "with" if self.goal is not None else "without"
             raise CheckpointError(f"{path} holds a replay of another kind than the config's (the run continues {now} "
                                   f"replay.her): {error}. Resume with the config the run was started with") from None
-
-    def _compute_terminated(self) -> Any:
-        return self.goal.compute_terminated if self.config.replay.her.terminate_on_goal else None
 
     def _row_extras(self) -> dict[str, tuple[tuple[int, ...], str]]:
         """Per-row info entries the actors store with each observation (achieved goals for HER)."""
@@ -151,48 +148,34 @@ class Trainer:
     def start_actors(self) -> Any:
         """The actor pool this config describes (local, processes or Ray), started and ready to
         ``collect()``; the caller closes it. :meth:`fit` uses it; so do benchmarks of the runners."""
-        cfg = self.config
-        seed = cfg.run.seed + self.counters["env_steps"]  # a resumed run does not replay the same episodes
-        if cfg.actors.runner == "ray":
-            from r2d2kit.runners.ray_actors import RayActors
+        from r2d2kit.runners.pool import Incarnations
+        from r2d2kit.training.builders import make_actor_pool
 
-            return RayActors(self.make_network, self.make_env, cfg.learner, self.network,
-                             num_actors=cfg.actors.num_actors, envs_per_actor=cfg.env.num_envs, epsilons=self.epsilons,
-                             steps_per_batch=cfg.actors.steps_per_batch, publish_every=cfg.actors.publish_every,
-                             threads=cfg.actors.threads, max_restarts=cfg.actors.max_restarts, seed=seed,
-                             address=cfg.actors.ray_address, num_cpus=cfg.actors.ray_num_cpus,
-                             cpus_per_actor=cfg.actors.cpus_per_actor, callbacks=self.callbacks.for_actors(),
-                             extras=tuple(self._row_extras()))
-        if cfg.actors.runner == "processes":
-            from r2d2kit.runners.processes import ProcessActors
+        seed = self.config.run.seed + self.counters["env_steps"]  # a resumed run does not replay the same episodes
+        incarnations = Incarnations(first_source=self.counters["next_source"], seed=seed)
+        return make_actor_pool(self.config, self.network, self.epsilons, incarnations, self.callbacks,
+                               self._row_extras())
 
-            return ProcessActors(self.make_network, self.make_env, cfg.learner, self.network,
-                                 num_actors=cfg.actors.num_actors, envs_per_actor=cfg.env.num_envs,
-                                 epsilons=self.epsilons, ring_capacity=cfg.actors.ring_capacity,
-                                 publish_every=cfg.actors.publish_every, threads=cfg.actors.threads,
-                                 max_restarts=cfg.actors.max_restarts, seed=seed,
-                                 callbacks=self.callbacks.for_actors(), extras=self._row_extras())
-        from r2d2kit.runners.experience import LocalActors
-
-        return LocalActors(self.make_env, self.network, cfg.learner, cfg.env.num_envs, self.epsilons, seed,
-                           callbacks=self.callbacks, extras=tuple(self._row_extras()))
+    def stop(self, reason: str) -> None:
+        """End the run after the current step (final checkpoint, summary with ``stopped_by: reason``)."""
+        self.stopped_by = self.stopped_by or reason
 
     def request_stop(self, *_: Any) -> None:
-        """Stop after the current step (the SIGINT handler); a second request aborts."""
-        if self.stop_requested:
+        """The SIGINT handler: stop after the current step; a second Ctrl-C aborts."""
+        if self.stopped_by == "Ctrl-C":
             raise KeyboardInterrupt
-        self.stop_requested = True
+        self.stop("Ctrl-C")
         print("\nstopping: finishing the current step and writing a final checkpoint (Ctrl-C again aborts)",
               file=sys.stderr, flush=True)
 
     def evaluate(self) -> dict[str, float]:
         """Greedy evaluation now; appends a row to ``metrics.csv`` and returns it (with ``eval_success``,
         the fraction of episodes ending with ``info["is_success"]``, for envs that report it)."""
-        from r2d2kit.runners.local import evaluate_episodes
+        from r2d2kit.runners.evaluation import evaluate
 
         c = self.counters
-        evaluation = evaluate_episodes(self.eval_actor, self.make_env, self.config.run.eval_episodes,
-                                       seed=self.config.run.seed + EVAL_SEED_OFFSET + c["env_steps"])
+        evaluation = evaluate(self.eval_actor, self.make_env, self.config.run.eval_episodes,
+                              seed=self.config.run.seed + EVAL_SEED_OFFSET + c["env_steps"])
         returns = evaluation.returns
         row = {"env_steps": c["env_steps"], "updates": c["updates"], "seconds": round(c["train_seconds"], 2),
                "eval_mean": float(returns.mean()), "eval_std": float(returns.std()),
@@ -204,7 +187,11 @@ class Trainer:
             row["eval_success"] = scalars["eval/success_rate"] = evaluation.success_rate
         self.log.evaluation(row)
         self.log.scalars(c["env_steps"], scalars)
-        self.callbacks.on_evaluation(self, row)
+        if c["best_eval"] is None or row["eval_mean"] > c["best_eval"]:
+            c["best_eval"], c["best_eval_env_steps"] = row["eval_mean"], c["env_steps"]
+            self.network.model.save_weights(str(self.run_dir / BEST_WEIGHTS))
+        if self.callbacks.on_evaluation(self, row) is False:
+            self.stop(f"callback {self.callbacks.stopped_by}")
         return row
 
     def checkpoint(self) -> Path:
@@ -222,9 +209,8 @@ class Trainer:
             "learner/priority_mean": w.mean("priority"), "train/episode_return": w.mean("return"),
             "train/episode_length": w.mean("length"), "replay/sequences": len(self.replay),
             "replay/steps": self.replay.steps_stored, "actors/restarts": c["actor_restarts"],
+            "actors/weights_version": self.actors.weights_version,
         }
-        if hasattr(self.actors, "weights_version"):
-            values["actors/weights_version"] = self.actors.weights_version
         self.log.scalars(c["env_steps"], values)
         self._window = _Window(last_loss=w.mean("loss") if w.values["loss"] else w.last_loss)
 
@@ -236,7 +222,8 @@ class Trainer:
         cfg, c = self.config, self.counters
         handler_installed = threading.current_thread() is threading.main_thread()
         previous_handler = signal.signal(signal.SIGINT, self.request_stop) if handler_installed else None
-        self.callbacks.on_train_begin(self)
+        if self.callbacks.on_train_begin(self) is False:
+            self.stop(f"callback {self.callbacks.stopped_by}")
         bar = tqdm(total=cfg.run.total_env_steps, initial=c["env_steps"], disable=not cfg.logging.progress,
                    unit="step", dynamic_ncols=True)
         learner_started = False
@@ -244,7 +231,7 @@ class Trainer:
         try:
             self.actors = self.start_actors()
             last = time.perf_counter()  # actor start-up (spawn, TF import) is not training time
-            while c["env_steps"] < cfg.run.total_env_steps and not self.stop_requested:
+            while c["env_steps"] < cfg.run.total_env_steps and self.stopped_by is None:
                 experience = self.actors.collect()
                 for windows, source in experience.windows:
                     self.replay.add_sequences(windows, source=source)
@@ -260,8 +247,9 @@ class Trainer:
                 trained = 0
                 while c["update_credit"] >= 1.0 and len(self.replay):
                     if not learner_started:
-                        self.callbacks.on_learner_begin(self.learner)
                         learner_started = True
+                        if self.callbacks.on_learner_begin(self.learner) is False:
+                            self.stop(f"callback {self.callbacks.stopped_by}")
                     out = self.learner.train_from(self.replay)
                     c["update_credit"] -= 1.0
                     c["updates"] = self.learner.updates
@@ -269,11 +257,13 @@ class Trainer:
                     self._window.add(loss=float(out["loss"]), q_mean=float(out["q_mean"]),
                                      priority=float(np.mean(out["priorities"])))
                     self._window.updates += 1
-                    self.callbacks.on_learner_step(self.learner, {"loss": float(out["loss"]),
-                                                                  "q_mean": float(out["q_mean"]),
-                                                                  "updates": self.learner.updates})
+                    metrics = {"loss": float(out["loss"]), "q_mean": float(out["q_mean"]),
+                               "updates": self.learner.updates}
+                    if self.callbacks.on_learner_step(self.learner, metrics) is False:
+                        self.stop(f"callback {self.callbacks.stopped_by}")
                     self.actors.publish(self.network, self.learner.updates)
                 c["actor_restarts"] = self.actors.restarts
+                c["next_source"] = self.actors.incarnations.next_source
                 now = time.perf_counter()
                 c["train_seconds"] += now - last
                 last = now
@@ -289,6 +279,8 @@ class Trainer:
                     c["next_checkpoint"] = _next_multiple(c["env_steps"], cfg.checkpoints.every_env_steps)
                     self.checkpoint()
                     last = time.perf_counter()
+                if self.callbacks.on_step(self) is False:
+                    self.stop(f"callback {self.callbacks.stopped_by}")
                 if not experience.windows and not trained and not experience.env_steps:
                     time.sleep(0.002)  # actors are busy: do not spin
         finally:
@@ -315,7 +307,10 @@ class Trainer:
                    "best_eval": max(row["eval_mean"] for row in rows) if rows else None,
                    "final_success": rows[-1].get("eval_success") if rows else None,
                    "best_success": max((row["eval_success"] for row in rows if "eval_success" in row), default=None),
-                   "actor_restarts": c["actor_restarts"], "interrupted": self.stop_requested,
+                   "best_eval_env_steps": c["best_eval_env_steps"],
+                   "best_weights": BEST_WEIGHTS if (self.run_dir / BEST_WEIGHTS).is_file() else None,
+                   "actor_restarts": c["actor_restarts"],
+                   "stopped_by": self.stopped_by or "run.total_env_steps",
                    "checkpoint": str(checkpoint.relative_to(self.run_dir)),
                    "resumed_from": str(self.resumed_from.relative_to(self.run_dir)) if self.resumed_from else None,
                    "runner": self.config.actors.runner}

@@ -15,7 +15,7 @@ import pytest
 
 from r2d2kit.models import ImageModel, MLPModel, QNetwork
 from r2d2kit.models.numpy_actor import NumpyForward, UnsupportedNetwork
-from r2d2kit.runners.processes import flatten_weights, load_published_weights
+from r2d2kit.runners.weights import flatten_weights, load_published_weights
 
 UNITS, ENVS, STEPS = 6, 3, 12
 
@@ -267,29 +267,30 @@ def test_local_pool_publish_and_evaluate_read_the_new_weights():
     import gymnasium as gym
 
     from r2d2kit.agent.learner import R2D2Config
-    from r2d2kit.runners.experience import LocalActors
-    from r2d2kit.runners.local import evaluate
+    from r2d2kit.runners.evaluation import evaluate
+    from r2d2kit.runners.local import LocalActors
+    from r2d2kit.runners.pool import Incarnations
 
     network = QNetwork((4,), 2, MLPModel((8,)), lstm_units=UNITS, head_units=5)
     randomize(network, 19)
     config = R2D2Config(burn_in=1, trace_length=3, period=2, n_step=1)
-    pool = LocalActors(lambda: gym.make("CartPole-v1"), network, config, 2, np.zeros(2), seed=0)
+    pool = LocalActors(lambda: gym.make("CartPole-v1"), network, config, np.zeros(2), Incarnations(seed=0))
     try:
         inputs = (np.ones((2, 4), np.float32), np.zeros(2, np.int32), np.zeros(2, np.float32))
-        before = q_of(pool.actor, inputs)
+        before = q_of(pool.loop.actor, inputs)
         randomize(network, 20)
         pool.publish(network, updates=1)
-        np.testing.assert_allclose(q_of(pool.actor, inputs), q_of(network.actor(2, backend="keras"), inputs),
+        np.testing.assert_allclose(q_of(pool.loop.actor, inputs), q_of(network.actor(2, backend="keras"), inputs),
                                    rtol=1e-5, atol=1e-5)
-        assert not np.allclose(before, q_of(pool.actor, inputs))
+        assert not np.allclose(before, q_of(pool.loop.actor, inputs))
     finally:
         pool.close()
     # evaluate(): an actor that does not follow the weights still evaluates with the current ones
     stale = network.actor(2, follow_weights=False)
     randomize(network, 21)
     fresh = network.actor(2, backend="keras")
-    np.testing.assert_array_equal(evaluate(stale, lambda: gym.make("CartPole-v1"), 4, seed=3),
-                                  evaluate(fresh, lambda: gym.make("CartPole-v1"), 4, seed=3))
+    np.testing.assert_array_equal(evaluate(stale, lambda: gym.make("CartPole-v1"), 4, seed=3).returns,
+                                  evaluate(fresh, lambda: gym.make("CartPole-v1"), 4, seed=3).returns)
     assert stale.follow_weights is False
 
 

@@ -5,7 +5,8 @@ import keras
 import numpy as np
 import pytest
 
-from r2d2kit.agent.learner import R2D2Config, R2D2Learner, make_sequence_replay
+from r2d2kit.agent.learner import R2D2Config, R2D2Learner
+from r2d2kit.training.builders import make_sequence_replay
 from r2d2kit.models import ImageModel, MLPModel, QNetwork
 from r2d2kit.replay import SequenceBuilder
 

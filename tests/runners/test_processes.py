@@ -1,60 +1,112 @@
-"""Multi-process runner: windows arrive from every actor, weights advance, a killed actor is
-restarted, and nothing is left in /dev/shm."""
+"""Multi-process runner, driven by the trainer as users run it: windows arrive from every actor,
+weights advance, a killed actor is restarted under a new source id (its windows never join its
+predecessor's rows), and nothing is left in /dev/shm."""
 
-import functools
+from __future__ import annotations
+
 import os
 import signal
+import time
 
-from r2d2kit.agent.learner import R2D2Config
-from r2d2kit.envs.memory import CueMemoryEnv
-from r2d2kit.models import MLPModel, QNetwork
-from r2d2kit.runners.processes import ProcessRunConfig, train_processes
+import numpy as np
+import pytest
+
+from r2d2kit.runners.callbacks import Callback
 from r2d2kit.runners.shm import PREFIX
+from r2d2kit.training.config import build_config
+from r2d2kit.training.trainer import Trainer
 
-CONFIG = R2D2Config(burn_in=1, trace_length=6, period=6, n_step=1, gamma=0.9, batch_size=16,
-                    target_update_period=50, learning_rate=1e-3, adam_epsilon=1e-6)
-MAKE_NETWORK = functools.partial(QNetwork, (2,), 2, MLPModel((16,)), lstm_units=16, head_units=16)
-MAKE_ENV = functools.partial(CueMemoryEnv, delay=3)
+SMALL = {"model": {"hidden": [16], "lstm_units": 16, "head_units": 16},
+         "learner": {"burn_in": 1, "trace_length": 6, "period": 6, "n_step": 1, "gamma": 0.9, "batch_size": 16,
+                     "target_update_period": 50, "learning_rate": 1e-3, "adam_epsilon": 1e-6},
+         "logging": {"progress": False, "tensorboard": False}, "checkpoints": {"every_env_steps": 0}}
 
 
 def our_segments():
     return [name for name in os.listdir("/dev/shm") if name.startswith(PREFIX)]
 
 
-def test_actors_feed_the_learner_and_a_killed_actor_is_restarted():
-    killed, updates_at_kill = [], []
+class KillActorOnce(Callback):
+    """SIGKILL actor 1's process once it has delivered ``after_windows`` windows; with ``stop_after``,
+    stop the run once its next incarnation has delivered that many."""
 
-    def kill_actor_once(progress):
-        if not killed and progress.windows_per_actor.get(1, 0) >= 20:
-            os.kill(progress.actor_pids[1], signal.SIGKILL)
-            killed.append(progress.actor_pids[1])
-            updates_at_kill.append(progress.updates)
+    def __init__(self, after_windows: int, stop_after: int | None = None) -> None:
+        self.after_windows, self.stop_after = after_windows, stop_after
+        self.killed: dict | None = None
 
-    run = ProcessRunConfig(total_env_steps=4_000, num_actors=2, envs_per_actor=2, replay_capacity=5_000,
-                           warmup_steps=200, updates_per_env_step=0.1, publish_every=5, ring_capacity=16, seed=0)
-    result = train_processes(MAKE_NETWORK, MAKE_ENV, CONFIG, run, on_progress=kill_actor_once)
-    assert killed, "the run ended before actor 1 could be killed"
-    assert result.restarts >= 1 and result.actor_pids[1] != killed[0]
-    assert result.env_steps >= 4_000 and result.updates > updates_at_kill[0] + 20  # the learner went on
-    assert all(result.windows_per_actor.get(actor, 0) > 0 for actor in (0, 1))
-    assert result.weight_versions_seen[0] > 1, result.weight_versions_seen  # actors act on published weights
-    assert len(result.segments) == 3 and not set(result.segments) & set(our_segments())  # all unlinked
+    def on_step(self, trainer):
+        pool = trainer.actors
+        if self.killed is not None and self.stop_after is not None:
+            return pool.windows_per_actor[1] < self.killed["windows"] + self.stop_after
+        if self.killed is None and pool.windows_per_actor.get(1, 0) >= self.after_windows:
+            pid = pool.actor_pids()[1]
+            os.kill(pid, signal.SIGKILL)
+            self.killed = {"pid": pid, "updates": trainer.counters["updates"], "segments": pool.segment_names,
+                           "windows": pool.windows_per_actor[1]}
+
+
+def test_actors_feed_the_learner_and_a_killed_actor_is_restarted(tmp_path):
+    config = build_config({**SMALL, "env": {"id": "CueMemory-v0", "num_envs": 2, "kwargs": {"delay": 3}},
+                           "replay": {"capacity": 5_000},
+                           "actors": {"runner": "processes", "num_actors": 2, "publish_every": 5, "ring_capacity": 16},
+                           "run": {"total_env_steps": 4_000, "warmup_steps": 200, "updates_per_env_step": 0.1,
+                                   "eval_every": 0}})
+    killer = KillActorOnce(after_windows=20)
+    trainer = Trainer(config, tmp_path / "run", callbacks=[killer])
+    summary = trainer.fit()
+    pool = trainer.actors
+    assert killer.killed, "the run ended before actor 1 could be killed"
+    assert summary["actor_restarts"] >= 1 and pool.actor_pids()[1] != killer.killed["pid"]
+    assert summary["env_steps"] >= 4_000 and summary["updates"] > killer.killed["updates"] + 20  # the learner went on
+    assert pool.windows_per_actor[1] > killer.killed["windows"]  # the restarted actor delivers again
+    assert pool.weight_versions_seen[0] > 1, pool.weight_versions_seen  # actors act on published weights
+    assert len(killer.killed["segments"]) == 3 and not set(killer.killed["segments"]) & set(our_segments())
+
+
+def test_a_restarted_actor_never_extends_its_predecessors_windows(tmp_path):
+    """Killed two windows into its first (100,000-step) episode, actor 1 restarts and cuts episode 0
+    of its env again. Every sampled window must hold the rows of one incarnation (one reset seed),
+    at consecutive steps. Before incarnations had their own source ids, replay joined the new
+    incarnation's first 221-row window onto the rows of the dead one's last window (which started
+    100 or 200 steps into the episode, inside the new window's span)."""
+    config = build_config({**SMALL, "env": {"id": "tests.runners.long_episode_env:LongEpisode-v0", "num_envs": 1},
+                           "model": {**SMALL["model"], "input_scale": [1e-4, 1e-4]},
+                           "learner": {**SMALL["learner"], "burn_in": 20, "trace_length": 200, "period": 100},
+                           "replay": {"capacity": 1_000_000},  # nothing overwritten
+                           "actors": {"runner": "processes", "num_actors": 2, "ring_capacity": 2},
+                           "run": {"total_env_steps": 200_000, "warmup_steps": 1_000_000, "eval_every": 0}})
+    killer = KillActorOnce(after_windows=2, stop_after=3)
+    trainer = Trainer(config, tmp_path / "run", callbacks=[killer])
+    summary = trainer.fit()
+    assert killer.killed and trainer.actors.restarts == 1
+    assert summary["stopped_by"] == "callback KillActorOnce.on_step"
+    batch = trainer.replay.sample(4_096)
+    obs, valid = batch["obs"], batch["obs_mask"].astype(bool)  # [B, L, 2], [B, L]
+    tokens = set()
+    for rows, keep in zip(obs, valid):
+        token, t = rows[keep, 0], rows[keep, 1]
+        assert np.all(token == token[0]), f"a window mixes incarnations (reset seeds {np.unique(token)})"
+        np.testing.assert_array_equal(np.diff(t), 1.0)
+        tokens.add(float(token[0]))
+    # actor 0 and both incarnations of actor 1: reset seeds 0, 1000 and 1001 (one restart)
+    assert {0.0, 1000.0, 1001.0} <= tokens, tokens
 
 
 def test_actors_that_stop_delivering_while_alive_are_an_error_not_a_hang():
     """Every actor stuck in env.step (alive, silent): collect() raises after stall_timeout, naming the pids."""
-    import time
+    import functools
 
-    import numpy as np
-    import pytest
-
+    from r2d2kit.agent.config import R2D2Config
+    from r2d2kit.models import MLPModel, QNetwork
+    from r2d2kit.runners.pool import Incarnations
     from r2d2kit.runners.processes import ProcessActors
     from tests.runners.shm_workers import HangingCueMemory
 
-    network = MAKE_NETWORK()
+    make_network = functools.partial(QNetwork, (2,), 2, MLPModel((16,)), lstm_units=16, head_units=16)
+    config = R2D2Config(burn_in=1, trace_length=6, period=6, n_step=1)
     start = time.monotonic()
-    with ProcessActors(MAKE_NETWORK, HangingCueMemory, CONFIG, network, num_actors=1, envs_per_actor=1,
-                       epsilons=np.array([0.1]), stall_timeout=20.0) as actors:
+    with ProcessActors(make_network, HangingCueMemory, config, make_network(), num_actors=1, envs_per_actor=1,
+                       epsilons=np.array([0.1]), incarnations=Incarnations(), stall_timeout=20.0) as actors:
         with pytest.raises(RuntimeError, match=r"no env steps or windows from any of the 1 actor processes .*py-spy"):
             while time.monotonic() - start < 120:
                 actors.collect()

@@ -12,7 +12,7 @@ import numpy as np
 import r2d2kit.envs  # noqa: F401  (CartPoleNoVel-v1)
 from r2d2kit.models import MLPModel, QNetwork
 from r2d2kit.replay import SequenceBuilder
-from r2d2kit.runners.experience import ActingLoop
+from r2d2kit.runners.acting import ActingLoop
 
 NUM_ENVS = 3
 

@@ -1,16 +1,13 @@
-"""What an actor pool hands the learner on each ``collect()`` call, and the in-process pool.
+"""The acting code every pool runs: a vector env stepped by a stateful actor, cut into R2D2 windows.
 
-Both pools (:class:`LocalActors` here, :class:`~r2d2kit.runners.processes.ProcessActors`) have the
-same three verbs, so the trainer's loop does not care where acting happens:
-
-* ``collect() -> Experience``: new windows, env steps taken and finished episodes since the last call;
-* ``publish(network, updates)``: make the learner's newest weights available to the actors;
-* ``close()``: stop acting and release everything.
+:meth:`ActingLoop.build` is the one actor set-up (envs, :class:`~r2d2kit.replay.SequenceBuilder`,
+the actor's network copy, exploration), used in the learner's process (``runner: local``), in
+every actor process and in every Ray actor, so the three runners differ only in transport.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import os
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -20,35 +17,51 @@ from r2d2kit.replay import SequenceBuilder
 from r2d2kit.runners.callbacks import Callback
 from r2d2kit.runners.episodes import EpisodeTracker
 
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
-@dataclass
-class Experience:
-    """Data gathered since the previous ``collect()``."""
 
-    windows: list[tuple[dict[str, np.ndarray], int]] = field(default_factory=list)  # (windows, actor id)
-    env_steps: int = 0
-    episodes: list[tuple[float, int]] = field(default_factory=list)  # (return, length)
+def limit_threads(threads: int) -> None:
+    """Cap BLAS/OpenMP threads before numpy or TensorFlow start their pools (actor processes)."""
+    for name in THREAD_VARIABLES:
+        os.environ[name] = str(threads)
 
 
 class ActingLoop:
     """One vector env stepped by a stateful actor with per-env epsilons, cut into R2D2 windows.
 
-    Used by the in-process pool and by every actor process (the same code path for both).
-
     ``extras`` names per-env ``info`` entries stored beside each observation row (a goal env's
     ``"achieved_goal"``, which :class:`~r2d2kit.spaces.GoalObservation` puts in the info of every
     ``reset`` and ``step``): the entry that came with an observation goes into that observation's row.
+    ``callbacks`` get the actor hooks (``on_actor_begin`` here, ``on_actor_episode`` per finished
+    episode, ``on_actor_end`` in :meth:`close`) under ``actor_id``.
     """
 
     def __init__(self, envs: Any, actor: Any, builder: SequenceBuilder, epsilons: np.ndarray, seed: int,
-                 extras: Sequence[str] = ()) -> None:
+                 extras: Sequence[str] = (), *, actor_id: int = 0, callbacks: Callback | None = None) -> None:
         self.envs, self.actor, self.builder = envs, actor, builder
         self.epsilons = np.asarray(epsilons)
         self.rng = np.random.default_rng(seed)
         self.tracker = EpisodeTracker(envs.num_envs)
         self.extras = tuple(extras)
+        self.actor_id = actor_id
+        self.callbacks = callbacks or Callback()
         self.obs, info = envs.reset(seed=seed)
         self.obs_extras = self._extras_of(info)
+        self.callbacks.on_actor_begin(actor_id)
+
+    @classmethod
+    def build(cls, make_env: Callable[[], Any], network: Any, config: Any, epsilons: np.ndarray, seed: int,
+              extras: Sequence[str] = (), *, actor_id: int = 0, callbacks: Callback | None = None) -> "ActingLoop":
+        """The actor set-up: ``len(epsilons)`` envs from ``make_env``, windows shaped by ``config`` (an
+        :class:`~r2d2kit.agent.config.R2D2Config`), acting with ``network``'s weights, which are read
+        again only after :meth:`refresh_weights` or :meth:`load_weights` (acting never changes them)."""
+        import gymnasium as gym
+
+        num_envs = len(epsilons)
+        envs = gym.vector.SyncVectorEnv([make_env] * num_envs)
+        builder = SequenceBuilder(num_envs, config.burn_in, config.trace_length, config.n_step, config.period)
+        actor = network.actor(num_envs, follow_weights=False)
+        return cls(envs, actor, builder, epsilons, seed, extras, actor_id=actor_id, callbacks=callbacks)
 
     def _extras_of(self, info: Mapping[str, Any]) -> dict[str, np.ndarray] | None:
         """The ``extras`` of every env from a vector env's ``info`` (each env must have given them)."""
@@ -74,44 +87,23 @@ class ActingLoop:
         _, returns, lengths, restart = tracker.record(action, reward, terminated, truncated)
         self.actor.reset(restart)
         self.obs, self.obs_extras = next_obs, self._extras_of(info)
+        for episode_return, length in zip(returns.tolist(), lengths.tolist()):
+            self.callbacks.on_actor_episode(self.actor_id, episode_return, length)
         return windows, returns, lengths
 
-
-class LocalActors:
-    """Acting in the learner's process: one vector env, the actor shares the learner's weights.
-
-    The actor acts with the newest parameters: :meth:`publish` (called after every update) tells it
-    to read them again before its next step, and between updates it reads nothing.
-    """
-
-    def __init__(self, make_env: Callable[[], Any], network: Any, config: Any, num_envs: int, epsilons: np.ndarray,
-                 seed: int, callbacks: Callback | None = None, extras: Sequence[str] = ()) -> None:
-        import gymnasium as gym
-
-        self.callbacks = callbacks or Callback()
-        self.envs = gym.vector.SyncVectorEnv([make_env] * num_envs)
-        builder = SequenceBuilder(num_envs, config.burn_in, config.trace_length, config.n_step, config.period)
-        self.actor = network.actor(num_envs, follow_weights=False)  # publish() says when the weights changed
-        self.loop = ActingLoop(self.envs, self.actor, builder, epsilons, seed, extras)
-        self.num_envs = num_envs
-        self.restarts = 0
-        self.callbacks.on_actor_begin(0)
-
-    def collect(self) -> Experience:
-        """One vector step."""
-        windows, returns, lengths = self.loop.step()
-        episodes = list(zip(returns.tolist(), lengths.tolist()))
-        for episode_return, length in episodes:
-            self.callbacks.on_actor_episode(0, episode_return, length)
-        return Experience([(windows, 0)] if windows is not None else [], self.num_envs, episodes)
-
-    def publish(self, network: Any, updates: int) -> None:
-        """The learner changed the shared weights: the actor reads them before its next step."""
+    def refresh_weights(self) -> None:
+        """The network's weights changed in place: read them before the next step."""
         self.actor.refresh_weights()
 
+    def load_weights(self, vector: np.ndarray) -> None:
+        """Take a published weight vector (:func:`~r2d2kit.runners.weights.flatten_weights`)."""
+        from r2d2kit.runners.weights import load_published_weights
+
+        load_published_weights(self.actor, vector)
+
     def close(self) -> None:
-        """Close the envs."""
+        """Run the end hook and close the envs (safe to call twice)."""
         if self.envs is not None:
-            self.callbacks.on_actor_end(0)
+            self.callbacks.on_actor_end(self.actor_id)
             self.envs.close()
             self.envs = None

@@ -1,0 +1,66 @@
+"""R2D2 hyper-parameters, in a module of their own so that reading a config starts no TensorFlow."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+
+@dataclass
+class R2D2Config:
+    """Hyper-parameters, defaulting to the R2D2 paper's (Kapturowski et al. 2019, table 2)."""
+
+    # --- sequences
+    burn_in: int = 40  # rows per window that only warm up the LSTM from the stored state (no gradient)
+    trace_length: int = 80  # rows per window trained on
+    period: int = 40  # rows between the starts of consecutive windows of an episode (<= trace_length)
+    n_step: int = 5  # rewards summed per target before bootstrapping; the window's extra rows
+    # --- targets
+    gamma: float = 0.997  # discount
+    value_rescaling: bool = True  # targets h(r + gamma^n h^-1(Q)) with h(x) = sign(x)(sqrt(|x| + 1) - 1) + eps x
+    rescale_eps: float = 1e-3  # the eps of h
+    target_update_period: int = 2500  # updates between copies of the online weights into the target network
+    target_update_tau: float = 1.0  # each copy moves the target this far to the online weights (1: a hard
+    # copy, as the paper; with period 1 and e.g. 0.005: Polyak averaging, a target that never jumps)
+    # --- replay
+    batch_size: int = 64  # windows per update
+    priority_exponent: float = 0.9  # alpha: sampling probability proportional to priority ** alpha
+    importance_exponent: float = 0.6  # beta of the importance-sampling weights
+    eta: float = 0.9  # window priority: eta * max |TD| + (1 - eta) * mean |TD| over its trained rows
+    # --- optimiser
+    learning_rate: float = 1e-4  # Adam learning rate (the start of the decay when one is set)
+    learning_rate_decay_updates: int = 0  # > 0: decay linearly to final_learning_rate over this many updates
+    final_learning_rate: float = 0.0  # learning rate reached at the end of the decay
+    adam_epsilon: float = 1e-3  # Adam epsilon
+    max_gradient_norm: float = 40.0  # gradients are clipped to this global norm
+
+    def __post_init__(self) -> None:
+        for name in ("trace_length", "period", "n_step", "target_update_period", "batch_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"R2D2Config.{name} must be an integer >= 1, got {value!r}")
+        if not isinstance(self.burn_in, int) or self.burn_in < 0:
+            raise ValueError(f"R2D2Config.burn_in must be an integer >= 0, got {self.burn_in!r}")
+        for name in ("gamma", "eta"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"R2D2Config.{name} must be in [0, 1], got {getattr(self, name)!r}")
+        if not isinstance(self.learning_rate_decay_updates, int) or self.learning_rate_decay_updates < 0:
+            raise ValueError("R2D2Config.learning_rate_decay_updates must be an integer >= 0, got "
+                             f"{self.learning_rate_decay_updates!r}")
+        if self.learning_rate <= 0.0 or self.final_learning_rate < 0.0:
+            raise ValueError(f"R2D2Config.learning_rate must be > 0 and final_learning_rate >= 0, got "
+                             f"{self.learning_rate!r} and {self.final_learning_rate!r}")
+        if not 0.0 < self.target_update_tau <= 1.0:
+            raise ValueError(f"R2D2Config.target_update_tau must be in (0, 1] (1 copies the online weights, "
+                             f"smaller values average them in), got {self.target_update_tau!r}")
+        if self.period > self.trace_length:
+            raise ValueError(f"R2D2Config.period ({self.period}) must be <= trace_length ({self.trace_length})")
+
+    @property
+    def length(self) -> int:
+        """Rows per window: ``burn_in + trace_length + n_step``."""
+        return self.burn_in + self.trace_length + self.n_step
+
+    def describe(self) -> str:
+        """One line per field, for the start-of-run printout."""
+        return "\n".join(f"  {f.name:22s} {getattr(self, f.name)}" for f in dataclasses.fields(self))

@@ -1,0 +1,60 @@
+"""Greedy evaluation, used by the trainer, ``python -m r2d2kit.evaluate`` and the agents."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from r2d2kit.agent.policies import greedy
+from r2d2kit.runners.episodes import EpisodeTracker
+
+
+@dataclass
+class Evaluation:
+    """Greedy episodes: their returns and, for envs that report ``info["is_success"]`` (goal envs), successes."""
+
+    returns: np.ndarray  # [episodes]
+    successes: np.ndarray | None  # [episodes] bool, None if the env reports no is_success
+
+    @property
+    def success_rate(self) -> float | None:
+        """Fraction of episodes whose last step reported ``is_success`` (None without it)."""
+        return None if self.successes is None else float(np.mean(self.successes))
+
+
+def evaluate(actor: Any, make_env: Callable[[], Any], episodes: int, seed: int) -> Evaluation:
+    """Greedy episodes, ``actor.num_envs`` at a time (the actor's state is reset), reading
+    ``info["is_success"]`` at each episode's last step.
+
+    Each env contributes a fixed quota of its first episodes (``episodes`` split evenly over the
+    envs), so that short episodes, which end first, are not over-represented.
+    """
+    import gymnasium as gym
+
+    with actor.fixed_weights():  # the weights do not change during an evaluation: read them once
+        envs = gym.vector.SyncVectorEnv([make_env] * actor.num_envs)
+        obs, _ = envs.reset(seed=seed)
+        actor.reset()
+        quota = np.full(actor.num_envs, episodes // actor.num_envs)
+        quota[: episodes % actor.num_envs] += 1
+        returns: list[float] = []
+        successes: list[bool] = []
+        reports_success = False
+        tracker = EpisodeTracker(actor.num_envs)
+        while len(returns) < episodes:
+            action = greedy(actor.q_values(obs, tracker.prev_action, tracker.prev_reward))
+            obs, reward, terminated, truncated, info = envs.step(action)
+            ended, ended_returns, _, restart = tracker.record(action, reward, terminated, truncated)
+            counted = quota[ended] > 0
+            returns.extend(ended_returns[counted].tolist())
+            if "is_success" in info:
+                reports_success = True
+                successes.extend(np.asarray(info["is_success"], bool)[ended][counted].tolist())
+            else:
+                successes.extend([False] * int(counted.sum()))
+            quota[np.flatnonzero(ended)[counted]] -= 1
+            actor.reset(restart)
+        envs.close()
+    return Evaluation(np.asarray(returns[:episodes]), np.asarray(successes[:episodes]) if reports_success else None)

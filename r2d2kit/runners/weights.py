@@ -1,0 +1,37 @@
+"""Weight transport from the learner to actors elsewhere: the network as one float32 vector.
+
+Actor processes receive it through :class:`~r2d2kit.runners.shm.WeightBroadcast`, Ray actors
+through the object store; both load it with :func:`load_published_weights`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def flatten_weights(variables) -> np.ndarray:
+    """All variables as one float32 vector (the broadcast payload)."""
+    return np.concatenate([np.asarray(v.numpy(), np.float32).ravel() for v in variables])
+
+
+def assign_flat_weights(variables, vector: np.ndarray) -> None:
+    """Inverse of :func:`flatten_weights`."""
+    offset = 0
+    for variable in variables:
+        size = int(np.prod(variable.shape))
+        variable.assign(vector[offset:offset + size].reshape(variable.shape))
+        offset += size
+    if offset != vector.size:
+        raise ValueError(f"weight vector has {vector.size} values, the network {offset}")
+
+
+def load_published_weights(actor: Any, vector: np.ndarray) -> None:
+    """Load a broadcast weight vector into an actor's network and tell the actor (so no copy goes stale).
+
+    The one way actor processes and Ray actors take new weights: an actor acting on a numpy copy
+    of the weights (``follow_weights=False``) reads them again before its next step.
+    """
+    assign_flat_weights(actor.network.variables, vector)
+    actor.refresh_weights()
