@@ -103,7 +103,7 @@ def pass_through():
     from r2d2kit.models import ImageModel
 
     class Identity(ImageModel):
-        def create_image_model(self, x, time_steps):
+        def create_image_model(self, x):
             return x
 
     return Identity()

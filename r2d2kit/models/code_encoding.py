@@ -82,8 +82,8 @@ class CodeEncoder(ImageModel):
         self.layout = layout
         self.encoder = encoder
 
-    def create_image_model(self, x, time_steps: bool):
+    def create_image_model(self, x):
         """Encode the codes (last axis), then build the wrapped encoder on the result."""
         source, category = self.layout.encoding_plan()
         encoded = CodeEncoding(source, category, name="code_encoding")(x)
-        return self.encoder.create_image_model(encoded, time_steps)
+        return self.encoder.create_image_model(encoded)

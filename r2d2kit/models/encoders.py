@@ -2,7 +2,7 @@
 
 An encoder maps frames to features. The Q-network builder calls :meth:`ImageModel.build` once; the
 base class folds the time axis into the batch (``[B, T, *obs] -> [B*T, *obs]``), calls the
-subclass's :meth:`ImageModel.create_image_model` on those frames (``time_steps=False``) and unfolds
+subclass's :meth:`ImageModel.create_image_model` on those frames and unfolds
 the features (``[B*T, F] -> [B, T, F]``). So every layer sees a plain batch of frames: one Conv2D
 call over all ``B*T`` frames, where Keras' ``TimeDistributed`` would unroll a fixed time axis frame
 by frame in the gradient graph (a 125-row Pong window: 255 Conv2D + 255 backprop ops, 4x the
@@ -45,25 +45,14 @@ class ImageModel:
 
     Example:
         >>> class TinyConv(ImageModel):
-        ...     def create_image_model(self, x, time_steps):
-        ...         x = self.per_frame(keras.layers.Conv2D(8, 3, strides=2, activation="relu"), x, time_steps)
-        ...         return self.per_frame(keras.layers.Flatten(), x, time_steps)
+        ...     def create_image_model(self, x):
+        ...         x = keras.layers.Conv2D(8, 3, strides=2, activation="relu")(self.scale_uint8(x))
+        ...         return keras.layers.Flatten()(x)
     """
 
-    def create_image_model(self, x, time_steps: bool):
-        """Map frames ``x`` (``[N, *obs]``) to features (``[N, F]``).
-
-        :meth:`build` calls it with ``time_steps=False``. The flag remains for encoders written for the
-        older contract (a ``[B, T, *obs]`` input, per-frame layers wrapped by :meth:`per_frame`): they
-        work unchanged, because :meth:`per_frame` applies the layer directly when ``time_steps`` is false.
-        """
-        raise NotImplementedError("subclass ImageModel and implement create_image_model(x, time_steps)")
-
-    @staticmethod
-    def per_frame(layer: keras.layers.Layer, x, time_steps: bool):
-        """Apply ``layer`` to every frame: directly on folded frames (``time_steps=False``, what
-        :meth:`build` passes), wrapped in ``TimeDistributed`` only if a caller passes a time axis."""
-        return keras.layers.TimeDistributed(layer)(x) if time_steps else layer(x)
+    def create_image_model(self, x):
+        """Map a batch of frames ``x`` (``[N, *obs]``) to features (``[N, F]``); every layer sees plain frames."""
+        raise NotImplementedError("subclass ImageModel and implement create_image_model(x)")
 
     @staticmethod
     def scale_uint8(x):
@@ -76,7 +65,7 @@ class ImageModel:
         """The shared encoder model: ``[B, T, *obs_shape] -> [B, T, features]``, time folded into the batch."""
         inputs = keras.Input(shape=(None,) + tuple(obs_shape), dtype=obs_dtype, name="obs")
         frames = FoldTime(name="fold_time")(inputs)
-        features = self.create_image_model(frames, time_steps=False)
+        features = self.create_image_model(frames)
         if len(features.shape) != 2:
             raise ValueError(
                 f"{type(self).__name__}.create_image_model must return features [frames, features] for a batch of "
@@ -108,12 +97,12 @@ class MLPModel(ImageModel):
             raise ValueError(f"input_scale must be a finite number or one number per observation entry, "
                              f"got {input_scale!r}")
 
-    def create_image_model(self, x, time_steps: bool):
+    def create_image_model(self, x):
         x = self.scale_uint8(x)
         if self.input_scale is not None:
             x = x * self.input_scale  # a constant, broadcast over the last (observation) axis
-        if len(x.shape) > (3 if time_steps else 2):  # e.g. a [H, W] grid: flatten each frame
-            x = self.per_frame(keras.layers.Flatten(), x, time_steps)
+        if len(x.shape) > 2:  # e.g. a [H, W] grid: flatten each frame
+            x = keras.layers.Flatten()(x)
         for width in self.units:
             x = keras.layers.Dense(width, activation=self.activation)(x)  # Dense acts on the last axis
         return x
@@ -125,13 +114,13 @@ class DQNImageModel(ImageModel):
     def __init__(self, dense_units: int = 512) -> None:
         self.dense_units = dense_units
 
-    def create_image_model(self, x, time_steps: bool):
+    def create_image_model(self, x):
         x = self.scale_uint8(x)
-        if len(x.shape) == (4 if time_steps else 3):  # gray 2-D: add a channel axis
+        if len(x.shape) == 3:  # gray 2-D: add a channel axis
             x = keras.ops.expand_dims(x, -1)
         for filters, kernel, stride in ((32, 8, 4), (64, 4, 2), (64, 3, 1)):
-            x = self.per_frame(keras.layers.Conv2D(filters, kernel, strides=stride, activation="relu"), x, time_steps)
-        x = self.per_frame(keras.layers.Flatten(), x, time_steps)
+            x = keras.layers.Conv2D(filters, kernel, strides=stride, activation="relu")(x)
+        x = keras.layers.Flatten()(x)
         return keras.layers.Dense(self.dense_units, activation="relu")(x)
 
 
@@ -142,21 +131,20 @@ class R2D3ImageModel(ImageModel):
         self.channels = tuple(channels)
         self.dense_units = dense_units
 
-    def create_image_model(self, x, time_steps: bool):
-        frame = self.per_frame
+    def create_image_model(self, x):
         x = self.scale_uint8(x)
-        if len(x.shape) == (4 if time_steps else 3):
+        if len(x.shape) == 3:  # gray 2-D: add a channel axis
             x = keras.ops.expand_dims(x, -1)
         for channels in self.channels:
-            x = frame(keras.layers.Conv2D(channels, 3, padding="same"), x, time_steps)
-            x = frame(keras.layers.MaxPooling2D(3, strides=2, padding="same"), x, time_steps)
+            x = keras.layers.Conv2D(channels, 3, padding="same")(x)
+            x = keras.layers.MaxPooling2D(3, strides=2, padding="same")(x)
             for _ in range(2):
                 shortcut = x
                 x = keras.layers.Activation("relu")(x)
-                x = frame(keras.layers.Conv2D(channels, 3, padding="same"), x, time_steps)
+                x = keras.layers.Conv2D(channels, 3, padding="same")(x)
                 x = keras.layers.Activation("relu")(x)
-                x = frame(keras.layers.Conv2D(channels, 3, padding="same"), x, time_steps)
+                x = keras.layers.Conv2D(channels, 3, padding="same")(x)
                 x = keras.layers.Add()([x, shortcut])
         x = keras.layers.Activation("relu")(x)
-        x = frame(keras.layers.Flatten(), x, time_steps)
+        x = keras.layers.Flatten()(x)
         return keras.layers.Dense(self.dense_units, activation="relu")(x)

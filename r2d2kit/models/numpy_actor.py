@@ -1,4 +1,4 @@
-"""One actor step of a small recurrent Q-network in numpy (issue 21: actor inference at numpy speed).
+"""One actor step of a small recurrent Q-network in numpy: actor inference at numpy speed.
 
 For the CartPole network (MLP 64 -> LSTM 64 -> dueling head 64) and 2 envs, a compiled Keras call
 costs about 1 ms, nearly all of it fixed per-call overhead; the same arithmetic in numpy takes a
@@ -32,7 +32,7 @@ process has loaded published weights).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import keras
 import numpy as np
@@ -40,9 +40,6 @@ import tensorflow as tf
 
 from r2d2kit.models.code_encoding import CodeEncoder
 from r2d2kit.models.encoders import MLPModel
-
-if TYPE_CHECKING:
-    from r2d2kit.models.qnetwork import QNetwork
 
 __all__ = ["NumpyForward", "UnsupportedNetwork"]
 
@@ -167,7 +164,7 @@ def _run(stack: list, w: list[np.ndarray], x: np.ndarray) -> np.ndarray:
     return x
 
 
-def _mlp_spec(network: "QNetwork") -> tuple[MLPModel, tuple[np.ndarray, np.ndarray] | None]:
+def _mlp_spec(network: Any) -> tuple[MLPModel, tuple[np.ndarray, np.ndarray] | None]:
     """The MLPModel behind the network's encoder and, for a CodeEncoder around it, its gather plan."""
     spec, plan = network.config["encoder"], None
     if type(spec) is CodeEncoder:
@@ -179,7 +176,7 @@ def _mlp_spec(network: "QNetwork") -> tuple[MLPModel, tuple[np.ndarray, np.ndarr
     return spec, plan
 
 
-def _encoder_dense_layers(network: "QNetwork", spec: MLPModel) -> list:
+def _encoder_dense_layers(network: Any, spec: MLPModel) -> list:
     """The MLP encoder's Dense layers, in order; refused unless they hold every encoder weight."""
     dense = [layer for layer in _walk(network.encoder) if isinstance(layer, keras.layers.Dense)]
     units = [int(layer.units) for layer in dense]
@@ -214,7 +211,7 @@ class NumpyForward:
             and refuse the network if they differ (the guard against a misread layer).
     """
 
-    def __init__(self, network: "QNetwork", check: bool = True) -> None:
+    def __init__(self, network: Any, check: bool = True) -> None:
         self.network = network
         self.obs_shape, self.obs_dtype = tuple(network.obs_shape), np.dtype(network.obs_dtype)
         self.num_actions, self.units = int(network.num_actions), int(network.lstm_units)
@@ -228,7 +225,7 @@ class NumpyForward:
         if check:
             self.check_against_keras()
 
-    def _read_layers(self, network: "QNetwork", weights: _Weights) -> None:
+    def _read_layers(self, network: Any, weights: _Weights) -> None:
         spec, self._code_plan = _mlp_spec(network)  # first: refuses all but MLPModel
         self._encoder = _stack(_encoder_dense_layers(network, spec), weights)
         self._scale_uint8 = self.obs_dtype == np.uint8 and self._code_plan is None  # codes arrive as float32
@@ -236,9 +233,9 @@ class NumpyForward:
         inputs = self._code_plan[0].size if self._code_plan is not None else int(np.prod(self.obs_shape))
         self._features = int(spec.units[-1]) if spec.units else int(inputs)
         self._lstm = self._lstm_slots(network.cell, weights)
-        self._norm = _stack([network._norm], weights) if network._norm is not None else []
-        self._advantage = _stack(list(network._advantage), weights)
-        self._value = _stack(list(network._value), weights) if network.dueling else []
+        self._norm = _stack([network.lstm_norm], weights) if network.lstm_norm is not None else []
+        self._advantage = _stack(list(network.advantage_layers), weights)
+        self._value = _stack(list(network.value_layers), weights) if network.dueling else []
 
     def _lstm_slots(self, cell: Any, weights: _Weights) -> tuple[int, int, int]:
         if type(cell) is not keras.layers.LSTMCell or not cell.use_bias:

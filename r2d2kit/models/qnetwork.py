@@ -46,9 +46,15 @@ class QNetwork:
         prev_action_reward: feed the previous action (one-hot) and reward to the LSTM, as R2D2 does.
         layer_norm: layer-normalise the LSTM output and each head's hidden layer (before its ReLU), which
             bounds the features TD targets chase (as in PQN, Gallici et al. 2024; not in R2D2). Off by
-            default: on ``CartPoleNoVel-v1`` it learned slower (session 6 of the experiment record,
-            benchmarks/experiments/README.md).
+            default: on ``CartPoleNoVel-v1`` it learned slower (benchmarks/experiments/README.md).
         name: prefix of the Keras names (e.g. "online", "target").
+
+    The layers by role are public, so other forwards of the same weights (the actors' numpy step,
+    :class:`~r2d2kit.models.numpy_actor.NumpyForward`) read them without knowing how they were built:
+    ``encoder`` (Keras model, time folded into the batch), ``cell`` (the LSTM cell), ``lstm_norm``
+    (LayerNormalization of the LSTM output, or None), ``value_layers`` and ``advantage_layers`` (each
+    head stream's layers in call order, the last one the output; ``value_layers`` unused without
+    ``dueling``).
     """
 
     def __init__(self, obs_shape: tuple[int, ...], num_actions: int, encoder: ImageModel | None = None, *,
@@ -70,15 +76,15 @@ class QNetwork:
         self.encoder = self.config["encoder"].build(self.obs_shape, self.obs_dtype)
         self.cell = keras.layers.LSTMCell(self.lstm_units, name=f"{name}_lstm_cell")
         self.layer_norm = bool(layer_norm)
-        self._norm = keras.layers.LayerNormalization(name=f"{name}_lstm_norm") if self.layer_norm else None
+        self.lstm_norm = keras.layers.LayerNormalization(name=f"{name}_lstm_norm") if self.layer_norm else None
         # hidden layers first, then the outputs: Keras draws each initializer's seed when the layer is
         # made, so this order keeps the weights (and recorded runs) of a given seed unchanged
-        self._value = self._hidden(int(head_units), f"{name}_value")
-        self._advantage = self._hidden(int(head_units), f"{name}_advantage")
+        self.value_layers = self._hidden(int(head_units), f"{name}_value")
+        self.advantage_layers = self._hidden(int(head_units), f"{name}_advantage")
         # the output layers compute in float32 under any global dtype policy (e.g. "mixed_bfloat16"), so Q,
         # the dueling sum and the loss keep float32 precision (Keras' mixed-precision guide)
-        self._value.append(keras.layers.Dense(1, name=f"{name}_value", dtype="float32"))
-        self._advantage.append(keras.layers.Dense(self.num_actions, name=f"{name}_advantage", dtype="float32"))
+        self.value_layers.append(keras.layers.Dense(1, name=f"{name}_value", dtype="float32"))
+        self.advantage_layers.append(keras.layers.Dense(self.num_actions, name=f"{name}_advantage", dtype="float32"))
         self.model = self._build_sequence_model()
 
     # ------------------------------------------------------------------ shared pieces
@@ -100,15 +106,15 @@ class QNetwork:
         return keras.ops.concatenate([features, one_hot, reward], axis=-1)
 
     def _head(self, hidden):
-        if self._norm is not None:
-            hidden = self._norm(hidden)
+        if self.lstm_norm is not None:
+            hidden = self.lstm_norm(hidden)
         advantage = hidden
-        for layer in self._advantage:
+        for layer in self.advantage_layers:
             advantage = layer(advantage)  # [B, T, A]
         if not self.dueling:
             return advantage
         value = hidden
-        for layer in self._value:
+        for layer in self.value_layers:
             value = layer(value)  # [B, T, 1]
         return value + advantage - keras.ops.mean(advantage, axis=-1, keepdims=True)
 
@@ -171,7 +177,7 @@ class StatefulActor:
     :meth:`set_state` copy them out and in (SequenceBuilder stores them at window starts) and
     :meth:`reset` zeroes the rows of envs whose episode ended, doing nothing when none did.
 
-    Two ways to compute a step (issue 21; ``backend`` picks, ``self.backend`` says which runs):
+    Two ways to compute a step (``backend`` picks, ``self.backend`` says which runs):
 
     * ``"numpy"``: :class:`~r2d2kit.models.numpy_actor.NumpyForward`, for the built-in MLP
       encoder and the standard head; tens of microseconds for small nets where a Keras call costs

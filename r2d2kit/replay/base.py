@@ -99,7 +99,7 @@ class BaseReplayBuffer:
         wrapping one): a batch you keep never changes. Fresh memory costs page faults once a
         process has run a ``tf.data`` generator (TensorFlow then returns freed memory to the
         kernel at once): ``sample(512)`` of 84x84 frames took 1.95 ms into fresh arrays and 0.50 ms
-        into reused ones (issue 21, docs/performance.md).
+        into reused ones (docs/performance.md).
 
         Args:
             batch_size: number of items.

@@ -2,7 +2,7 @@
 
 Why: ``SequenceReplayBuffer.sample(64)`` of R2D2 Atari windows gathers 57 MB (64 x 125 rows of
 84x84 uint8). Into fresh memory that costs about twice a memcpy of the bytes, because the kernel
-must fault in and zero every new page; into memory touched before it costs about 1.1x (issue 21).
+must fault in and zero every new page; into memory touched before it costs about 1.1x (docs/performance.md).
 
 Lifetime, the safety rule. A :class:`BatchPool` hands out the arrays of one of its slots only when
 nothing outside the pool references them: not the dict ``sample`` returned, not one of its arrays,

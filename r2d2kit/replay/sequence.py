@@ -251,7 +251,7 @@ class SequenceReplayBuffer:
         """Sample windows in proportion to priority, gathered into reused memory.
 
         Memory. A batch of R2D2 Atari windows is 57 MB; gathered into fresh memory it costs about
-        twice a memcpy, into memory touched before about 1.1x (issue 21). So by default the batch
+        twice a memcpy, into memory touched before about 1.1x (docs/performance.md). So by default the batch
         comes from a small :class:`~r2d2kit.replay.BatchPool` kept per batch size (2 slots), whose
         arrays are written again only once nothing references them any more: a batch you keep
         (the dict, an array, a view, a tensor wrapping one) is never overwritten; one you drop is

@@ -11,19 +11,22 @@ from r2d2kit.models import DQNImageModel, ImageModel, MLPModel, QNetwork, R2D3Im
 
 
 class UserConv(ImageModel):
-    """A user's encoder written for the old contract: per-frame layers through ``per_frame``."""
+    """A user's encoder: layers applied to a batch of frames."""
 
-    def create_image_model(self, x, time_steps):
+    def create_image_model(self, x):
         x = self.scale_uint8(x)
-        x = self.per_frame(keras.layers.Conv2D(4, 3, strides=2, activation="relu"), x, time_steps)
-        x = self.per_frame(keras.layers.Flatten(), x, time_steps)
+        x = keras.layers.Conv2D(4, 3, strides=2, activation="relu")(x)
+        x = keras.layers.Flatten()(x)
         return keras.layers.Dense(6, activation="tanh")(x)
 
 
 def per_frame_reference(encoder: ImageModel, obs_shape, obs_dtype) -> keras.Model:
-    """The pre-folding construction: the subclass sees [B, T, ...] and wraps its layers per frame."""
+    """The unfolded construction: the encoder's frame model applied frame by frame (``TimeDistributed``)
+    over a [B, T, ...] input."""
+    frame = keras.Input(shape=tuple(obs_shape), dtype=obs_dtype)
+    per_frame = keras.Model(frame, encoder.create_image_model(frame))
     inputs = keras.Input(shape=(None,) + tuple(obs_shape), dtype=obs_dtype)
-    return keras.Model(inputs, encoder.create_image_model(inputs, time_steps=True))
+    return keras.Model(inputs, keras.layers.TimeDistributed(per_frame)(inputs))
 
 
 CASES = [

@@ -161,18 +161,18 @@ def test_get_state_returns_copies():
 class TinyConv(ImageModel):
     """A user's image encoder: the numpy forward does not know it."""
 
-    def create_image_model(self, x, time_steps):
+    def create_image_model(self, x):
         x = self.scale_uint8(x)
         x = keras.ops.expand_dims(x, -1)
-        x = self.per_frame(keras.layers.Conv2D(2, 3, strides=2, activation="relu"), x, time_steps)
-        return self.per_frame(keras.layers.Flatten(), x, time_steps)
+        x = keras.layers.Conv2D(2, 3, strides=2, activation="relu")(x)
+        return keras.layers.Flatten()(x)
 
 
 class ScaledMLP(MLPModel):
     """An MLPModel subclass that changes the encoder: it must not be run as a plain MLP."""
 
-    def create_image_model(self, x, time_steps):
-        return super().create_image_model(x * 2.0, time_steps)
+    def create_image_model(self, x):
+        return super().create_image_model(x * 2.0)
 
 
 @pytest.mark.parametrize("encoder", [TinyConv(), ScaledMLP((4,))], ids=["image encoder", "MLPModel subclass"])
@@ -194,14 +194,14 @@ def test_unsupported_encoders_fall_back_to_the_compiled_keras_step(encoder):
 def test_a_misread_network_is_refused_by_the_check_against_keras():
     """If a layer the Keras model runs were skipped, the construction-time comparison refuses the network."""
     network = make_network(layer_norm=True)
-    norm = network._norm
-    network._norm = None  # the numpy forward no longer sees the norm; the Keras model still runs it
+    norm = network.lstm_norm
+    network.lstm_norm = None  # the numpy forward no longer sees the norm; the Keras model still runs it
     try:
         with pytest.raises(UnsupportedNetwork, match="disagrees with the Keras model"):
             NumpyForward(network)
         assert network.actor(2).backend == "keras"
     finally:
-        network._norm = norm
+        network.lstm_norm = norm
 
 
 # ------------------------------------------------------------------ stale weights

@@ -95,14 +95,14 @@ def test_layer_norm_head_equals_a_numpy_reference_and_the_actor_shares_it():
     q = network.model(inputs)[0].numpy()
 
     lstm_out = keras.Model(network.model.inputs, network.model.get_layer("online_lstm").output[0])(inputs).numpy()
-    x = numpy_layer_norm(lstm_out, network._norm)
+    x = numpy_layer_norm(lstm_out, network.lstm_norm)
 
     def stream(layers):
         dense, norm, _, out = layers
         hidden = np.maximum(numpy_layer_norm(x @ dense.kernel.numpy() + dense.bias.numpy(), norm), 0.0)
         return hidden @ out.kernel.numpy() + out.bias.numpy()
 
-    value, advantage = stream(network._value), stream(network._advantage)
+    value, advantage = stream(network.value_layers), stream(network.advantage_layers)
     np.testing.assert_allclose(q, value + advantage - advantage.mean(-1, keepdims=True), rtol=1e-4, atol=1e-5)
 
     # the stateful actor runs the very same normalised head
@@ -302,11 +302,11 @@ def test_train_from_is_sample_train_and_update_priorities():
 class TinyConv(ImageModel):
     """A user's encoder: one strided convolution over 8x8 gray frames."""
 
-    def create_image_model(self, x, time_steps):
+    def create_image_model(self, x):
         x = self.scale_uint8(x)
         x = keras.ops.expand_dims(x, -1)
-        x = self.per_frame(keras.layers.Conv2D(4, 3, strides=2, activation="relu"), x, time_steps)
-        return self.per_frame(keras.layers.Flatten(), x, time_steps)
+        x = keras.layers.Conv2D(4, 3, strides=2, activation="relu")(x)
+        return keras.layers.Flatten()(x)
 
 
 def test_custom_image_model_trains_a_step():
@@ -326,7 +326,7 @@ def test_custom_image_model_trains_a_step():
 
 def test_image_model_must_return_features_per_frame():
     class Broken(ImageModel):
-        def create_image_model(self, x, time_steps):
+        def create_image_model(self, x):
             return keras.layers.Conv2D(2, 3)(keras.ops.expand_dims(x, -1))  # no Flatten: [N, 2, 2, 2]
 
     with pytest.raises(ValueError, match=r"features \[frames, features\].*Flatten"):
