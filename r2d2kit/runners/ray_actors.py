@@ -60,6 +60,12 @@ class ActorBody:
         """The actor's process id (for tests and fault drills)."""
         return os.getpid()
 
+    def node_id(self) -> str:
+        """The Ray node the actor runs on (for placement checks)."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+
     def collect(self, weights: list, version: int, steps: int, seed: int) -> tuple[dict | None, int, list, int]:
         """Act ``steps`` vector steps with weights ``version``; return (windows, env steps, episodes, version).
 
@@ -154,6 +160,10 @@ class RayActors:
     def actor_pids(self) -> dict[int, int]:
         """Process id of every actor (blocks until each answers)."""
         return {i: self._ray.get(actor.pid.remote()) for i, actor in enumerate(self._actors)}
+
+    def actor_nodes(self) -> dict[int, str]:
+        """Ray node id of every actor (blocks until each answers)."""
+        return {i: self._ray.get(actor.node_id.remote()) for i, actor in enumerate(self._actors)}
 
     def collect(self) -> Experience:
         """Take every finished batch and ask its actor for the next one."""
