@@ -203,17 +203,13 @@ def run_recurrent_ppo(steps: int, seed: int, eval_every: int, eval_episodes: int
     class Timer(BaseCallback):
         def __init__(self):
             super().__init__()
-            self.start = self.eval_seconds = self.rollout_seconds = 0.0
+            self.start = self.eval_seconds = 0.0
             self.evaluations, self.next_eval, self.rollouts = [], eval_every, 0
 
         def _on_training_start(self):
             self.start = time.perf_counter()
 
-        def _on_rollout_start(self):
-            self.rollout_start = time.perf_counter()
-
         def _on_rollout_end(self):
-            self.rollout_seconds += time.perf_counter() - self.rollout_start
             self.rollouts += 1
 
         def _on_step(self):
@@ -227,7 +223,6 @@ def run_recurrent_ppo(steps: int, seed: int, eval_every: int, eval_episodes: int
                 print(f"  RecurrentPPO {self.num_timesteps:>7,} env steps: eval {returns.mean():6.1f} +- "
                       f"{returns.std():5.1f}, {train_seconds:.0f} s", flush=True)
                 self.eval_seconds += time.perf_counter() - began
-                self.rollout_seconds -= time.perf_counter() - began  # evaluations run inside rollouts
                 self.next_eval += eval_every
             return True
 

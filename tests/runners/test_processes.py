@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from r2d2kit.runners.callbacks import Callback
+from r2d2kit.runners.pool import ActorPool
 from r2d2kit.runners.shm import PREFIX
 from r2d2kit.training.config import build_config
 from r2d2kit.training.trainer import Trainer
@@ -55,6 +56,7 @@ def test_actors_feed_the_learner_and_a_killed_actor_is_restarted(tmp_path):
     trainer = Trainer(config, tmp_path / "run", callbacks=[killer])
     summary = trainer.fit()
     pool = trainer.actors
+    assert isinstance(pool, ActorPool)
     assert killer.killed, "the run ended before actor 1 could be killed"
     assert summary["actor_restarts"] >= 1 and pool.actor_pids()[1] != killer.killed["pid"]
     assert summary["env_steps"] >= 4_000 and summary["updates"] > killer.killed["updates"] + 20  # the learner went on

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from r2d2kit.runners.callbacks import Callback
+from r2d2kit.runners.pool import ActorPool
 from r2d2kit.training.config import load_config
 from r2d2kit.training.trainer import Trainer
 
@@ -34,6 +35,7 @@ def test_sequences_arrive_from_every_ray_actor_and_weights_advance(local_ray, tm
                       tmp_path)
     summary = trainer.fit()
     pool = trainer.actors
+    assert isinstance(pool, ActorPool)
     assert summary["runner"] == "ray" and summary["env_steps"] >= 2000 and summary["updates"] > 0
     assert set(pool.windows_per_actor) == {0, 1} and min(pool.windows_per_actor.values()) > 0
     assert pool.weights_version > 5 and min(pool.weight_versions_seen.values()) > 0  # actors acted on new weights
