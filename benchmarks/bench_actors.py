@@ -211,7 +211,8 @@ def build_network(obs_shape: tuple[int, ...], num_actions: int, obs_dtype: str, 
     encoder = MLPModel(tuple(model.get("hidden", (64,))), input_scale=model.get("input_scale"))
     network = QNetwork(obs_shape, num_actions, encoder, obs_dtype=obs_dtype,
                        lstm_units=model.get("lstm_units", 512), dueling=model.get("dueling", True),
-                       head_units=model.get("head_units", 512), prev_action_reward=model.get("prev_action_reward", True))
+                       head_units=model.get("head_units", 512),
+                       prev_action_reward=model.get("prev_action_reward", True))
     if actor_backend != "auto":
         network.actor = functools.partial(network.actor, backend=actor_backend)  # this instance only
     return network
@@ -558,7 +559,8 @@ def actor_table(rows: list[dict], markdown: bool) -> str:
     header = ["actor processes", "backend", "round", "envs", "env steps", "start-up", "steps/s (first report -> end)",
               "steps/s (2nd half)", "per actor", "vs 1 actor (same round)", "CPU: learner", "CPU: each actor",
               "steps per actor CPU-s", "actor peak RSS"]
-    base = {(r["round"], r["backend"]): r["last_half_steps_per_s"] for r in rows if r["actors"] == 1 and "error" not in r}
+    base = {(r["round"], r["backend"]): r["last_half_steps_per_s"] for r in rows
+            if r["actors"] == 1 and "error" not in r}
     body = []
     for r in rows:
         if "error" in r:
@@ -695,7 +697,8 @@ def main(argv: list[str] | None = None) -> dict:
             if "error" in r:
                 print(f"- {r['actors']} actor(s), {r['backend']}, round {r['round']}: failed: {r['error']}")
             else:
-                print(f"- {r['actors']} actor(s), {r['backend']}, round {r['round']}: start-up {r['startup_s']:.1f} s (spawn, imports, "
+                print(f"- {r['actors']} actor(s), {r['backend']}, round {r['round']}: "
+                      f"start-up {r['startup_s']:.1f} s (spawn, imports, "
                       f"network build, until the first env steps reported), stepping {r['stepping_s']:.1f} s, shutdown "
                       f"{r['shutdown_s']:.1f} s; {r['windows']:,} windows drained; load average "
                       f"{r['load_before']:.2f} -> {r['load_after']:.2f}")

@@ -54,7 +54,6 @@ sys.path.insert(0, str(REPO_ROOT))  # benchmark the checkout, not an installed c
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
-
 from peers import PeerUnavailable  # noqa: E402
 from peers import machine as peers_machine  # noqa: E402
 
@@ -230,14 +229,16 @@ def summarise(runs: list[Run], checkpoints: list[int]) -> list[str]:
     final = [r.curve[-1][1] if r.curve else 0.0 for r in runs]
     cells.append(f"{np.mean(final):.2f}")
     cells.append(f"{fmt_steps(statistics.median(r.steps for r in runs))} / "
-                 f"{statistics.median(r.train_seconds for r in runs):.0f} s  (seeds {','.join(str(r.seed) for r in runs)})")
+                 f"{statistics.median(r.train_seconds for r in runs):.0f} s  "
+                 f"(seeds {','.join(str(r.seed) for r in runs)})")
     cells.append(f"{max(r.peak_rss_mb for r in runs):,.0f} MB")
     return cells
 
 
 def table(rows: list[list[str]], checkpoints: list[int], markdown: bool) -> str:
     header = (["n_bits", "method"] + [f"@{fmt_steps(c)}" for c in checkpoints]
-              + [f"env steps to {TARGET}", f"train s to {TARGET}", "last success", "ran (steps / train s, seeds)", "peak RSS"])
+              + [f"env steps to {TARGET}", f"train s to {TARGET}", "last success", "ran (steps / train s, seeds)",
+                 "peak RSS"])
     if markdown:
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" * 2 + "---:|" * (len(header) - 2)]
         return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
@@ -276,7 +277,8 @@ def worker(job: dict[str, Any]) -> None:
 
 
 def machine_line() -> str:
-    return peers_machine.machine_line(('numpy', 'numba', 'tensorflow', 'keras', 'gymnasium', 'torch', 'stable-baselines3'))
+    return peers_machine.machine_line(('numpy', 'numba', 'tensorflow', 'keras', 'gymnasium', 'torch',
+                                       'stable-baselines3'))
 
 
 def main(argv: list[str] | None = None) -> list[Run]:

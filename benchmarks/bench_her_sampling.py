@@ -36,9 +36,10 @@ BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR.parent))  # benchmark the checkout, not an installed copy
 
 
+from peers import machine as peers_machine  # noqa: E402
+
 from r2d2kit.envs import BitFlipEnv  # noqa: E402
 from r2d2kit.replay import HerReplayBuffer  # noqa: E402
-from peers import machine as peers_machine  # noqa: E402
 
 FULL = dict(capacity=2**17, fill=2**17 + 2**15, n_bits=15, batch=256, reps=2000, slow_reps=300, rounds=10, warmup=50)
 QUICK = dict(capacity=2**14, fill=2**14 + 2**12, n_bits=15, batch=256, reps=300, slow_reps=60, rounds=3, warmup=10)
@@ -224,7 +225,7 @@ def run(cfg: dict) -> tuple[list[list[str]], list[str]]:
         if strategy == "future":
             notes.append(f"seed-style fell back from 'future' to 'final' for {seed_style.fallbacks:,} relabelled "
                          f"samples over the run (episodes wrapping the ring); r2d2kit: never, by construction")
-        del ours, seed_style
+        ours = seed_style = None
         gc.collect()
 
     for label, strategy, kwargs in [("episode, k=4", "episode", {}), ("random, k=4", "random", {}),
@@ -232,7 +233,7 @@ def run(cfg: dict) -> tuple[list[list[str]], list[str]]:
                                     ("future, k=4, n_step=3", "future", {"n_step": 3})]:
         ours, _ = build(cfg, strategy, **kwargs)
         row(f"sample({b}), {label}", measure({"r2d2kit": lambda: ours.sample(b, beta=0.4)}, cfg)["r2d2kit"], None)
-        del ours
+        ours = None
         gc.collect()
     return rows, notes
 

@@ -10,8 +10,8 @@
 CartPoleNoVel-v1 is CartPole-v1 observing only the cart position and the pole angle (velocities
 must be inferred from the history; 500-step limit). Both agents are evaluated greedily every
 ``--eval-every`` env steps on the same episodes (``--eval-episodes``, the trainer's evaluation seeds
-``seed + EVAL_SEED_OFFSET + env_steps``, each eval env contributing its first episodes). Env steps count every step of every env (vector
-steps x envs), as gymnasium and SB3 do.
+``seed + EVAL_SEED_OFFSET + env_steps``, each eval env contributing its first episodes). Env steps count
+every step of every env (vector steps x envs), as gymnasium and SB3 do.
 
 * **r2d2kit R2D2**: ``configs/cartpole_pomdp.yaml`` (``--config``) run by the Trainer, the loop the
   README command runs; ``--runners processes,local`` picks the actor pools (processes: the config's
@@ -127,7 +127,8 @@ def run_r2d2(config_path: Path, overrides: list[str], steps: int, seed: int, eva
     class Curve(Callback):
         def on_evaluation(self, trainer, row):  # one line per evaluation, so a long run shows where it is
             seen.append((row["env_steps"], row["eval_mean"], row["eval_std"], row["seconds"]))
-            print(f"  r2d2kit {row['env_steps']:>7,} env steps: eval {row['eval_mean']:6.1f} +- {row['eval_std']:5.1f}, "
+            print(f"  r2d2kit {row['env_steps']:>7,} env steps: "
+                  f"eval {row['eval_mean']:6.1f} +- {row['eval_std']:5.1f}, "
                   f"{row['updates']:,} updates, {row['seconds']:.0f} s", flush=True)
             return not (stop_on_miss and target_missed(seen))
 
@@ -287,14 +288,16 @@ def report(results: list[dict], skipped: dict[str, str], markdown: bool, steps: 
         s = run["summary"]
         lines.append(f"- target ({run['name']}): first >= {THRESHOLD:.0f} within {TARGET_STEPS:,} env steps: "
                      f"{'met' if target_reached(s) else 'not met'} ({fmt_steps(s['first_steps'])}); every later "
-                     f"evaluation to {steps:,} steps >= {FLOOR:.0f}: {'met' if s['held'] else 'not met'} (lowest from then: "
+                     f"evaluation to {steps:,} steps >= {FLOOR:.0f}: {'met' if s['held'] else 'not met'} "
+                     "(lowest from then: "
                      f"{'-' if s['min_after'] is None else format(s['min_after'], '.1f')})")
     for agent in dict.fromkeys(r.get("agent", r["name"]) for r in results):
         runs = [r for r in results if r.get("agent", r["name"]) == agent]
         if len(runs) > 1:
             met = sum(target_met(r["summary"]) for r in runs)
             verdict = "criterion met (every seed)" if met == len(runs) else "criterion missed"
-            lines.append(f"- {agent}: target met (reached in time, floor held) on {met} of {len(runs)} seeds: {verdict}")
+            lines.append(f"- {agent}: target met (reached in time, floor held) on {met} of {len(runs)} seeds: "
+                         f"{verdict}")
     for r in results:
         lines.append(f"- {r['name']}: {r['updates']:,} gradient updates (evaluations are excluded from the wall "
                      "times)")
@@ -403,7 +406,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def machine_line() -> str:
-    return peers_machine.machine_line(('numpy', 'tensorflow', 'keras', 'gymnasium', 'r2d2kit', 'torch', 'stable_baselines3', 'sb3_contrib'))
+    return peers_machine.machine_line(('numpy', 'tensorflow', 'keras', 'gymnasium', 'r2d2kit', 'torch',
+                                       'stable_baselines3', 'sb3_contrib'))
 
 
 def main(argv=None) -> dict:

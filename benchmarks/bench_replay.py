@@ -230,7 +230,7 @@ def make_add_step(o: dict, capacity: int, items) -> Step:
     def step():
         buf = o["build"](capacity)  # a fresh, empty buffer each time (not timed)
         elapsed = timed(lambda: o["add"](buf, items))
-        del buf
+        buf = None
         return elapsed
     return step
 
@@ -561,7 +561,7 @@ def run(cfg: dict, quick: bool, only: set[str] | None, without: set[str]) -> tup
     errors: dict[str, str] = {name: "not available: left out with --without" for name in without}
     notes: dict[str, str] = {}
     rows: list[Row] = []
-    n, b = cfg["n"], cfg["batch"]
+    b = cfg["batch"]
     want = (lambda key: only is None or key in only)
 
     def timed_row(label, target, steps, reps, participants, checks=(), unit="us"):
@@ -645,7 +645,8 @@ def fresh_pages(notes: dict):
 
 
 def machine_line() -> str:
-    return peers_machine.machine_line(('numpy', 'numba', 'r2d2kit', 'cpprb', 'torch', 'torchrl', 'tensordict', 'tianshou'))
+    return peers_machine.machine_line(('numpy', 'numba', 'r2d2kit', 'cpprb', 'torch', 'torchrl', 'tensordict',
+                                       'tianshou'))
 
 
 def main(argv: list[str] | None = None) -> int:

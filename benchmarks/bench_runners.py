@@ -6,8 +6,8 @@
 
 Both pools run the same acting code (``ActingLoop``: CartPoleNoVel-v1, the network of
 configs/cartpole_pomdp.yaml) and hand windows to the Trainer in this process, which only adds them to
-replay (``run.updates_per_env_step: 0``), so the table compares transports: shared-memory rings + a seqlock weight block against
-Ray's object store + one batch request in flight per actor. Env steps/s count from the first
+replay (``run.updates_per_env_step: 0``), so the table compares transports: shared-memory rings + a seqlock
+weight block against Ray's object store + one batch request in flight per actor. Env steps/s count from the first
 experience that arrives to the budget, so process spawn, Ray start-up and TensorFlow import are
 excluded and reported apart. Rounds alternate the runners (ABBA) so that drifting machine load
 hits both alike; the load average is printed. On a 2-core machine the actors and this process
@@ -96,7 +96,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 row = run_pool(runner, num_actors, args.envs_per_actor, args.steps, args.ray_cpus)
                 row["round"] = round_index + 1
                 rows.append(row)
-                print(f"  {runner:9s} {num_actors} actors round {round_index + 1}: {row['steps_per_s']:,.0f} env steps/s "
+                print(f"  {runner:9s} {num_actors} actors round {round_index + 1}: "
+                      f"{row['steps_per_s']:,.0f} env steps/s "
                       f"(start-up {row['startup']:.1f} s)", flush=True)
     header = ["actors", "envs", "processes: env steps/s", "ray: env steps/s", "ray / processes",
               "start-up processes", "start-up ray"]

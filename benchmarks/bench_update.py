@@ -1,8 +1,10 @@
 """Learner update benchmark: r2d2kit's R2D2 update beside a PyTorch twin of the same update (issue 21).
 
-    flock /tmp/r2d2kit-bench.lock python benchmarks/bench_update.py               # both sizes, ~3 min (Pong: 1 warm-up + 3 timed)
+    flock /tmp/r2d2kit-bench.lock python benchmarks/bench_update.py               # both sizes, ~3 min
+                                                                                  # (Pong: 1 warm-up + 3 timed)
     flock /tmp/r2d2kit-bench.lock python benchmarks/bench_update.py --markdown --only pong
-    python benchmarks/bench_update.py --quick           # smoke run: ~1 min of CPU (1.5-2 min wall under load), small batches
+    python benchmarks/bench_update.py --quick           # smoke run: ~1 min of CPU (1.5-2 min wall under load),
+                                                        # small batches
     python benchmarks/bench_update.py --updates 5 --warmup 2 --threads 2 --json update.json
     flock /tmp/r2d2kit-bench.lock python benchmarks/bench_update.py --precision float32 mixed_bfloat16
 
@@ -47,8 +49,8 @@ Q outputs, LSTM state, targets and loss stay float32), the twin runs both unroll
 ``torch.autocast("cpu", dtype=torch.bfloat16)``. The equivalence check stays float32. Result on the
 2-core Xeon (AVX-512 BF16, no AMX; docs/performance.md): bf16 is slower, Pong-size r2d2kit 3.95 s
 against 2.31 s float32 (twin 5.07 s against 4.46 s), because a bf16 matmul there runs at about half
-sgemm's rate (165 against 285-335 GFLOP/s); so r2d2kit has no precision config key. Each framework runs in its own subprocess, so
-its peak RSS (``ru_maxrss``) is its own: framework import + model + replay + update.
+sgemm's rate (165 against 285-335 GFLOP/s); so r2d2kit has no precision config key. Each framework runs
+in its own subprocess, so its peak RSS (``ru_maxrss``) is its own: framework import + model + replay + update.
 """
 
 from __future__ import annotations
@@ -201,7 +203,8 @@ def keras_spec(settings: Any, network: Any) -> dict:
     """The plain-data description the twin is built from (read off the config and the built network)."""
     encoder = network.config["encoder"]
     learner = settings.learner
-    model = {"encoder": settings.model.encoder, "lstm_units": network.lstm_units, "head_units": settings.model.head_units,
+    model = {"encoder": settings.model.encoder, "lstm_units": network.lstm_units,
+                 "head_units": settings.model.head_units,
                  "dueling": network.dueling, "prev_action_reward": network.prev_action_reward,
                  "layer_norm": network.layer_norm, "dense_units": getattr(encoder, "dense_units", None),
                  "hidden": list(getattr(encoder, "units", ())),
@@ -242,8 +245,8 @@ def tf_sgemm_gflops(repeats: int = 10, dtype: str = "float32") -> float:
 
 
 def run_keras_child(args: argparse.Namespace) -> dict:
-    from r2d2kit.training.builders import make_sequence_replay
     from r2d2kit.models.tf_setup import setup_tensorflow
+    from r2d2kit.training.builders import make_sequence_replay
 
     setup_tensorflow(threads=args.threads)
     import keras
@@ -262,7 +265,8 @@ def run_keras_child(args: argparse.Namespace) -> dict:
     load_end = peers_machine.format_load()
     peak_rss = int(peers_machine.peak_rss_mb() * 2**20)  # this child's own: each framework has its own process
     return dict(result, spec=spec, sgemm_gflops=sgemm, bf16_gemm_gflops=bf16_gemm,
-                policy=keras.mixed_precision.global_policy().name, threads={"intra": tf.config.threading.get_intra_op_parallelism_threads(),
+                policy=keras.mixed_precision.global_policy().name,
+                threads={"intra": tf.config.threading.get_intra_op_parallelism_threads(),
                 "inter": tf.config.threading.get_inter_op_parallelism_threads()}, rss_ready=rss_ready,
                 peak_rss=peak_rss, load_start=load_start, load_end=load_end)
 
@@ -710,7 +714,8 @@ def check_one(config: Path) -> dict:
                 "loss_rel_error": abs(keras_loss - float(loss.detach())) / max(abs(keras_loss), 1e-12),
                 "grad_rel_error": worst, "grad_worst": worst_name, "weights": len(pairs),
                 "params_keras": int(sum(np.prod(v.shape) for v in learner.online.model.trainable_variables)),
-                "params_twin": int(sum(p.numel() for p in twin.online.parameters())) - int(twin.online.lstm.bias_hh_l0.numel()),
+                "params_twin": int(sum(p.numel() for p in twin.online.parameters()))
+                - int(twin.online.lstm.bias_hh_l0.numel()),
                 "priority_rel_error": priority_error, "macs_twin": twin_measured_macs(twin.online, spec),
                 "macs_formula": int(sum(m for _, m in forward_macs(spec))), "small": " ".join(CHECK_OVERRIDES),
                 "torch_threads": torch.get_num_threads()}
@@ -888,12 +893,14 @@ def report(rows: list[dict], checks: dict, args: argparse.Namespace) -> str:
             f"per row; median of {row['updates']} updates after {row['warmup']} warm-up "
             f"(r2d2kit {spread(k['all_seconds'])}; first {k['first_seconds']:.2f} s with tracing; child process "
             f"{k['wall_seconds']:.0f} s" + (f"; twin {spread(t['all_seconds'])}; first {t['first_seconds']:.2f} s; "
-                                            f"child process {t['wall_seconds']:.0f} s" if "error" not in t else "") + ")")
+                                            f"child process {t['wall_seconds']:.0f} s" if "error" not in t else "")
+            + ")")
         paper = SIZES[row["key"]]["paper"]
         if paper:
             got = (lrn["batch_size"], lrn["burn_in"], lrn["trace_length"], lrn["n_step"])
+            paper_verdict = "yes" if got == paper else f"no (this run: batch {got[0]}, {got[1]} + {got[2]} + {got[3]})"
             lines.append(f"  the R2D2 paper's batch {paper[0]}, {paper[1]} + {paper[2]} + {paper[3]} rows: "
-                         f"{'yes' if got == paper else f'no (this run: batch {got[0]}, {got[1]} + {got[2]} + {got[3]})'}")
+                         f"{paper_verdict}")
         lines.append(
             f"  replay.sample alone: r2d2kit {1e3 * k['sample_seconds']:.1f} ms"
             + (f", twin {1e3 * t['sample_seconds']:.1f} ms" if "error" not in t else "")
@@ -923,7 +930,8 @@ def report(rows: list[dict], checks: dict, args: argparse.Namespace) -> str:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     if busiest_load(rows) > cores + 0.5:
         lines.append(f"- WARNING: load average up to {busiest_load(rows):.2f} on {cores} cores (this benchmark's own "
-                     "threads count up to --threads of it): other work shared the machine. Both sides slow down, the twin's OpenMP threads most erratically (see the min/max "
+                     "threads count up to --threads of it): other work shared the machine. Both sides slow down, "
+                     "the twin's OpenMP threads most erratically (see the min/max "
                      "spread); rerun on a quiet machine, or compare with --omp-wait-policy passive.")
     lines.append("- twin / r2d2kit above 1: r2d2kit is faster. GFLOP/update = B x [F x burn_in + (3F - F1) x "
                  "(trace + n_step) + F x (burn_in + trace + n_step)] (module docstring); the bound in brackets: "
@@ -939,7 +947,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--only", choices=sorted(SIZES), default=None, help="one row only")
     p.add_argument("--quick", action="store_true",
-                   help="smoke run (about a minute of CPU; 1.5-2 min wall on a busy 2-core machine): Pong 4 windows of 10 + 20 + 5 rows, CartPole batch 16; "
+                   help="smoke run (about a minute of CPU; 1.5-2 min wall on a busy 2-core machine): "
+                        "Pong 4 windows of 10 + 20 + 5 rows, CartPole batch 16; "
                         "1 warm-up + 2 timed updates")
     p.add_argument("--precision", nargs="+", choices=PRECISIONS, default=["float32"],
                    help="Keras' global dtype policy, the twin under torch.autocast(bfloat16) for mixed_bfloat16; "
@@ -985,7 +994,8 @@ def main(argv=None) -> dict:
         Path(args.child_out).write_text(json.dumps(runner(args)))
         return {}
     began = time.perf_counter()
-    command = shlex.join(["python", os.path.relpath(Path(__file__).resolve(), REPO_ROOT)] + (sys.argv[1:] if argv is None else list(argv)))
+    command = shlex.join(["python", os.path.relpath(Path(__file__).resolve(), REPO_ROOT)]
+                         + (sys.argv[1:] if argv is None else list(argv)))
     print(peers_machine.machine_line(("numpy", "tensorflow", "keras", "torch", "r2d2kit")), flush=True)
     load_start = peers_machine.format_load()
     print(f"command: {command}  (cwd {REPO_ROOT}); threads {args.threads} for TF (intra and inter-op) and torch"

@@ -54,6 +54,7 @@ BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR.parent))  # benchmark the checkout, not an installed copy
 
 from peers import machine as peers_machine  # noqa: E402
+
 from r2d2kit.replay import PrioritizedReplayBuffer, SequenceBuilder, SequenceReplayBuffer  # noqa: E402
 
 BURN_IN, TRACE, N_STEP, PERIOD, ENVS, UNITS, OBS = 40, 80, 5, 40, 4, 512, (84, 84)
@@ -101,7 +102,8 @@ def window_layout(buffer: SequenceReplayBuffer, batch_size: int, seed: int = 1):
     rng = np.random.default_rng(seed)
     row_fields = {name: (shape[2:], dtype) for name, (shape, dtype) in spec.items() if len(shape) >= 2
                   and shape[1] == buffer.length}
-    ring = {name: random_array((buffer.capacity + 1,) + shape, dtype, rng) for name, (shape, dtype) in row_fields.items()}
+    ring = {name: random_array((buffer.capacity + 1,) + shape, dtype, rng)
+            for name, (shape, dtype) in row_fields.items()}
     states = {name: random_array((buffer.max_sequences,) + shape[1:], dtype, rng)
               for name, (shape, dtype) in spec.items() if name.startswith("state_")}
     starts = rng.integers(0, buffer.capacity, batch_size)

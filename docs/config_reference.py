@@ -93,7 +93,8 @@ def render() -> str:
         "# Config reference",
         "",
         "Every key of a `python -m r2d2kit.train` config, generated from the schema (the dataclasses in",
-        "`r2d2kit/training/config.py` and `R2D2Config` in `r2d2kit/agent/learner.py`) each time the site is built. Every",
+        "`r2d2kit/training/config.py` and `R2D2Config` in `r2d2kit/agent/learner.py`) "
+        "each time the site is built. Every",
         "key is optional; an omitted key keeps the default shown. Defaults are written as in the YAML file.",
         "Override any key from the command line with `--set section.key=value` (the value is parsed as",
         "YAML), e.g. `--set learner.burn_in=10`. How to write and run a config:",

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from script_loading import load_script
 
 AGENTS_DIR = Path(__file__).resolve().parent.parent / "agents"

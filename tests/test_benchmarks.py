@@ -12,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from script_loading import load_script
 
 BENCH_DIR = Path(__file__).resolve().parent.parent / "benchmarks"

@@ -9,7 +9,6 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium import spaces
-
 from script_loading import load_script
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -175,7 +175,8 @@ def test_codes_lie_in_the_code_space_and_are_compact(case):
                   for space in leaves(case.observation_space))
     want = np.float32 if has_box else (np.uint8 if biggest <= 256 else np.int32)
     assert layout.code_space.dtype == want  # the integer codes, not one-hots; float32 only with Box values
-    assert layout.code_size == sum(int(np.prod(getattr(s, "shape", ()) or (1,))) for s in leaves(case.observation_space))
+    assert layout.code_size == sum(int(np.prod(getattr(s, "shape", ()) or (1,)))
+                                   for s in leaves(case.observation_space))
 
 
 def leaves(space):
@@ -356,7 +357,8 @@ def test_a_tuple_observation_multidiscrete_action_env_trains_and_evaluates(tmp_p
 
 @pytest.mark.parametrize("model, named", [
     ("{encoder: dqn}", r"model\.encoder 'dqn' is a convolutional encoder for images, but env\.id "
-                       r"'SpacesTestTupleMultiDiscrete-v0' observes Tuple\(Discrete\(3\), MultiBinary\(2\)\), which the "
+                       r"'SpacesTestTupleMultiDiscrete-v0' observes Tuple\(Discrete\(3\), MultiBinary\(2\)\), "
+                       r"which the "
                        r"network gets as a vector of 5 entries .*; use model\.encoder: mlp"),
     ("{input_scale: [1.0, 2.0]}", r"model\.input_scale has 2 entries, but .* vector of 5 entries .*give one number, "
                                   r"or 5 \(one per network input"),

@@ -18,10 +18,10 @@ import os
 
 import numpy as np
 import pytest
+import reference
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import reference
 from r2d2kit import MinTree, SumTree
 
 JIT_DISABLED = os.environ.get("NUMBA_DISABLE_JIT") == "1"

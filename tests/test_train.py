@@ -15,7 +15,8 @@ def run_train(*args, cwd=ROOT):
 
 
 def test_train_cue_memory_tiny_budget(tmp_path):
-    result = run_train("configs/cue_memory.yaml", "--set", "run.total_env_steps=3000", "--set", "logging.progress=false",
+    result = run_train("configs/cue_memory.yaml", "--set", "run.total_env_steps=3000",
+                       "--set", "logging.progress=false",
                        "--run-dir", str(tmp_path / "run"))
     assert result.returncode == 0, result.stderr[-2000:]
     run = tmp_path / "run"

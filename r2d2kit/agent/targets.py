@@ -29,10 +29,12 @@ def _check(reward, q_online, q_target, burn_in, trace_length, n_step):
     n_step = check_positive_int("n_step", n_step)
     length = burn_in + trace_length + n_step
     if len(reward.shape) != 2 or reward.shape[1] != length:
-        raise ValueError(f"reward must be [B, burn_in + trace_length + n_step] = [B, {length}], got {tuple(reward.shape)}")
+        raise ValueError(f"reward must be [B, burn_in + trace_length + n_step] = [B, {length}], "
+                         f"got {tuple(reward.shape)}")
     for name, q in (("q_online", q_online), ("q_target", q_target)):
         if tuple(q.shape[:2]) != tuple(reward.shape):
-            raise ValueError(f"{name} must be [B, L, actions] with [B, L] = {tuple(reward.shape)}, got {tuple(q.shape)}")
+            raise ValueError(f"{name} must be [B, L, actions] with [B, L] = {tuple(reward.shape)}, "
+                             f"got {tuple(q.shape)}")
     return burn_in, trace_length, n_step
 
 

@@ -295,7 +295,8 @@ class NumpyForward:
         return value + advantage - advantage.mean(axis=-1, keepdims=True), h_next, c_next
 
     def check_against_keras(self, batch: int = 3, seed: int = 0) -> None:
-        """Compare one step with the Keras sequence model on random inputs; :class:`UnsupportedNetwork` if they differ."""
+        """Compare one step with the Keras sequence model on random inputs; :class:`UnsupportedNetwork` if they
+        differ."""
         rng = np.random.default_rng(seed)
         if self._code_plan is not None:  # codes: small integers hit the one-hot slots
             top = int(max(1.0, float(self._code_plan[1].max()))) + 1
@@ -316,5 +317,6 @@ class NumpyForward:
             scale = max(1.0, float(finite.max())) if finite.size else 1.0  # diverged (NaN) weights: NaN both ways
             if a.shape != b.shape or not np.allclose(a, b, rtol=1e-4, atol=1e-4 * scale, equal_nan=True):
                 raise UnsupportedNetwork(f"numpy forward disagrees with the Keras model on {name} "
-                                         f"(max difference {np.max(np.abs(a - b)) if a.shape == b.shape else 'shape'}): "
+                                         "(max difference "
+                                         f"{np.max(np.abs(a - b)) if a.shape == b.shape else 'shape'}): "
                                          "the network has a part it does not read")

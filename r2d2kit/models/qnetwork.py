@@ -242,7 +242,8 @@ class StatefulActor:
         model, units = self.model, self.network.lstm_units
         signature = [tf.TensorSpec(self._obs_shape, self.network.obs_dtype), tf.TensorSpec((self.num_envs,), tf.int32),
                      tf.TensorSpec((self.num_envs,), tf.float32),
-                     tf.TensorSpec((self.num_envs, units), tf.float32), tf.TensorSpec((self.num_envs, units), tf.float32)]
+                     tf.TensorSpec((self.num_envs, units), tf.float32),
+                     tf.TensorSpec((self.num_envs, units), tf.float32)]
 
         @tf.function(input_signature=signature)
         def step(obs, prev_action, prev_reward, h, c):

@@ -160,7 +160,8 @@ class BatchPool:
         return dict(slot.arrays)
 
     def __repr__(self) -> str:
-        return f"BatchPool(size={self.size}, slots={len(self._slots)}, allocated={self.allocated}, reused={self.reused})"
+        return (f"BatchPool(size={self.size}, slots={len(self._slots)}, allocated={self.allocated}, "
+                f"reused={self.reused})")
 
 
 class SampleMemory:

@@ -58,7 +58,8 @@ def parse_fields(fields: Mapping[str, Any]) -> dict[str, FieldSpec]:
         if isinstance(shape, (int, np.integer)):
             shape = (shape,)
         try:
-            shape = tuple(check_positive_int(f"fields[{name!r}] shape entry", int(d) if isinstance(d, np.integer) else d)
+            shape = tuple(check_positive_int(f"fields[{name!r}] shape entry",
+                                             int(d) if isinstance(d, np.integer) else d)
                           for d in shape)
         except TypeError:
             raise ValueError(f"fields[{name!r}] shape must be a tuple of positive ints, got {entry[0]!r}") from None

@@ -446,7 +446,8 @@ class HerReplayBuffer:
             if self.compute_terminated is None:
                 pair_terminated = d["terminated"].take(pair_steps)
             else:
-                pair_terminated = call_goal_function("compute_terminated", self.compute_terminated, achieved, goals) != 0
+                pair_terminated = call_goal_function("compute_terminated", self.compute_terminated,
+                                                     achieved, goals) != 0
         else:
             pair_rewards, pair_terminated = np.zeros(0), np.zeros(0, dtype=bool)
         returns, discount, last_steps = her_kernels.her_nstep_returns(

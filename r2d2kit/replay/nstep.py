@@ -79,7 +79,8 @@ class NStepAccumulator:
         truncated = as_per_env("truncated", truncated, self.num_envs, bool)
         for name, array in (("obs", obs), ("action", action), ("next_obs", next_obs)):
             if array.ndim == 0 or array.shape[0] != self.num_envs:
-                raise ValueError(f"{name} must have a leading axis of num_envs={self.num_envs}, got shape {array.shape}")
+                raise ValueError(f"{name} must have a leading axis of num_envs={self.num_envs}, "
+                                 f"got shape {array.shape}")
         if next_obs.shape != obs.shape:
             raise ValueError(f"next_obs has shape {next_obs.shape} but obs has shape {obs.shape}")
         self._allocate(obs, action)

@@ -295,7 +295,8 @@ class SequenceReplayBuffer:
             raise ValueError(f"cannot sample from an empty {type(self).__name__}: add windows first")
 
     def _sample_windows(self, uniforms: np.ndarray, beta: float, batch: dict[str, np.ndarray]) -> np.ndarray:
-        """Draw windows for ``uniforms`` ``[B]`` in [0, 1) and write them into ``batch``; return their slots (lock held)."""
+        """Draw windows for ``uniforms`` ``[B]`` in [0, 1) and write them into ``batch``; return their slots
+        (lock held)."""
         t = self._tree
         indices, weights = tree_kernels.sum_tree_sample_weighted(
             t._sum, t._min, t._leaf_offset, t._depth, uniforms, beta)

@@ -139,7 +139,8 @@ def goal_reward(config: TrainConfig) -> GoalReward:
     compute_reward = getattr(env.unwrapped, "compute_reward", None)
     if not callable(compute_reward):
         env.close()
-        raise ConfigError(f"replay.her needs env.id {config.env.id!r} to have a vectorised compute_reward(achieved_goal, "
+        raise ConfigError(f"replay.her needs env.id {config.env.id!r} to have a vectorised "
+                          "compute_reward(achieved_goal, "
                           "desired_goal, info) method (the GoalEnv protocol); it has none")
     compute_terminated = getattr(env.unwrapped, "compute_terminated", None)
     return GoalReward(int(observation_size), int(goal_size), compute_reward,
@@ -210,7 +211,8 @@ def make_sequence_her_replay(network: Any, config: R2D2Config, capacity: int, *,
     return SequenceHerReplayBuffer(
         capacity, ((observation_size,), "float32"), ((goal_size,), "float32"), ((), "int64"),
         {"state_h": ((units,), "float32"), "state_c": ((units,), "float32")}, compute_reward=compute_reward,
-        compute_terminated=compute_terminated, burn_in=config.burn_in, trace_length=config.trace_length, n_step=config.n_step, period=config.period,
+        compute_terminated=compute_terminated, burn_in=config.burn_in, trace_length=config.trace_length,
+        n_step=config.n_step, period=config.period,
         n_sampled_goal=n_sampled_goal, goal_selection_strategy=goal_selection_strategy,
         alpha=config.priority_exponent, initial_state=initial_state, seed=seed)
 

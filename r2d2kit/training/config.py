@@ -316,7 +316,8 @@ def _check_env_id(env_id: str, source: str) -> None:
     registered_id = env_id.rpartition(":")[2]  # "module:EnvId" names the module that registers EnvId
     if registered_id not in gymnasium.envs.registry:
         raise ConfigError(f"{source}: env.id {env_id!r} is not a registered gymnasium id; "
-                          f"{_nearest(env_id, list(gymnasium.envs.registry))}write it as 'package.module:EnvId' so that "
+                          f"{_nearest(env_id, list(gymnasium.envs.registry))}"
+                          "write it as 'package.module:EnvId' so that "
                           "the module registering it is imported (also in actor processes), or pick a registered id")
 
 

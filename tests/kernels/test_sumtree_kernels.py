@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
-
 import reference
+
 from r2d2kit.kernels import sumtree as kernels
 
 INF = math.inf

@@ -5,9 +5,9 @@ weights lands close to the float32 one (bf16 keeps 8 significant bits, so "close
 import keras
 import numpy as np
 import pytest
+from test_qnetwork_and_learner import TinyConv, random_batch, small_network
 
 from r2d2kit.agent.learner import R2D2Config, R2D2Learner
-from test_qnetwork_and_learner import TinyConv, random_batch, small_network
 
 CONFIG = R2D2Config(burn_in=2, trace_length=5, period=5, n_step=2, gamma=0.9, target_update_period=100)
 

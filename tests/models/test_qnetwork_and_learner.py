@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from r2d2kit.agent.learner import R2D2Config, R2D2Learner
-from r2d2kit.training.builders import make_sequence_replay
 from r2d2kit.models import ImageModel, MLPModel, QNetwork
 from r2d2kit.replay import SequenceBuilder
+from r2d2kit.training.builders import make_sequence_replay
 
 UNITS = 8
 
@@ -250,7 +250,8 @@ def test_train_returns_td_and_priorities_of_the_right_shape_and_mixing():
     assert out["abs_td"].shape == (4, config.trace_length)
     trace_mask = batch["mask"][:, config.burn_in:config.burn_in + config.trace_length]
     np.testing.assert_array_equal(out["abs_td"][~trace_mask], 0.0)
-    expected = [0.9 * row[m].max() + 0.1 * row[m].mean() if m.any() else 0.0 for row, m in zip(out["abs_td"], trace_mask)]
+    expected = [0.9 * row[m].max() + 0.1 * row[m].mean() if m.any() else 0.0
+                for row, m in zip(out["abs_td"], trace_mask)]
     np.testing.assert_allclose(out["priorities"], expected, rtol=1e-5)
 
 

@@ -21,10 +21,10 @@ import threading
 
 import numpy as np
 import pytest
-import tensorflow as tf
-
 import reference
+import tensorflow as tf
 from dataset_checks import draw, to_numpy
+
 from r2d2kit.replay import LinearSchedule, PrioritizedReplayBuffer, RankBasedReplayBuffer, ReplayBuffer
 from r2d2kit.replay.dataset import priority_updater
 

@@ -20,9 +20,9 @@ from collections import Counter
 import gymnasium as gym
 import numpy as np
 import pytest
+from dataset_checks import assert_dataset_matches_sample
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from dataset_checks import assert_dataset_matches_sample
 from reference import chi_square_test
 from reference_her import (
     ReferenceHer,

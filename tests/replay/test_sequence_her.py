@@ -22,9 +22,9 @@ from collections import Counter
 import gymnasium as gym
 import numpy as np
 import pytest
+from dataset_checks import assert_dataset_matches_sample
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from dataset_checks import assert_dataset_matches_sample
 from reference import chi_square_test
 from reference_sequence_her import (
     GoalEpisode,
@@ -128,7 +128,8 @@ class Rig:
                 assert tau in ref.goal_times(env, j, start, strategy), f"{strategy!r} goal from o_{tau}, {where[b]}"
                 rows = ref.rows(env, j, start, ref.goal(env, j, tau),
                                 terminate_on_goal=buffer.compute_terminated is not None)
-                seen["relabelled success inside the window"] += bool(rows["terminated"][:L].any() & (tau <= start + L - 1)) \
+                seen["relabelled success inside the window"] += bool(rows["terminated"][:L].any()
+                                                                     & (tau <= start + L - 1)) \
                     if buffer.compute_terminated is not None else 0
                 expected["goal"].append(ref.goal(env, j, tau))
                 seen["relabelled"] += 1
