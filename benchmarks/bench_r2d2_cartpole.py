@@ -65,16 +65,20 @@ ZOO_RECURRENT_PPO = dict(normalize=True, n_envs=8, n_timesteps=100_000, policy="
 # helpers
 
 
-def curve_summary(evaluations: list[tuple[int, float, float, float]], threshold: float = THRESHOLD) -> dict:
+def curve_summary(evaluations: list[tuple[int, float, float, float]], eval_every: int,
+                  threshold: float = THRESHOLD) -> dict:
     """First evaluation >= threshold, whether every later one stays at or above FLOOR, and the lowest after it.
 
-    ``evaluations``: (env steps, mean, std, training seconds) per evaluation.
+    ``evaluations``: (env steps, mean, std, training seconds) per evaluation. An evaluation runs at the
+    first count past each multiple of ``eval_every`` (actor processes report env steps in batches, PPO
+    in rollouts), so ``first_due`` is the multiple it was due at: the 30k evaluation may run at 30.4k.
     """
     first = next((i for i, e in enumerate(evaluations) if e[1] >= threshold), None)
     if first is None:
-        return dict(first_steps=None, first_seconds=None, held=False, min_after=None)
+        return dict(first_steps=None, first_due=None, first_seconds=None, held=False, min_after=None)
     after = [e[1] for e in evaluations[first:]]
-    return dict(first_steps=evaluations[first][0], first_seconds=evaluations[first][3],
+    steps = evaluations[first][0]
+    return dict(first_steps=steps, first_due=steps // eval_every * eval_every, first_seconds=evaluations[first][3],
                 held=min(after) >= FLOOR, min_after=min(after))
 
 
@@ -82,15 +86,15 @@ def curve_summary(evaluations: list[tuple[int, float, float, float]], threshold:
 # r2d2kit
 
 
-def target_missed(evaluations: list[tuple[int, float, float, float]]) -> bool:
+def target_missed(evaluations: list[tuple[int, float, float, float]], eval_every: int) -> bool:
     """Whether the evaluations so far (as for :func:`curve_summary`) already prove the target missed.
 
     Missed once there is no mean >= THRESHOLD by TARGET_STEPS, or a mean below FLOOR after the first;
     later evaluations cannot change that, so a screening run may stop there.
     """
-    summary = curve_summary(evaluations)
+    summary = curve_summary(evaluations, eval_every)
     if summary["first_steps"] is None:
-        return bool(evaluations) and evaluations[-1][0] >= TARGET_STEPS
+        return bool(evaluations) and evaluations[-1][0] // eval_every * eval_every >= TARGET_STEPS
     return not target_met(summary)
 
 
@@ -130,7 +134,7 @@ def run_r2d2(config_path: Path, overrides: list[str], steps: int, seed: int, eva
             print(f"  r2d2kit {row['env_steps']:>7,} env steps: "
                   f"eval {row['eval_mean']:6.1f} +- {row['eval_std']:5.1f}, "
                   f"{row['updates']:,} updates, {row['seconds']:.0f} s", flush=True)
-            return not (stop_on_miss and target_missed(seen))
+            return not (stop_on_miss and target_missed(seen, eval_every))
 
     with tempfile.TemporaryDirectory() as run_dir:
         summary = Trainer(settings, Path(run_dir) / "run", callbacks=[Curve()]).fit()
@@ -310,8 +314,8 @@ def report(results: list[dict], skipped: dict[str, str], markdown: bool, steps: 
 
 
 def target_reached(summary: dict) -> bool:
-    """Whether the first evaluation >= THRESHOLD came within TARGET_STEPS env steps."""
-    return summary["first_steps"] is not None and summary["first_steps"] <= TARGET_STEPS
+    """Whether the first evaluation >= THRESHOLD was due within TARGET_STEPS env steps."""
+    return summary["first_due"] is not None and summary["first_due"] <= TARGET_STEPS
 
 
 def target_met(summary: dict) -> bool:
@@ -437,7 +441,7 @@ def main(argv=None) -> dict:
             except ImportError as error:
                 skipped["sb3-contrib RecurrentPPO"] = f"not installed: {error}; see benchmarks/requirements.txt"
     for r in results:
-        r["summary"] = curve_summary(r["evaluations"])
+        r["summary"] = curve_summary(r["evaluations"], args.eval_every)
     print()
     print(report(results, skipped, args.markdown, args.steps))
     print(f"- total benchmark time {time.perf_counter() - began:.0f} s; load average at start {load_start}, "
