@@ -16,22 +16,17 @@ def flatten_weights(variables) -> np.ndarray:
     return np.concatenate([np.asarray(v.numpy(), np.float32).ravel() for v in variables])
 
 
-def assign_flat_weights(variables, vector: np.ndarray) -> None:
-    """Inverse of :func:`flatten_weights`."""
+def load_published_weights(actor: Any, vector: np.ndarray) -> None:
+    """Load a :func:`flatten_weights` vector into an actor's network and tell the actor (so no copy goes stale).
+
+    The one way actor processes and Ray actors take new weights: an actor acting on a numpy copy
+    of the weights (``follow_weights=False``) reads them again before its next step.
+    """
     offset = 0
-    for variable in variables:
+    for variable in actor.network.variables:
         size = int(np.prod(variable.shape))
         variable.assign(vector[offset:offset + size].reshape(variable.shape))
         offset += size
     if offset != vector.size:
         raise ValueError(f"weight vector has {vector.size} values, the network {offset}")
-
-
-def load_published_weights(actor: Any, vector: np.ndarray) -> None:
-    """Load a broadcast weight vector into an actor's network and tell the actor (so no copy goes stale).
-
-    The one way actor processes and Ray actors take new weights: an actor acting on a numpy copy
-    of the weights (``follow_weights=False``) reads them again before its next step.
-    """
-    assign_flat_weights(actor.network.variables, vector)
     actor.refresh_weights()

@@ -70,13 +70,6 @@ def build_encoder(config: TrainConfig) -> Any:
     return cls()
 
 
-def env_spaces(config: TrainConfig) -> tuple[Any, Any]:
-    """(observation space, action space) the actors see: after :func:`make_env`'s space wrappers, so
-    a Box (codes for non-Box observations) and a ``Discrete`` (flattened where needed)."""
-    observation_space, action_space, _ = _probe(config)
-    return observation_space, action_space
-
-
 def observation_layout(config: TrainConfig) -> Any:
     """The :class:`~r2d2kit.spaces.ObservationLayout` of the configured env, or ``None`` for a Box
     observation space (fed to the encoder as it is). Makes one env, so it also checks the config
