@@ -151,7 +151,7 @@ class ProcessActors:
         self.restarts = 0
         self.weight_versions_seen: dict[int, int] = {}  # actor id -> newest version it acted with
         self.windows_per_actor: dict[int, int] = {}
-        self._published_at = 0
+        self._published_at = self._version = 0
         self._processes: dict[int, Any] = {}
         self._context = mp.get_context("spawn")  # TensorFlow is not fork-safe
         self.extras = dict(extras or {})
@@ -166,7 +166,7 @@ class ProcessActors:
         try:
             self._rings = [RecordRing.create(self._layout, ring_capacity) for _ in range(num_actors)]
             self._stats, self._stop = self._context.Queue(), self._context.Event()
-            self._weights.publish(initial)
+            self._version = self._weights.publish(initial)
             for actor_id in range(num_actors):
                 self._spawn(actor_id)
         except BaseException:
@@ -245,7 +245,7 @@ class ProcessActors:
     def publish(self, network: Any, updates: int) -> None:
         """Broadcast the weights if ``publish_every`` updates passed since the last broadcast."""
         if updates - self._published_at >= self.publish_every:
-            self._weights.publish(flatten_weights(network.variables))
+            self._version = self._weights.publish(flatten_weights(network.variables))
             self._published_at = updates
 
     @property
@@ -255,8 +255,8 @@ class ProcessActors:
 
     @property
     def weights_version(self) -> int:
-        """Version of the newest broadcast."""
-        return self._weights.version
+        """Version of the newest broadcast (kept here: still readable after :meth:`close` unlinked it)."""
+        return self._version
 
     def close(self) -> None:
         """Stop and reap every actor, then unlink every segment (safe to call twice)."""
