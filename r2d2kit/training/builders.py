@@ -210,6 +210,12 @@ def make_sequence_her_replay(network: Any, config: R2D2Config, capacity: int, *,
         alpha=config.priority_exponent, initial_state=initial_state, seed=seed)
 
 
+def relabel_terminated(config: TrainConfig, goal: GoalReward) -> Callable[..., Any] | None:
+    """The ``compute_terminated`` relabelled rows use: the env's with ``replay.her.terminate_on_goal``, else None
+    (the stored flags are kept). A new replay and a loaded one must get the same, or the targets change."""
+    return goal.compute_terminated if config.replay.her.terminate_on_goal else None
+
+
 def make_replay(config: TrainConfig, network: Any, goal: GoalReward | None, seed: int) -> SequenceReplayBuffer:
     """The run's replay: :func:`make_sequence_replay`, or with ``replay.her`` (``goal`` from
     :func:`goal_reward`) :func:`make_sequence_her_replay` relabelling with the env's goal functions."""
@@ -220,7 +226,7 @@ def make_replay(config: TrainConfig, network: Any, goal: GoalReward | None, seed
     return make_sequence_her_replay(
         network, config.learner, config.replay.capacity, observation_size=goal.observation_size,
         goal_size=goal.goal_size, compute_reward=goal.compute_reward,
-        compute_terminated=goal.compute_terminated if her.terminate_on_goal else None,
+        compute_terminated=relabel_terminated(config, goal),
         n_sampled_goal=her.n_sampled_goal, goal_selection_strategy=her.goal_selection_strategy,
         initial_state=config.replay.initial_state, seed=seed)
 

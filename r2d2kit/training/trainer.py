@@ -15,7 +15,7 @@ The run ends at ``run.total_env_steps``, or earlier when a callback hook returns
 :meth:`Trainer.stop` is called, or on the first Ctrl-C (SIGINT): it then writes a final checkpoint,
 closes the actors (every shared-memory segment is unlinked) and returns normally, with
 ``summary["stopped_by"]`` saying which. The weights of the best greedy evaluation so far are kept
-in ``best.weights.h5`` (``python -m r2d2kit.evaluate RUN --weights best``).
+in ``best.weights.h5`` (``python -m r2d2kit.evaluate RUN --best``).
 A second Ctrl-C aborts at once. ``Trainer(..., resume=True)`` continues from the run directory's
 newest checkpoint: counters, networks, optimizer (so a learning-rate schedule goes on where it was)
 and, if it was saved, the replay buffer; without a saved replay the buffer warms up again.
@@ -85,8 +85,7 @@ class Trainer:
         self.callbacks = CallbackList(callbacks)
         keras.utils.set_random_seed(config.run.seed)
         self.make_env = functools.partial(make_env, config)
-        self.make_network = functools.partial(build_network, config)
-        self.network = self.make_network()
+        self.network = build_network(config)
         self.learner = R2D2Learner(self.network, config.learner)
         # hindsight relabelling: the env's compute_reward, and its achieved goals stored with each row
         self.goal = goal_reward(config) if config.replay.her is not None else None
@@ -127,13 +126,13 @@ class Trainer:
     def _load_replay(self, path: Path) -> Any:
         """The checkpoint's replay; its kind (with or without relabelling) must be the config's."""
         from r2d2kit.replay import SequenceHerReplayBuffer, SequenceReplayBuffer
+        from r2d2kit.training.builders import relabel_terminated
 
         try:
             if self.goal is None:
                 return SequenceReplayBuffer.load(path)
-            terminated = self.goal.compute_terminated if self.config.replay.her.terminate_on_goal else None
             return SequenceHerReplayBuffer.load(path, compute_reward=self.goal.compute_reward,
-                                                compute_terminated=terminated)
+                                                compute_terminated=relabel_terminated(self.config, self.goal))
         except ValueError as error:
             if "holds a" not in str(error):
                 raise CheckpointError(f"{path}: {error}") from None
