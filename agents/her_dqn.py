@@ -8,7 +8,7 @@ and the rewards and terminations recomputed under it (the env's ``compute_reward
 ``compute_terminated``, one vectorised call per batch).
 
     python agents/her_dqn.py                                   # n_bits=15, stops at 0.95 greedy success
-    python agents/her_dqn.py --config configs/bitflip_her.yaml --n-bits 30 --out curve.png
+    python agents/her_dqn.py --config agents/her_dqn.yaml --n-bits 30 --out curve.png
     python agents/her_dqn.py --no-her --n-bits 15              # DQN alone: greedy success stays ~0
     python agents/her_dqn.py --env-id PointMassGoal-v0 --no-stop-at-target   # any GoalEnv, discrete actions
 

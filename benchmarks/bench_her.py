@@ -14,7 +14,7 @@ sequence for every method with one seed) every ``eval_every`` env steps. A run s
 evaluation with success >= 0.95, or at its budget of env steps or training seconds.
 
 Rows:
-  * r2d2kit HER: ``agents/her_dqn.py --config configs/bitflip_her.yaml`` (HerReplayBuffer, future, k = 4).
+  * r2d2kit HER: ``agents/her_dqn.py --config agents/her_dqn.yaml`` (HerReplayBuffer, future, k = 4).
   * r2d2kit no HER: the same agent and buffer with ``--no-her`` (n_sampled_goal = 0).
   * SB3 HER: ``stable_baselines3.DQN("MultiInputPolicy")`` with its ``HerReplayBuffer`` (future,
     k = 4), net [256, 256], batch 256, gamma 0.95 (the setup measured on this machine earlier), and
@@ -57,7 +57,7 @@ import numpy as np  # noqa: E402
 from peers import PeerUnavailable  # noqa: E402
 from peers import machine as peers_machine  # noqa: E402
 
-CONFIG = REPO_ROOT / "configs" / "bitflip_her.yaml"
+CONFIG = REPO_ROOT / "agents" / "her_dqn.yaml"
 TARGET = 0.95
 EVAL_EPISODES = 100
 

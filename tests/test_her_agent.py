@@ -12,7 +12,7 @@ from gymnasium import spaces
 from script_loading import load_script
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-CONFIG = REPO_ROOT / "configs" / "bitflip_her.yaml"
+CONFIG = REPO_ROOT / "agents" / "her_dqn.yaml"
 
 
 @pytest.fixture(scope="module")

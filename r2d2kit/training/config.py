@@ -273,9 +273,6 @@ def build_config(data: Mapping[str, Any] | None, source: str = "<config>") -> Tr
     if not isinstance(data, Mapping):
         raise ConfigError(f"{source}: the top level must be a mapping of sections {list(SECTIONS)}, got "
                           f"{type(data).__name__}")
-    if "agent" in data and "agent" not in SECTIONS:
-        raise ConfigError(f"{source}: this file configures agents/her_dqn.py (it has an 'agent' section), not "
-                          f"python -m r2d2kit.train; run: python agents/her_dqn.py --config {source}")
     sections = {}
     for section, values in data.items():
         if section not in SECTIONS:
