@@ -77,7 +77,7 @@ def actor_main(spec: ActorSpec, stats: mp.Queue, stop: mp.Event) -> None:
     setup_tensorflow(threads=spec.threads)
     weights = WeightBroadcast.attach(spec.weights_name, spec.weights_size)
     ring = RecordRing.attach(spec.ring_name, spec.layout, spec.ring_capacity)
-    record_names = [name for name in spec.layout.to_spec() if name != "priority"]
+    record_names = list(spec.layout.to_spec())
     learner_alive = lambda: os.getppid() == spec.learner_pid  # noqa: E731  (reparented: the learner died)
     try:
         loop = ActingLoop.build(spec.make_env, spec.make_network(), spec.config, spec.epsilons, spec.seed,
@@ -110,7 +110,6 @@ def _deliver(windows: dict[str, np.ndarray], names: list[str], ring: RecordRing,
     """
     for w in range(len(windows["env"])):
         record = {name: windows[name][w] for name in names}
-        record["priority"] = -1.0  # the learner gives new windows its max priority
         while not ring.put(record, timeout=0.5):
             if stop.is_set() or ring.closed or not learner_alive():
                 return False
@@ -192,7 +191,12 @@ class ProcessActors:
 
     def _drain(self, actor_id: int, experience: Experience) -> None:
         """Move the windows waiting in an actor's ring into ``experience``, under its incarnation's source."""
-        records = self._rings[actor_id].drain()
+        ring = self._rings[actor_id]
+        torn_before = ring.torn
+        records = ring.drain()
+        if ring.torn > torn_before:
+            self.log(f"skipped {ring.torn - torn_before} torn window record(s) from actor {actor_id}: their sequence "
+                     f"number or checksum did not match (never trained on)")
         if records:
             experience.windows.append((stack_records(records), self.incarnations.source_of[actor_id]))
             self.windows_per_actor[actor_id] = self.windows_per_actor.get(actor_id, 0) + len(records)

@@ -6,13 +6,19 @@
   retries.
 * :class:`RecordRing`: a single-producer single-consumer ring of fixed-size records (one R2D2
   window each, see :func:`window_layout`). The actor blocks when the ring is full (back-pressure:
-  nothing is dropped and memory does not grow); the learner drains what is there.
+  nothing is dropped and memory does not grow); the learner drains what is there. Every slot carries
+  its sequence number and a CRC-32 of its payload, checked on the copy the reader takes: the writer
+  publishes by bumping a counter after the payload, which x86 keeps in order but ARM's weaker memory
+  order does not promise, so a record that reads torn or stale is skipped and counted, never used.
+  The CRC costs about 0.7 ms per Pong-size window (125 rows of 84x84) at each end, against 40 env
+  steps of acting per window.
 
 Every segment is created private (mode 0600, the ``SharedMemory`` default) by the learner, which
 owns it and unlinks it on every exit path (``with`` blocks); actors only attach. The layout:
 
     WeightBroadcast:  [ int64 sequence | int64 crc | pad to 64 B | float32 x n ]
-    RecordRing:       [ int64 written | int64 read | int64 closed | pad to 64 B | capacity x record ]
+    RecordRing:       [ int64 written | int64 read | int64 closed | pad to 64 B | capacity x slot ]
+    slot:             [ int64 sequence (record index + 1) | int64 crc | record ]
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from typing import Any, Mapping
 import numpy as np
 
 HEADER_BYTES = 64
+SLOT_HEADER_BYTES = 16
 PREFIX = "r2d2kit_"
 
 
@@ -163,7 +170,7 @@ class RecordLayout:
 def window_layout(length: int, obs_shape: tuple[int, ...], obs_dtype: Any, action_dtype: Any = np.int64,
                   state_units: int | None = None,
                   extras: Mapping[str, tuple[tuple[int, ...], Any]] | None = None) -> RecordLayout:
-    """The record of one :class:`~r2d2kit.replay.SequenceBuilder` window plus its initial priority.
+    """The record of one :class:`~r2d2kit.replay.SequenceBuilder` window (the learner gives it the max priority).
 
     ``extras``: per-row fields stored beside the observations, ``{name: (row shape, dtype)}`` (a goal
     env's ``{"achieved_goal": ((goal_size,), "float32")}``), each ``[length, *shape]`` in the record.
@@ -175,7 +182,6 @@ def window_layout(length: int, obs_shape: tuple[int, ...], obs_dtype: Any, actio
         "terminated": ((length,), np.bool_), "truncated": ((length,), np.bool_),
         "mask": ((length,), np.bool_), "obs_mask": ((length,), np.bool_),
         "env": ((), np.int64), "episode": ((), np.int64), "start": ((), np.int64),
-        "priority": ((), np.float64),
     }
     if state_units:
         spec["state_h"] = ((state_units,), np.float32)
@@ -194,16 +200,18 @@ class RecordRing(_Segment):
         super().__init__(block, owner)
         self.layout = layout
         self.capacity = int(capacity)
+        self.torn = 0  # records skipped because their sequence number or checksum did not match
         self._header = np.ndarray((3,), dtype=np.int64, buffer=block.buf)  # written, read, closed
-        self._records = np.ndarray((self.capacity, layout.nbytes), dtype=np.uint8, buffer=block.buf,
-                                   offset=HEADER_BYTES)
+        self._slots = np.ndarray((self.capacity, SLOT_HEADER_BYTES + layout.nbytes), dtype=np.uint8,
+                                 buffer=block.buf, offset=HEADER_BYTES)
 
     @classmethod
     def create(cls, layout: RecordLayout, capacity: int) -> "RecordRing":
         """A new ring of ``capacity`` records (the learner's side)."""
         if capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
-        return cls(_create(HEADER_BYTES + capacity * layout.nbytes), layout, capacity, owner=True)
+        size = HEADER_BYTES + capacity * (SLOT_HEADER_BYTES + layout.nbytes)
+        return cls(_create(size), layout, capacity, owner=True)
 
     @classmethod
     def attach(cls, name: str, layout: RecordLayout, capacity: int) -> "RecordRing":
@@ -231,28 +239,40 @@ class RecordRing(_Segment):
             time.sleep(0.0005)
         if self.closed:
             return False
-        slot = self._records[int(self._header[0]) % self.capacity]
+        index = int(self._header[0])
+        slot = self._slots[index % self.capacity]
         for name, shape, dtype, offset in self.layout.fields:
-            view = np.ndarray(shape, dtype=dtype, buffer=slot, offset=offset)
+            view = np.ndarray(shape, dtype=dtype, buffer=slot, offset=SLOT_HEADER_BYTES + offset)
             view[...] = record[name]
-        self._header[0] += 1  # publish after the payload is written
+        stamp = slot[:SLOT_HEADER_BYTES].view(np.int64)
+        stamp[1] = zlib.crc32(slot[SLOT_HEADER_BYTES:])
+        stamp[0] = index + 1
+        self._header[0] = index + 1  # publish after the payload is written
         return True
 
     def drain(self, limit: int | None = None) -> list[dict[str, np.ndarray]]:
-        """Copy out every waiting record (at most ``limit``), oldest first, and free their slots."""
+        """Copy out every waiting record (at most ``limit``), oldest first, and free their slots.
+
+        A record whose sequence number or CRC-32 does not match its copy is skipped and counted in
+        :attr:`torn`.
+        """
         available = len(self)
         count = available if limit is None else min(available, limit)
         out = []
         start = int(self._header[1])
         for i in range(count):
-            slot = self._records[(start + i) % self.capacity]
-            out.append({name: np.ndarray(shape, dtype=dtype, buffer=slot, offset=offset).copy()
+            slot = self._slots[(start + i) % self.capacity].copy()
+            stamp = slot[:SLOT_HEADER_BYTES].view(np.int64)
+            if stamp[0] != start + i + 1 or stamp[1] != zlib.crc32(slot[SLOT_HEADER_BYTES:]):
+                self.torn += 1
+                continue
+            out.append({name: np.ndarray(shape, dtype=dtype, buffer=slot, offset=SLOT_HEADER_BYTES + offset)
                         for name, shape, dtype, offset in self.layout.fields})
         self._header[1] += count
         return out
 
     def _release_views(self) -> None:
-        self._header = self._records = None
+        self._header = self._slots = None
 
 
 def stack_records(records: list[Mapping[str, np.ndarray]]) -> dict[str, np.ndarray]:

@@ -92,6 +92,21 @@ def test_closed_ring_stops_a_waiting_producer():
         assert [r["x"].tolist() for r in ring.drain()] == [[1.0, 2.0]]
 
 
+def test_a_torn_or_stale_record_is_skipped_and_counted_never_delivered():
+    """The writer publishes by bumping a counter after the payload; where memory order lets the reader see
+    the counter first, the slot holds a half-written or an older lap's record: the checks catch both."""
+    layout = RecordLayout.from_spec({"x": ((4,), np.float32), "n": ((), np.int64)})
+    with RecordRing.create(layout, 4) as ring:
+        for n in range(3):
+            assert ring.put({"x": np.full(4, n), "n": n})
+        ring._slots[1, -1] ^= 0x40  # a payload byte of record 1 changed after its checksum was taken
+        assert [int(r["n"]) for r in ring.drain()] == [0, 2] and ring.torn == 1
+        assert ring.put({"x": np.full(4, 3), "n": 3})
+        ring._header[0] += 1  # counter visible before the payload: slot 0 still holds the previous lap's record
+        assert [int(r["n"]) for r in ring.drain()] == [3] and ring.torn == 2
+        assert ring.put({"x": np.full(4, 5), "n": 5}) and [int(r["n"]) for r in ring.drain()] == [5]
+
+
 def test_segments_are_unlinked_even_when_an_error_escapes():
     names = []
     with pytest.raises(RuntimeError):
