@@ -23,6 +23,7 @@ def test_every_train_config_loads(path):
     assert config.env.id and config.run.total_env_steps > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, obs_shape", [("pong.yaml", (84, 84)), ("minigrid_memory.yaml", (147,))])
 def test_optional_env_configs_train_a_few_steps(tmp_path, name, obs_shape):
     """Wrappers from the config (AtariPreprocessing; MiniGrid image, flattened) feed the configured encoder."""
@@ -93,6 +94,7 @@ def test_popgym_configs_build_their_network(path):
     assert (network.obs_shape, network.obs_dtype, network.num_actions) == (code_shape, dtype, actions)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["RepeatPreviousEasy.yaml", "CountRecallEasy.yaml"])
 def test_popgym_configs_train_a_few_steps(tmp_path, name):
     """A Discrete and a MultiDiscrete observation env, end to end (the Box ones share configs/cartpole's path)."""

@@ -166,6 +166,7 @@ def run_pages(pages: list[Path], workdir: Path, timeout: float = RUN_TIMEOUT_S) 
 RUN_PAGES = sorted({b.path for b in of_language("python")})
 
 
+@pytest.mark.slow
 def test_python_blocks_run(tmp_path):
     results, output = run_pages(RUN_PAGES, tmp_path)
     problems = [f"{r['where']} failed:\n{r['error']}" for r in results if r["error"]]

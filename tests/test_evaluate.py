@@ -27,6 +27,7 @@ def cartpole_run(tmp_path_factory):
     return run_dir, trainer
 
 
+@pytest.mark.slow
 def test_evaluate_plays_the_checkpointed_network(cartpole_run):
     run_dir, trainer = cartpole_run
     result = evaluate_run(run_dir, episodes=6, seed=5)
@@ -70,6 +71,7 @@ def test_errors_name_the_problem(cartpole_run, tmp_path, capsys):
     assert "neither checkpoints nor weights.weights.h5" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_goal_run_reports_its_success_rate(tmp_path, capsys):
     """TraceGoal-v0 succeeds exactly on even episode ids: the CLI's rate is that of the episodes it played."""
     from tests.runners.goal_trace_env import TraceGoalEnv

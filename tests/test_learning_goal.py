@@ -9,9 +9,13 @@ it stayed at or below 0.37 through 12k.
 
 from pathlib import Path
 
+import pytest
+
 from r2d2kit.runners.callbacks import Callback
 from r2d2kit.training.config import load_config
 from r2d2kit.training.trainer import Trainer
+
+pytestmark = pytest.mark.slow  # every test here trains, spawns processes or starts Ray
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["env.kwargs={dims: 1, max_steps: 20, radius: 0.04}", "model.hidden=[64]", "model.lstm_units=64",

@@ -7,6 +7,7 @@ A policy that cannot remember earns 0 on average.
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from r2d2kit.envs.memory import CueMemoryEnv
 from r2d2kit.models import MLPModel, QNetwork
@@ -28,6 +29,7 @@ class StopWhenSolved(Callback):
         return row["eval_mean"] < 1.0  # False (stop) once every greedy episode is right
 
 
+@pytest.mark.slow
 def test_r2d2_reaches_the_optimum_on_cue_memory(tmp_path):
     config = load_config(CONFIG, ["run.total_env_steps=30000", "logging.progress=false", "logging.tensorboard=false",
                                   "checkpoints.every_env_steps=0"])

@@ -109,6 +109,7 @@ def pass_through():
     return Identity()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)
 def test_observations_round_trip_through_actors_replay_and_network(case):
     """env obs -> codes (wrapper) -> windows (local actor pool) -> replay (the learner's recipe) ->
@@ -341,6 +342,7 @@ def test_continuous_actions_are_a_config_error_naming_the_env_space_and_fix(tmp_
     assert not (tmp_path / "run").exists()  # refused before a run directory is made
 
 
+@pytest.mark.slow
 def test_a_tuple_observation_multidiscrete_action_env_trains_and_evaluates(tmp_path):
     from r2d2kit.evaluate import evaluate_run
     from r2d2kit.training.config import load_config

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -14,6 +16,7 @@ def run_train(*args, cwd=ROOT):
                           timeout=300)
 
 
+@pytest.mark.slow
 def test_train_cue_memory_tiny_budget(tmp_path):
     result = run_train("configs/cue_memory.yaml", "--set", "run.total_env_steps=3000",
                        "--set", "logging.progress=false",
@@ -38,6 +41,7 @@ def test_bad_config_exits_2_with_the_message(tmp_path):
     assert "unknown key learner.batch_sise; did you mean 'batch_size'" in result.stderr
 
 
+@pytest.mark.slow
 def test_readme_main_config_runs_a_tiny_budget_with_actor_processes(tmp_path):
     """The README's main command (configs/cartpole_pomdp.yaml: two actor processes), on a CI budget."""
     result = run_train("configs/cartpole_pomdp.yaml", "--set", "run.total_env_steps=2000", "--set",

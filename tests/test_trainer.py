@@ -62,6 +62,7 @@ def finished_run(tmp_path_factory):
                 restored=restored, second=second)
 
 
+@pytest.mark.slow
 def test_a_run_writes_checkpoints_and_resume_continues_the_counts(finished_run):
     first, second, restored = finished_run["first"], finished_run["second"], finished_run["restored"]
     assert first["env_steps"] == 1000 and first["updates"] > 0
@@ -123,6 +124,7 @@ class StopAtUpdate(Callback):
         return metrics["updates"] < self.updates
 
 
+@pytest.mark.slow
 def test_a_hook_returning_false_ends_the_run_with_a_final_checkpoint_and_says_so(tmp_path):
     run_dir = tmp_path / "run"
     summary = Trainer(tiny(5000), run_dir, callbacks=[StopAtUpdate(10)]).fit()
@@ -183,6 +185,7 @@ def test_bad_runner_settings_produce_the_promised_messages(override, message):
         load_config(CUE, [override])
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_a_process_run_cleanly_with_a_final_checkpoint(tmp_path):
     """SIGINT to `python -m r2d2kit.train` with actor processes: exit 0, checkpoint, nothing in /dev/shm."""
     run_dir, actor_logs = tmp_path / "run", tmp_path / "actors"
@@ -212,6 +215,7 @@ def test_ctrl_c_stops_a_process_run_cleanly_with_a_final_checkpoint(tmp_path):
     assert not ours & shm_segments()  # every segment of the run was unlinked
 
 
+@pytest.mark.slow
 def test_actor_callbacks_run_inside_the_actor_processes(tmp_path):
     recorder = Recorder(str(tmp_path))
     summary = Trainer(tiny(1200, "actors.runner=processes", "run.eval_every=0"), tmp_path / "run",
@@ -249,6 +253,7 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+@pytest.mark.slow
 def test_actors_exit_by_themselves_when_the_learner_is_killed(tmp_path):
     """SIGKILL the learner: its actors notice and leave, and no segment outlives the run."""
     run_dir = tmp_path / "run"

@@ -28,6 +28,7 @@ def update(network, batch):
     return loss, grads, learner.train(batch)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["mlp", "image"])
 def test_mixed_bfloat16_update_is_finite_float32_and_close_to_float32(case, mixed_bfloat16):
     kwargs = dict(obs_shape=(8, 8), actions=3, encoder=TinyConv(), obs_dtype="uint8") if case == "image" else {}

@@ -80,6 +80,7 @@ def test_numpy_actor_equals_the_sequence_model_over_a_rollout(case):
     np.testing.assert_allclose(actor.get_state()[1], keras.ops.convert_to_numpy(c_end), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(CASES), ids=list(CASES))
 def test_numpy_actor_equals_the_keras_actor_with_resets_and_state_reloads(case):
     """Both backends, same inputs, same resets (some envs, all, none) and a set_state midway."""

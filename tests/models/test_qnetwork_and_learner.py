@@ -217,6 +217,7 @@ def test_target_network_changes_only_on_its_period():
             assert any(not np.array_equal(t, o) for t, o in zip(target, online))
 
 
+@pytest.mark.slow
 def test_soft_target_update_moves_the_target_tau_of_the_way_to_the_online_weights():
     """Polyak averaging: after each update (period 1) target <- target + tau (online - target)."""
     tau = 0.25
@@ -242,6 +243,7 @@ def test_target_update_tau_outside_zero_one_is_refused_by_name(tau):
         R2D2Config(target_update_tau=tau)
 
 
+@pytest.mark.slow
 def test_train_returns_td_and_priorities_of_the_right_shape_and_mixing():
     config = R2D2Config(burn_in=2, trace_length=4, period=2, n_step=2, gamma=0.9, target_update_period=100, eta=0.9)
     learner = R2D2Learner(small_network(), config)
@@ -279,6 +281,7 @@ def test_make_sequence_replay_matches_the_config_and_the_network():
     assert set(R2D2Learner.BATCH_KEYS) <= set(batch)
 
 
+@pytest.mark.slow
 def test_train_from_is_sample_train_and_update_priorities():
     config = R2D2Config(burn_in=2, trace_length=4, period=2, n_step=2, gamma=0.9, batch_size=3,
                         target_update_period=100, importance_exponent=0.5)
@@ -310,6 +313,7 @@ class TinyConv(ImageModel):
         return keras.layers.Flatten()(x)
 
 
+@pytest.mark.slow
 def test_custom_image_model_trains_a_step():
     config = R2D2Config(burn_in=1, trace_length=3, period=2, n_step=1, gamma=0.9, target_update_period=100,
                         learning_rate=1e-2)
@@ -341,6 +345,7 @@ def test_config_validation_names_the_field():
         R2D2Config(burn_in=-1)
 
 
+@pytest.mark.slow
 def test_learning_rate_decays_linearly_to_the_final_rate_then_stays():
     config = R2D2Config(burn_in=1, trace_length=3, period=2, n_step=1, gamma=0.9, target_update_period=100,
                         learning_rate=1e-2, learning_rate_decay_updates=4, final_learning_rate=2e-3)

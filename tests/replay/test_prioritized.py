@@ -107,6 +107,7 @@ def test_chi_square_gof_accepts_multinomial_draws_and_rejects_wrong_probabilitie
 # =====================================================================================================
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("alpha", [0.6, 1.0])
 def test_sampling_frequencies_match_p_alpha(alpha):
     """Priorities 1e-8 .. 1e6 (plus one 0) with eps = 0: independent single draws vs p^alpha / sum p^alpha.

@@ -46,6 +46,7 @@ def draw_counts(buf, draws: int, batch_size: int) -> np.ndarray:
 # =====================================================================================================
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("alpha", [0.7, 1.0])
 def test_sampling_frequencies_match_rank_power_law(alpha):
     """40 of 50 slots filled: the normaliser runs over N = 40 ranks, not the capacity."""

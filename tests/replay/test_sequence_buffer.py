@@ -80,6 +80,7 @@ def drive(num_envs, burn_in, trace, n_step, period, capacity, steps, seed, check
     pytest.param(3, 4, 8, 2, 4, 97, id="3 envs, R2D2 proportions"),
     pytest.param(2, 0, 5, 0, 5, 33, id="no burn-in, no n-step"),
 ])
+@pytest.mark.slow
 def test_sampled_windows_equal_emitted_windows_across_ring_wraps(num_envs, burn_in, trace, n_step, period, capacity,
                                                                  memory):
     buffer, sampled = drive(num_envs, burn_in, trace, n_step, period, capacity, steps=500, seed=7, check_every=2,

@@ -520,6 +520,7 @@ def streams(draw):
     return specs, config, num_steps, kwargs
 
 
+@pytest.mark.slow
 @settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(streams())
 def test_builder_matches_reference_on_random_streams(stream) -> None:

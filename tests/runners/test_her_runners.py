@@ -100,6 +100,7 @@ def ray_instance(monkeypatch):
     ray.shutdown()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("runner", ["local", "processes", "ray"])
 def test_relabelled_windows_from_every_runner_match_the_episodes(runner, tmp_path, request):
     if runner == "ray":
@@ -114,6 +115,7 @@ def test_relabelled_windows_from_every_runner_match_the_episodes(runner, tmp_pat
     assert 0.6 * finished < relabelled < 0.95 * finished  # k = 4: 80% of finished episodes' windows
 
 
+@pytest.mark.slow
 def test_final_and_trace_future_strategies_and_k_zero(tmp_path):
     trainer = Trainer(trace_config(tmp_path, replay={"her": {"goal_selection_strategy": "final",
                                                              "terminate_on_goal": False}}), tmp_path / "a")
@@ -130,6 +132,7 @@ def test_final_and_trace_future_strategies_and_k_zero(tmp_path):
     assert check_windows(trainer.replay.sample(200), "future") == 0
 
 
+@pytest.mark.slow
 def test_goal_replay_survives_checkpoint_and_resume(tmp_path):
     config = trace_config(tmp_path, checkpoints={"save_replay": True})
     first = Trainer(config, tmp_path / "run")
@@ -144,6 +147,7 @@ def test_goal_replay_survives_checkpoint_and_resume(tmp_path):
     check_windows(resumed.replay.sample(300), "future")
 
 
+@pytest.mark.slow
 def test_resuming_with_the_other_replay_kind_is_refused(tmp_path):
     Trainer(trace_config(tmp_path, checkpoints={"save_replay": True}), tmp_path / "run").fit()
     plain = trace_config(tmp_path)
@@ -175,6 +179,7 @@ def brute_force_episodes(seed: int, num_envs: int, per_env: int) -> list[tuple[f
     return sorted(out)
 
 
+@pytest.mark.slow
 def test_evaluation_reports_the_success_of_every_episode(tmp_path):
     from r2d2kit.runners.evaluation import evaluate
 

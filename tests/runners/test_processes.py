@@ -17,6 +17,8 @@ from r2d2kit.runners.shm import PREFIX
 from r2d2kit.training.config import build_config
 from r2d2kit.training.trainer import Trainer
 
+pytestmark = pytest.mark.slow  # every test here trains, spawns processes or starts Ray
+
 SMALL = {"model": {"hidden": [16], "lstm_units": 16, "head_units": 16},
          "learner": {"burn_in": 1, "trace_length": 6, "period": 6, "n_step": 1, "gamma": 0.9, "batch_size": 16,
                      "target_update_period": 50, "learning_rate": 1e-3, "adam_epsilon": 1e-6},

@@ -14,6 +14,8 @@ from r2d2kit.runners.pool import ActorPool
 from r2d2kit.training.config import load_config
 from r2d2kit.training.trainer import Trainer
 
+pytestmark = pytest.mark.slow  # every test here trains, spawns processes or starts Ray
+
 ray = pytest.importorskip("ray", reason="the ray extra is part of the test extras; install r2d2kit[test]")
 
 ROOT = Path(__file__).resolve().parents[2]

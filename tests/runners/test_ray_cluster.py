@@ -14,6 +14,8 @@ from r2d2kit.runners.callbacks import Callback
 from r2d2kit.training.config import load_config
 from r2d2kit.training.trainer import Trainer
 
+pytestmark = pytest.mark.slow  # every test here trains, spawns processes or starts Ray
+
 ray = pytest.importorskip("ray", reason="the ray extra is part of the test extras; install r2d2kit[test]")
 cluster_utils = pytest.importorskip("ray.cluster_utils")
 
