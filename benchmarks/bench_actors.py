@@ -2,47 +2,14 @@
 
     python benchmarks/bench_actors.py              # full run: about 6 minutes on 2 cores
     python benchmarks/bench_actors.py --quick      # smoke run: about 2 minutes
-    python benchmarks/bench_actors.py --markdown   # markdown tables (for docs and issues)
+    python benchmarks/bench_actors.py --markdown   # markdown tables (for docs)
     python benchmarks/bench_actors.py --only step --backends keras,numpy
     python benchmarks/bench_actors.py --only broadcast --reps 500 --mb 40
 
-Three parts, one run; the first two for each actor backend (``--backends``, default both, side by
-side: ``keras`` = one compiled Keras call per vector step, the path before issue 21 and the fallback
-for image encoders; ``numpy`` = the numpy forward, which ``backend="auto"`` picks for this network):
-
-* **Vector step by part** (this process): the config's network and env, ``envs_per_actor`` envs,
-  an actor made as actor processes make it (``follow_weights=False``), stepped by ``ActingLoop``
-  with epsilon 0.5. Per vector step: the network call (``q_values``), the LSTM state work
-  (``get_state`` + ``reset``), the env step, and the whole ``ActingLoop.step`` (the rest is the
-  policy and the SequenceBuilder). Rounds alternate the backends (ABBA). Beside them, as floors:
-  an empty ``tf.function`` call (no compiled Keras call can cost less) and the numpy forward's
-  arithmetic at numpy's sgemm rate here (what is left after per-call overhead).
-
-* **Actor throughput.** The Trainer (``python -m r2d2kit.train``'s loop) on ``configs/cartpole_pomdp.yaml``
-  with ``actors.runner: processes``, for 1 and 2 actor processes, with ``updates_per_env_step=0``:
-  the learner (this process) only drains the actors' rings into replay, it never trains. The actors
-  use the backend users get (``auto``, the numpy forward for this network). Env steps/s are timed
-  from the first env steps the actors report to the last report (an ``on_step`` callback), so
-  process spawn, TensorFlow import
-  and network build are left out; they are printed apart as start-up seconds. The "2nd half"
-  column times only from the report that reaches half the steps to the last one: with 2 actors,
-  the second actor may still be starting while the first already steps. Over that same stretch,
-  the CPU columns give the learner's and each actor's CPU time as a share of one core (from
-  /proc: actors are found as this process's spawned children), and the peak RSS of each actor
-  process (VmHWM, at the last report). Two rounds, in ABBA order over (backend, actor count).
-* **Weight-broadcast latency** of a 10 MB float32 vector (2,500,000 values), publisher in this
-  process, a reader in a spawned process: (a) ``WeightBroadcast`` (shared memory, sequence lock +
-  CRC-32), the reader polling ``read(newer_than=version)``; (b) a ``multiprocessing`` Queue (spawn
-  context), the reader blocked in ``get()``. Latency = publish / put called -> the reader holds a
-  full, consistent copy, taken from the reader's clock (``time.perf_counter_ns`` is
-  CLOCK_MONOTONIC on Linux: one clock for all processes), so the acknowledgement channel is not
-  part of it. The round trip as the publisher sees it (ack included) and the ack channel alone (no
-  payload) are printed beside it. Every copy the reader gets is compared by CRC-32 with what was
-  published.
-
-On a 2-core machine, 2 actors + the learner contend for the cores (and with any other work there):
-read the scaling column with that in mind. The load average at start and end is printed under the
-tables.
+Three parts: a vector step by part (network call, LSTM state work, env step) in an actor-like spawned
+process, for the ``keras`` and ``numpy`` actor backends side by side; the Trainer's env steps/s with
+1 and 2 actor processes and an idle learner; the latency of broadcasting a weight vector through
+shared memory against a ``multiprocessing`` Queue. Method: benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -60,15 +27,10 @@ import zlib
 from multiprocessing import shared_memory
 from pathlib import Path
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before any TensorFlow import; actors inherit it
-
-import numpy as np  # noqa: E402
-import yaml  # noqa: E402
-from peers import machine as peers_machine  # noqa: E402
-
-BENCH_DIR = Path(__file__).resolve().parent
-REPO_ROOT = BENCH_DIR.parent
-sys.path.insert(0, str(REPO_ROOT))  # benchmark the checkout, not an installed copy
+import harness
+import numpy as np
+import yaml
+from harness import REPO_ROOT, cores, load_average, load_footer, machine_line, start, table
 
 CONFIG = REPO_ROOT / "configs" / "cartpole_pomdp.yaml"
 FULL = dict(actor_counts=(1, 2), rounds=2, steps=30_000, reps=200, warmup=5, mb=10.0, vector_steps=3_000)
@@ -134,11 +96,8 @@ def median_call_s(call, calls: int) -> float:
 
 
 def step_profile(make_network, make_env, config, num_envs: int, backend: str, vector_steps: int, seed: int) -> dict:
-    """Body of the spawned process: ``vector_steps`` timed ``ActingLoop.step`` calls, by part.
-
-    Set up as ``actor_main`` sets up an actor process (thread limits, one TensorFlow thread); the
-    actor is made as actor processes make it. Returns per-step arrays (seconds), the floors and this process's peak RSS.
-    """
+    """Body of the spawned process, set up as an actor process (one TensorFlow thread): ``vector_steps`` timed
+    ``ActingLoop.step`` calls by part (seconds per step), the floors and this process's peak RSS."""
     from r2d2kit.runners.acting import limit_threads
 
     limit_threads(1)
@@ -170,7 +129,7 @@ def step_profile(make_network, make_env, config, num_envs: int, backend: str, ve
     sgemm_s = median_call_s(lambda: a @ a, 50)
     weights = sum(int(np.prod(v.shape)) for v in network.variables)
     # VmHWM, not ru_maxrss: a spawned process's ru_maxrss starts from its parent's peak
-    rss_mb = peers_machine.process_peak_rss_mb(os.getpid())
+    rss_mb = harness.process_peak_rss_mb(os.getpid())
     return dict(backend=actor.actor.backend, network=np.asarray(actor.network), state=np.asarray(actor.state),
                 env=np.asarray(envs.step_s), whole=whole, empty_tf_function_s=median_call_s(empty, 2000),
                 sgemm_flops=2 * 512 ** 3 / sgemm_s, forward_flops=2 * num_envs * weights, rss_mb=rss_mb)
@@ -190,7 +149,7 @@ def step_rows(setup: dict, cfg: dict, backends: tuple[str, ...]) -> list[dict]:
                                   setup["envs_per_actor"], backend, cfg["vector_steps"], setup["seed"]).result()
             if out["backend"] != backend:
                 raise RuntimeError(f"asked for the {backend} actor, got {out['backend']}")
-            rows.append(dict(out, round=round_, envs=setup["envs_per_actor"], load=peers_machine.load_average()))
+            rows.append(dict(out, round=round_, envs=setup["envs_per_actor"], load=load_average()))
     return sorted(rows, key=lambda r: (r["round"], backends.index(r["backend"])))
 
 
@@ -200,12 +159,8 @@ def step_rows(setup: dict, cfg: dict, backends: tuple[str, ...]) -> list[dict]:
 
 def build_network(obs_shape: tuple[int, ...], num_actions: int, obs_dtype: str, model: dict,
                   actor_backend: str = "auto"):
-    """The Q-network of a config's ``model:`` section, as ``r2d2kit.train`` builds it (MLP encoder).
-
-    Module level (with its arguments in a ``functools.partial``) so spawned actors can unpickle it;
-    TensorFlow is imported here, not when this file is imported. ``actor_backend``: the backend of
-    every actor made from it (``network.actor(...)`` in the actor processes), for the comparison.
-    """
+    """The Q-network of a config's ``model:`` section (MLP encoder), its actors on ``actor_backend``; module
+    level (in a ``functools.partial``) so spawned processes can unpickle it."""
     from r2d2kit.models import MLPModel, QNetwork
 
     encoder = MLPModel(tuple(model.get("hidden", (64,))), input_scale=model.get("input_scale"))
@@ -246,19 +201,14 @@ def actor_setup(config_path: Path, envs_per_actor: int | None) -> dict:
     weights = int(sum(int(np.prod(v.shape)) for v in network.variables))
     del network
     return dict(env_id=env_id, config_path=config_path, make_env=functools.partial(make_env, env_id),
-                make_network=make_network,
-                config=R2D2Config(**data.get("learner", {})),
+                make_network=make_network, config=R2D2Config(**data.get("learner", {})),
                 envs_per_actor=envs_per_actor or int(data.get("env", {}).get("num_envs", 4)),
-                replay_capacity=int(data.get("replay", {}).get("capacity", 100_000)),
                 seed=int(data.get("run", {}).get("seed", 0)), weights=weights, model=model)
 
 
 def spawned_children_cpu() -> dict[int, float]:
-    """CPU seconds (user + system) of each spawned child of this process (Linux /proc; else empty).
-
-    Children are found by parent pid and ``spawn_main`` in their command line, which leaves out
-    multiprocessing's resource tracker; nothing of the runner's API is needed.
-    """
+    """CPU seconds (user + system) of each spawned child of this process (``spawn_main`` in its command line:
+    not multiprocessing's resource tracker), from Linux /proc; empty elsewhere."""
     out: dict[int, float] = {}
     if not Path("/proc/self/stat").exists():
         return out
@@ -291,16 +241,8 @@ def rate(first: tuple, last: tuple) -> float:
 def run_actors(setup: dict, backend: str, num_actors: int, steps: int) -> dict:
     """One Trainer run (the README command's loop) with an idle learner; env steps/s after start-up, CPU
     shares, actor RSS. The actors use the backend users get (``auto``: numpy for this network)."""
-    import tempfile
-
     from r2d2kit.runners.callbacks import Callback
-    from r2d2kit.training.config import load_config
-    from r2d2kit.training.trainer import Trainer
 
-    config = load_config(setup["config_path"], [
-        "actors.runner=processes", f"actors.num_actors={num_actors}", f"env.num_envs={setup['envs_per_actor']}",
-        "run.updates_per_env_step=0", f"run.total_env_steps={steps}", "run.eval_every=0",
-        "logging.progress=false", "logging.tensorboard=false", "checkpoints.every_env_steps=0"])
     marks: list[tuple[float, int]] = []  # (perf_counter, env steps) each time the count changes
     cpu: dict[str, tuple] = {}  # snapshots where the count first reaches steps / 2 and steps (the last report)
     rss: list[float] = []  # peak RSS of each actor process, MB
@@ -314,15 +256,14 @@ def run_actors(setup: dict, backend: str, num_actors: int, steps: int) -> dict:
                     if name not in cpu and env_steps >= threshold:
                         cpu[name] = snapshot() + (env_steps,)
                         if name == "end":  # the actors are still alive here: read their peak RSS
-                            rss.extend(peers_machine.process_peak_rss_mb(pid) for pid in cpu[name][2])
+                            rss.extend(harness.process_peak_rss_mb(pid) for pid in cpu[name][2])
 
-    load_before = peers_machine.load_average()
+    load_before = load_average()
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory() as run_dir:
-        trainer = Trainer(config, Path(run_dir) / "run", callbacks=[Progress()])
-        summary = trainer.fit()
+    summary, windows = harness.idle_learner_run(setup["config_path"], [
+        "actors.runner=processes", f"actors.num_actors={num_actors}", f"env.num_envs={setup['envs_per_actor']}",
+        f"run.total_env_steps={steps}"], Progress())
     ended = time.perf_counter()
-    windows = sum(trainer.actors.windows_per_actor.values())
     if len(marks) < 2 or "half" not in cpu or "end" not in cpu:
         raise RuntimeError(f"only {len(marks)} progress report(s) with env steps; raise --steps")
     (t0, own0, kids0, s0), (t1, own1, kids1, s1) = cpu["half"], cpu["end"]
@@ -335,7 +276,7 @@ def run_actors(setup: dict, backend: str, num_actors: int, steps: int) -> dict:
                 steps_per_s=rate(marks[0], marks[-1]), last_half_steps_per_s=rate((t0, s0), (t1, s1)),
                 learner_cpu=(own1 - own0) / (t1 - t0) if t1 > t0 else float("nan"),
                 actor_cpu=float(np.mean(actor_cpu)) if actor_cpu else float("nan"), actor_cpu_count=len(actor_cpu),
-                load_before=load_before, load_after=peers_machine.load_average())
+                load_before=load_before, load_after=load_average())
 
 
 def actor_rows(setup: dict, cfg: dict, backends: tuple[str, ...]) -> list[dict]:
@@ -359,13 +300,10 @@ def steps_per_actor_cpu_second(row: dict) -> float:
 
 
 # ---------------------------------------------------------------------------------------------
-# part 3: weight-broadcast latency, shared memory against a multiprocessing Queue
-#
-# The publisher (this process) and the reader (spawned) talk through a tiny control block, one
-# int64 per slot. For each message: the publisher writes KIND, then bumps COMMAND; the reader sets
-# ARMED = COMMAND and starts waiting on that transport; 1 ms later the publisher takes t0 and
-# sends. The reader, on holding a full copy, writes its clock to T_DONE and then DONE = COMMAND
-# (the ack); after that, outside any timing, it CRC-32s its copy into CRC and sets VERIFIED.
+# part 3: weight-broadcast latency, shared memory against a multiprocessing Queue. Per message, through a
+# control block of int64 slots: the publisher writes KIND and bumps COMMAND; the reader sets ARMED and waits
+# on that transport; 1 ms later the publisher sends; the reader, holding a full copy, writes its clock to
+# T_DONE, then DONE (the ack); then, outside any timing, it CRC-32s its copy into CRC and sets VERIFIED.
 
 PING, SHM, QUEUE, STOP = 0, 1, 2, 3
 KIND_NAMES = {PING: "ack channel alone", SHM: "shared memory", QUEUE: "mp.Queue"}
@@ -386,8 +324,7 @@ class ControlBlock:
         self.slots = np.ndarray((SLOTS,), dtype=np.int64, buffer=self._block.buf)
         self.slots[:] = 0
 
-    def close(self) -> None:
-        """Drop the view, detach and unlink (unlink even if the detach fails: a view still held)."""
+    def close(self) -> None:  # unlink even if the detach fails (a view still held)
         self.slots = None
         try:
             self._block.close()
@@ -405,9 +342,7 @@ def broadcast_reader(control_name: str, broadcast_name: str, size: int, messages
     """Reader process: wait for each message on the transport the publisher names, ack, verify."""
     from r2d2kit.runners.shm import WeightBroadcast
 
-    # A spawned child shares its parent's resource tracker: attaching the control block registers
-    # the name there a second time (a set: no effect), and the parent's unlink unregisters it.
-    control = shared_memory.SharedMemory(name=control_name)
+    control = shared_memory.SharedMemory(name=control_name)  # the parent's resource tracker unregisters it
     broadcast = WeightBroadcast.attach(broadcast_name, size)  # as an actor attaches
     slots = np.ndarray((SLOTS,), dtype=np.int64, buffer=control.buf)
     handled, version = 0, 0
@@ -533,20 +468,6 @@ def summarize_broadcast(measured: dict) -> dict:
 # printing
 
 
-def render(header: list[str], body: list[list[str]], markdown: bool, left: int = 1) -> str:
-    """A plain or markdown table; the first ``left`` columns are left-aligned, the rest right."""
-    if markdown:
-        lines = ["| " + " | ".join(header) + " |",
-                 "|" + "|".join(["---"] * left + ["---:"] * (len(header) - left)) + "|"]
-        return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in body])
-    widths = [max(len(row[i]) for row in [header] + body) for i in range(len(header))]
-
-    def line(cells):
-        return "  ".join(c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
-
-    return "\n".join([line(header), line(["-" * w for w in widths])] + [line(row) for row in body])
-
-
 def fmt_seconds(seconds: float) -> str:
     if seconds >= 0.1:
         return f"{seconds * 1e3:,.0f} ms"
@@ -575,7 +496,7 @@ def actor_table(rows: list[dict], markdown: bool) -> str:
                      f"{steady / r['actors']:,.0f}", f"{steady / base[key]:.2f}x" if key in base else "-",
                      percent(r["learner_cpu"]), percent(r["actor_cpu"]),
                      "n/a" if np.isnan(per_cpu) else f"{per_cpu:,.0f}", f"{r['actor_rss_mb']:,.0f} MB"])
-    return render(header, body, markdown, left=3)
+    return table(header, body, markdown, left=3)
 
 
 def step_table(rows: list[dict], markdown: bool) -> str:
@@ -588,7 +509,7 @@ def step_table(rows: list[dict], markdown: bool) -> str:
                      mean("network"), fmt_seconds(float(np.percentile(r["network"], 90))), mean("state"), mean("env"),
                      fmt_seconds(float(np.median(r["whole"]))), mean("whole"),
                      f"{r['envs'] / float(np.mean(r['whole'])):,.0f}", f"{r['rss_mb']:,.0f} MB"])
-    return render(header, body, markdown, left=2)
+    return table(header, body, markdown, left=2)
 
 
 def ratio_line(rows: list[dict], key: str, slow: str, fast: str, reduce=np.mean) -> str:
@@ -609,15 +530,14 @@ def broadcast_table(summary: dict, markdown: bool) -> str:
         checks = "-" if name == KIND_NAMES[PING] else f"{row['verified']}/{row['checked']}"
         body.append([name, *(fmt_seconds(row[k][i]) for k in ("one_way", "round_trip") for i in (0, 1)),
                      fmt_seconds(row["blocked"][0]), checks])
-    return render(header, body, markdown)
+    return table(header, body, markdown)
 
 
 # ---------------------------------------------------------------------------------------------
 # main
 
 
-def machine_line() -> str:
-    return peers_machine.machine_line(('numpy', 'tensorflow', 'keras', 'gymnasium', 'r2d2kit'))
+DISTS = ("numpy", "tensorflow", "keras", "gymnasium", "r2d2kit")
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -647,11 +567,9 @@ def main(argv: list[str] | None = None) -> dict:
     size = int(cfg["mb"] * 1e6) // 4  # float32 values
 
     print("command: " + shlex.join([Path(sys.executable).name, *sys.argv]), flush=True)
-    print(machine_line(), flush=True)
-    started, load_start = time.perf_counter(), peers_machine.load_average()
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    results: dict = dict(machine=machine_line(), config={k: list(v) if isinstance(v, tuple) else v
-                                                           for k, v in cfg.items()})
+    started, load_start = start(DISTS)
+    results: dict = dict(machine=machine_line(DISTS), config={k: list(v) if isinstance(v, tuple) else v
+                                                                for k, v in cfg.items()})
 
     setup = actor_setup(args.config, args.envs_per_actor) if args.only in (None, "step", "actors") else None
     if args.only in (None, "step"):
@@ -676,9 +594,7 @@ def main(argv: list[str] | None = None) -> dict:
             print(f"- keras / numpy, network call (mean): {ratio_line(srows, 'network', 'keras', 'numpy')}; "
                   f"(median): {ratio_line(srows, 'network', 'keras', 'numpy', np.median)}; whole vector step "
                   f"(mean): {ratio_line(srows, 'whole', 'keras', 'numpy')}")
-        print("- state work: get_state (copies of h, c: what the SequenceBuilder stores) + reset (nothing when no "
-              "env ended); the vector step also holds the policy and the SequenceBuilder; peak RSS: VmHWM of the "
-              "spawned process; load average after each run: "
+        print("- peak RSS: VmHWM of the spawned process; load average after each run: "
               + ", ".join(f"{r['backend']} r{r['round']} {r['load']:.2f}" for r in srows))
 
     if args.only in (None, "actors"):
@@ -697,33 +613,22 @@ def main(argv: list[str] | None = None) -> dict:
             if "error" in r:
                 print(f"- {r['actors']} actor(s), {r['backend']}, round {r['round']}: failed: {r['error']}")
             else:
-                print(f"- {r['actors']} actor(s), {r['backend']}, round {r['round']}: "
-                      f"start-up {r['startup_s']:.1f} s (spawn, imports, "
-                      f"network build, until the first env steps reported), stepping {r['stepping_s']:.1f} s, shutdown "
+                print(f"- {r['actors']} actor(s), {r['backend']}, round {r['round']}: start-up {r['startup_s']:.1f} s "
+                      f"(until the first env steps reported), stepping {r['stepping_s']:.1f} s, shutdown "
                       f"{r['shutdown_s']:.1f} s; {r['windows']:,} windows drained; load average "
                       f"{r['load_before']:.2f} -> {r['load_after']:.2f}")
-        for backend in ("auto",):
-            ok = [r for r in rows if "error" not in r and r["backend"] == backend]
-            best = {n: max((r for r in ok if r["actors"] == n), key=lambda r: r["last_half_steps_per_s"], default=None)
-                    for n in (1, 2)}
-            if not (best[1] and best[2]):
-                continue
-            steady = best[2]["last_half_steps_per_s"] / best[1]["last_half_steps_per_s"]
-            overall = max(r["steps_per_s"] for r in ok if r["actors"] == 2) / max(
-                r["steps_per_s"] for r in ok if r["actors"] == 1)
+        ok = [r for r in rows if "error" not in r]
+        best = {n: max((r for r in ok if r["actors"] == n), key=lambda r: r["last_half_steps_per_s"], default=None)
+                for n in (1, 2)}
+        if best[1] and best[2]:
+            overall = [max(r["steps_per_s"] for r in ok if r["actors"] == n) for n in (2, 1)]
             per_cpu = steps_per_actor_cpu_second(best[2]) / steps_per_actor_cpu_second(best[1])
-            print(f"- {backend}: scaling, 2 actors / 1 actor, best round of each: {steady:.2f}x (2nd half), "
-                  f"{overall:.2f}x (first report -> end); steps per actor CPU-second, 2 actors / 1 actor (same "
-                  f"runs): {per_cpu:.2f}x")
-        print("- CPU: CPU seconds / wall seconds over the 2nd half, as a share of one core (100% = a core kept "
-              "busy); an actor below 100% waited for a core (or for ring space). Steps per actor CPU-s = 2nd-half "
-              "steps/s / the actors' CPU: what the actors made of the CPU they were given, apart from how much "
-              "they were given")
-        print(f"- {cores} cores here: {max(cfg['actor_counts'])} actors + the learner (which polls its rings every "
-              "2 ms) share them, and with any other work on the machine; per-actor throughput drops when the "
-              "actors outnumber the free cores, so the scaling column is a property of this machine, not of "
-              "the runner alone." if cores and cores <= max(cfg["actor_counts"]) else
-              f"- {cores} cores here")
+            print(f"- auto: scaling, 2 actors / 1 actor, best round of each: "
+                  f"{best[2]['last_half_steps_per_s'] / best[1]['last_half_steps_per_s']:.2f}x (2nd half), "
+                  f"{overall[0] / overall[1]:.2f}x (first report -> end); steps per actor CPU-second, 2 actors / 1 "
+                  f"actor (same runs): {per_cpu:.2f}x")
+        print(f"- CPU: CPU s / wall s over the 2nd half, a share of one core; {cores()} cores here, shared by "
+              f"{max(cfg['actor_counts'])} actors, the learner and any other work (benchmarks/README.md)")
 
     if args.only in (None, "broadcast"):
         measured = measure_broadcast(size, cfg["reps"], cfg["warmup"])
@@ -739,24 +644,16 @@ def main(argv: list[str] | None = None) -> dict:
         if shm["one_way"] and que["one_way"]:
             print(f"- Queue / shared memory latency: {que['one_way'][0] / shm['one_way'][0]:.2f}x (medians), "
                   f"{que['one_way'][1] / shm['one_way'][1]:.2f}x (p90)")
-        print("- latency: publish() / put() called -> the reader holds a full copy (shared memory: read() "
-              "returned a CRC-checked copy; Queue: get() returned the unpickled array), on the reader's clock "
-              f"({time.get_clock_info('perf_counter').implementation}, shared by all processes), so the ack "
-              "is not in it")
+        print("- latency: publish() / put() called -> the reader holds a full copy, on the reader's clock "
+              f"({time.get_clock_info('perf_counter').implementation}, shared by all processes)")
         print(f"- the ack channel (one int64 in shared memory) costs {fmt_seconds(ack['one_way'][0])} one way "
               f"(median); the round-trip column adds it and the publisher's polling ({PUBLISHER_POLL_S * 1e6:.0f} "
               f"us sleeps): {fmt_seconds(ack['round_trip'][0])} with no payload")
-        print("- publisher blocked: how long publish() / put() took in the publisher (Queue: put() hands the "
-              "array to a feeder thread, which pickles and writes it to a pipe afterwards)")
-        print("- the shared-memory reader busy-polls (yielding with sleep(0)); an actor checks once per env "
-              "step, which adds up to one step on top")
         checks = [f"{name} {row['verified']}/{row['checked']}" for name, row in summary.items() if row["checked"]]
         print(f"- every copy compared by CRC-32 (and version) with what was published: {', '.join(checks)}")
         print(f"- shared memory left in /dev/shm by this part: {measured['left_behind'] or 'none'}")
 
-    print(f"- total benchmark time {time.perf_counter() - started:.0f} s; load average at start {load_start:.2f}, "
-          f"at end {peers_machine.load_average():.2f} "
-          f"(on {cores} cores: a higher load means other work shared the machine)")
+    print(load_footer(started, load_start))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2, default=str))
     return results

@@ -3,35 +3,11 @@
     python benchmarks/bench_her.py                    # n_bits 15, 30, 50: about 1.5 h on 2 CPU cores
     python benchmarks/bench_her.py --n-bits 15 30 --no-her-n-bits 15 --markdown    # 15/30 with SB3: ~30 min
     python benchmarks/bench_her.py --quick            # smoke run: n_bits 8, small budgets, about a minute
-    python benchmarks/bench_her.py --markdown         # the table as markdown (for docs and issues)
     python benchmarks/bench_her.py --n-bits 15 30 --sb3-n-bits 15 --seeds 1 --json her.json
 
-The task is the HER paper's (Andrychowicz et al. 2017, section 3.1): r2d2kit's ``BitFlip-v0``, a
-random state and a random goal every episode, reward -1 until the state equals the goal (then 0
-and the episode ends), ``n_bits`` steps per episode. Every run is scored the same way: the greedy
-policy's success rate over 100 evaluation episodes (fresh random goals each time, the same goal
-sequence for every method with one seed) every ``eval_every`` env steps. A run stops at the first
-evaluation with success >= 0.95, or at its budget of env steps or training seconds.
-
-Rows:
-  * r2d2kit HER: ``agents/her_dqn.py --config agents/her_dqn.yaml`` (HerReplayBuffer, future, k = 4).
-  * r2d2kit no HER: the same agent and buffer with ``--no-her`` (n_sampled_goal = 0).
-  * SB3 HER: ``stable_baselines3.DQN("MultiInputPolicy")`` with its ``HerReplayBuffer`` (future,
-    k = 4), net [256, 256], batch 256, gamma 0.95 (the setup measured on this machine earlier), and
-    from SB3's own BitFlip HER test: lr 5e-4, one gradient step per env step, learning_starts 100,
-    target copy every 500 env steps, final epsilon 0.02. Epsilon decays over the same 2k env steps as
-    the r2d2kit agent's (``exploration_fraction`` = 2000 / budget). It runs on the same env
-    (r2d2kit's BitFlip-v0 through gymnasium; SB3's own BitFlippingEnv has a fixed all-ones goal).
-
-Times are training wall seconds with the evaluations left out, counted from building the agent
-(model construction and graph tracing included; imports not) to the evaluation that reached 0.95.
-Every run is a fresh subprocess (TensorFlow and torch in one process slowed SB3 ~20x here: their
-thread pools contend), run one after the other with seeds interleaved. TensorFlow keeps its
-default 2 threads; torch gets 1 (``--torch-threads``): with 2, its OpenMP pool collapsed under this
-shared machine's background load (SB3 ran 292 env steps in 60 s at n_bits=8), with 1 it ran at its
-usual speed. The peer is optional: install it as benchmarks/requirements.txt says; when
-it cannot be imported its rows say why and the run goes on. On a 2-core machine shared with other
-work wall times drift: the load average is printed at start and end; compare rows of one run.
+Every run (a fresh subprocess each) is scored by the greedy success rate over 100 random-goal
+episodes every ``eval_every`` env steps and stops at the first evaluation >= 0.95 or at its budget
+of env steps or training seconds. Rows, settings and method: benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -39,23 +15,16 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import os
 import statistics
-import subprocess
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-BENCH_DIR = Path(__file__).resolve().parent
-REPO_ROOT = BENCH_DIR.parent
-sys.path.insert(0, str(REPO_ROOT))  # benchmark the checkout, not an installed copy
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-import numpy as np  # noqa: E402
-from peers import PeerUnavailable  # noqa: E402
-from peers import machine as peers_machine  # noqa: E402
+import harness
+import numpy as np
+from harness import REPO_ROOT, load_footer, load_module, run_script, start, table
+from peers import PeerUnavailable
 
 CONFIG = REPO_ROOT / "agents" / "her_dqn.yaml"
 TARGET = 0.95
@@ -65,7 +34,7 @@ EVAL_EPISODES = 100
 FULL = {
     15: dict(eval_every=500, steps=30_000, seconds=120, no_her_steps=30_000, sb3_steps=30_000, seeds=(1, 2, 3)),
     30: dict(eval_every=1_000, steps=100_000, seconds=400, no_her_steps=50_000, sb3_steps=100_000, seeds=(1, 2, 3)),
-    # issue 22's bound: 0.95 within 1M env steps and 45 minutes of training
+    # the bound: 0.95 within 1M env steps and 45 minutes of training
     50: dict(eval_every=10_000, steps=1_000_000, seconds=2_700, no_her_steps=50_000, sb3_steps=200_000, seeds=(1,)),
 }
 QUICK = {8: dict(eval_every=250, steps=5_000, seconds=60, no_her_steps=2_000, sb3_steps=5_000, seeds=(1,))}
@@ -87,18 +56,11 @@ class Run:
     wall_seconds: float = 0.0  # evaluations included
     budget: str = ""
     error: str | None = None
-    peak_rss_mb: float = 0.0  # the worker process's peak RSS (ru_maxrss)
+    peak_rss_mb: float = 0.0  # the worker process's own peak RSS (ru_maxrss)
 
 
 # ---------------------------------------------------------------------------------------------
 # r2d2kit: agents/her_dqn.py, imported by path (agents/ is a folder of scripts)
-
-
-def load_agent():
-    spec = importlib.util.spec_from_file_location("agents_her_dqn", REPO_ROOT / "agents" / "her_dqn.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def run_r2d2kit(agent, n_bits: int, seed: int, her: bool, steps: int, seconds: float, eval_every: int) -> Run:
@@ -235,34 +197,24 @@ def summarise(runs: list[Run], checkpoints: list[int]) -> list[str]:
     return cells
 
 
-def table(rows: list[list[str]], checkpoints: list[int], markdown: bool) -> str:
+def her_table(rows: list[list[str]], checkpoints: list[int], markdown: bool) -> str:
     header = (["n_bits", "method"] + [f"@{fmt_steps(c)}" for c in checkpoints]
               + [f"env steps to {TARGET}", f"train s to {TARGET}", "last success", "ran (steps / train s, seeds)",
                  "peak RSS"])
-    if markdown:
-        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * 2 + "---:|" * (len(header) - 2)]
-        return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
-    widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
-    render = lambda cells: "  ".join(c.ljust(w) if i < 2 else c.rjust(w)  # noqa: E731
-                                     for i, (c, w) in enumerate(zip(cells, widths)))
-    return "\n".join([render(header), render(["-" * w for w in widths])] + [render(r) for r in rows])
+    return table(header, rows, markdown, left=2)
 
 
 def run_job(job: dict[str, Any]) -> Run:
     """One run in a fresh interpreter (``--worker``): TensorFlow and torch never share a process."""
-    command = [sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(job)]
-    done = subprocess.run(command, capture_output=True, text=True, cwd=REPO_ROOT)
-    for line in reversed(done.stdout.splitlines()):
-        if line.startswith("RESULT "):
-            return Run(**json.loads(line[len("RESULT "):]))
-    lines = [line for line in done.stderr.splitlines() if line.strip()]
-    return Run(job["method"], job["n_bits"], job["seed"],
-               error=f"worker exit {done.returncode}: {lines[-1][:110] if lines else 'no output'}")
+    result = run_script(__file__, ["--worker", json.dumps(job)], quiet=True)
+    if "run" not in result:
+        return Run(job["method"], job["n_bits"], job["seed"], error=f"worker {result['error'][:140]}")
+    return Run(**dict(result["run"], peak_rss_mb=result["peak_rss_mb"]))  # the worker's own peak RSS
 
 
-def worker(job: dict[str, Any]) -> None:
-    """Run one job in this process and print its result as one JSON line."""
-    agent = load_agent()
+def worker(job: dict[str, Any], out: str) -> None:
+    """Run one job in this process and write its result to ``out``."""
+    agent = load_module(REPO_ROOT / "agents" / "her_dqn.py", "agents_her_dqn")
     if job["method"] == "SB3 HER":
         try:
             run = run_sb3(agent, job["n_bits"], job["seed"], job["steps"], job["seconds"], job["eval_every"],
@@ -272,18 +224,16 @@ def worker(job: dict[str, Any]) -> None:
     else:
         run = run_r2d2kit(agent, job["n_bits"], job["seed"], job["method"] == "r2d2kit HER", job["steps"],
                           job["seconds"], job["eval_every"])
-    run.peak_rss_mb = peers_machine.peak_rss_mb()  # per run: every run is its own worker process
-    print("RESULT " + json.dumps(asdict(run)), flush=True)
+    harness.write_child_result(out, {"run": asdict(run)})
 
 
-def machine_line() -> str:
-    return peers_machine.machine_line(('numpy', 'numba', 'tensorflow', 'keras', 'gymnasium', 'torch',
-                                       'stable-baselines3'))
+DISTS = ("numpy", "numba", "tensorflow", "keras", "gymnasium", "torch", "stable-baselines3")
 
 
 def main(argv: list[str] | None = None) -> list[Run]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)  # internal: one run, JSON in and out
+    parser.add_argument("--child-out", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--quick", action="store_true", help="smoke run: n_bits 8, small budgets")
     parser.add_argument("--markdown", action="store_true", help="print the table as markdown")
     parser.add_argument("--n-bits", type=int, nargs="+", default=None, help="default: 15 30 50 (--quick: 8)")
@@ -299,15 +249,15 @@ def main(argv: list[str] | None = None) -> list[Run]:
     parser.add_argument("--json", default=None, help="also write every run's curve and timings here")
     args = parser.parse_args(argv)
     if args.worker:
-        worker(json.loads(args.worker))
+        worker(json.loads(args.worker), args.child_out)
         return []
     budgets = QUICK if args.quick else FULL
     n_bits_list = args.n_bits or list(budgets)
     sb3_bits = set(args.sb3_n_bits if args.sb3_n_bits is not None else ([8] if args.quick else [15, 30]))
     no_her_bits = set(args.no_her_n_bits if args.no_her_n_bits is not None else n_bits_list)
 
-    print(machine_line())
-    print(f"load average at start: {os.getloadavg()[0]:.2f}; config {CONFIG.relative_to(REPO_ROOT)}; "
+    began, load_start = start(DISTS)
+    print(f"load average at start: {load_start}; config {CONFIG.relative_to(REPO_ROOT)}; "
           f"{EVAL_EPISODES} greedy eval episodes per point; target {TARGET}; threads: TensorFlow default (2), "
           f"torch {args.torch_threads}")
     sb3_note = None if importlib.util.find_spec("stable_baselines3") else "stable-baselines3 is not installed"
@@ -347,7 +297,7 @@ def main(argv: list[str] | None = None) -> list[Run]:
     rows = [summarise(group, checkpoints) for _, group in sorted(groups.items(), key=lambda kv: (kv[0][0],
                                                                                                 order[kv[0][1]]))]
     print()
-    print(table(rows, checkpoints, args.markdown))
+    print(her_table(rows, checkpoints, args.markdown))
     print(f"\nCells @N: greedy success over {EVAL_EPISODES} random-goal episodes at N env steps (mean over seeds); "
           f"'done': stopped after reaching {TARGET} earlier; empty: beyond the run's budget. Steps and seconds to "
           f"{TARGET}: median over seeds (min-max); [k/n]: seeds that reached it. Seconds: training wall time, "
@@ -364,7 +314,7 @@ def main(argv: list[str] | None = None) -> list[Run]:
                       f"vs {statistics.median(a):.1f})")
     if sb3_note:
         print(f"note: SB3 rows n/a: {sb3_note}")
-    print(f"load average at end: {os.getloadavg()[0]:.2f}")
+    print(load_footer(began, load_start))
     if args.json:
         Path(args.json).write_text(json.dumps([asdict(r) for r in runs], indent=1))
     return runs

@@ -4,42 +4,21 @@
     python benchmarks/bench_her_sampling.py --quick      # capacity 2^14, about 15 s
     python benchmarks/bench_her_sampling.py --markdown   # the table as markdown
 
-A ratio above 1 means r2d2kit is faster. Both buffers hold the same BitFlip-style episodes (n_bits
-bits of observation and goal, float32; episodes of 1 .. n_bits steps, half ending in success),
-fed one step at a time into one env's ring that has wrapped several times, and both return the
-same arrays: observation, achieved/desired goal (relabelled), action, reward (recomputed in one
-vectorised compute_reward call), next observation and next achieved goal.
-
-"seed-style" is written below, clearly labelled: the straightforward HER buffer of the seed article
-("Hindsight Experience Replay (HER) Implementation", Pearl): an episode-id per index and an end
-index per episode; relabelling loops over the sampled indices in Python, one
-``rng.integers(index, end + 1)`` each; when an episode wraps around the end of the ring it falls
-back to the episode's final step (the failure mode r2d2kit does not have; the count is printed).
-
-Method: timings with time.perf_counter_ns around one ``sample(batch)`` call, warm-up first, garbage
-collector off, the two implementations in interleaved rounds; cells are medians.
+Median seconds of one ``sample(batch)`` call (a ratio above 1: r2d2kit is faster), both buffers holding
+the same BitFlip-style episodes in a ring that has wrapped. Method: benchmarks/README.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
-import os
-import sys
-import time
-from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
+from harness import interleaved, load_footer, start, table, timed_ns
 
-BENCH_DIR = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH_DIR.parent))  # benchmark the checkout, not an installed copy
-
-
-from peers import machine as peers_machine  # noqa: E402
-
-from r2d2kit.envs import BitFlipEnv  # noqa: E402
-from r2d2kit.replay import HerReplayBuffer  # noqa: E402
+from r2d2kit.envs import BitFlipEnv
+from r2d2kit.replay import HerReplayBuffer
 
 FULL = dict(capacity=2**17, fill=2**17 + 2**15, n_bits=15, batch=256, reps=2000, slow_reps=300, rounds=10, warmup=50)
 QUICK = dict(capacity=2**14, fill=2**14 + 2**12, n_bits=15, batch=256, reps=300, slow_reps=60, rounds=3, warmup=10)
@@ -50,14 +29,9 @@ QUICK = dict(capacity=2**14, fill=2**14 + 2**12, n_bits=15, batch=256, reps=300,
 
 
 class SeedStyleHerBuffer:
-    """One ring of transitions; HER goals picked per sampled index in a Python loop (seed-article style).
-
-    Bookkeeping as the article describes it: ``index_episode_map[i]`` is the episode id of slot
-    ``i`` and ``episode_end_indices[id]`` the slot of that episode's last step. Samples are drawn
-    from steps of complete episodes; the first ``her_ratio * batch`` of them are relabelled.
-    ``future`` picks ``rng.integers(index, end + 1)``; an episode that wraps the ring (its end slot
-    before the sampled slot) falls back to ``final``, as the article does.
-    """
+    """One ring of transitions, bookkept as the seed article does (``index_episode_map[i]``: the episode of slot
+    ``i``; ``episode_end_indices[id]``: the slot of its last step); the first ``her_ratio * batch`` samples are
+    relabelled in a Python loop, and an episode that wraps the ring falls back from ``future`` to ``final``."""
 
     def __init__(self, capacity: int, n_bits: int, n_sampled_goal: int, strategy: str,
                  compute_reward: Callable, seed: int = 0) -> None:
@@ -186,22 +160,8 @@ def build(cfg: dict, strategy: str, **kwargs: Any) -> tuple[HerReplayBuffer, See
 
 def measure(steps: dict[str, Callable[[], Any]], cfg: dict, slow: tuple[str, ...] = ()) -> dict[str, float]:
     """Median seconds per call of each step, run in interleaved rounds with the collector off."""
-    for step in steps.values():
-        for _ in range(cfg["warmup"]):
-            step()
-    times: dict[str, list[int]] = {name: [] for name in steps}
-    gc.collect()
-    gc.disable()
-    try:
-        for _ in range(cfg["rounds"]):
-            for name, step in steps.items():
-                reps = (cfg["slow_reps"] if name in slow else cfg["reps"]) // cfg["rounds"]
-                for _ in range(max(1, reps)):
-                    start = time.perf_counter_ns()
-                    step()
-                    times[name].append(time.perf_counter_ns() - start)
-    finally:
-        gc.enable()
+    times = interleaved({name: lambda step=step: timed_ns(step) for name, step in steps.items()}, cfg["rounds"],
+                        cfg["reps"], cfg["warmup"], slow, cfg["slow_reps"])
     return {name: float(np.median(t)) / 1e9 for name, t in times.items()}
 
 
@@ -238,36 +198,21 @@ def run(cfg: dict) -> tuple[list[list[str]], list[str]]:
     return rows, notes
 
 
-def table(rows: list[list[str]], markdown: bool) -> str:
-    header = ["operation", "r2d2kit", "seed-style", "seed-style/r2d2kit"]
-    if markdown:
-        lines = ["| " + " | ".join(header) + " |", "|---|---:|---:|---:|"]
-        return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
-    widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
-    render = lambda cells: "  ".join(c.ljust(w) if i == 0 else c.rjust(w)  # noqa: E731
-                                     for i, (c, w) in enumerate(zip(cells, widths)))
-    return "\n".join([render(header), render(["-" * w for w in widths])] + [render(r) for r in rows])
-
-
-def machine_line() -> str:
-    return peers_machine.machine_line(('numpy', 'numba', 'r2d2kit'))
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small buffer, few repeats (smoke run)")
     parser.add_argument("--markdown", action="store_true", help="print the table as markdown")
     args = parser.parse_args(argv)
     cfg = QUICK if args.quick else FULL
-    print(machine_line())
+    began, load_start = start(("numpy", "numba", "r2d2kit"))
     print(f"capacity {cfg['capacity']:,} transitions ({cfg['fill']:,} steps fed, ring wrapped), n_bits "
           f"{cfg['n_bits']}, one env; medians of {cfg['reps']} (seed-style: {cfg['slow_reps']}) calls; "
-          f"load average {os.getloadavg()[0]:.2f}")
+          f"load average {load_start}")
     rows, notes = run(cfg)
-    print(table(rows, args.markdown))
+    print(table(["operation", "r2d2kit", "seed-style", "seed-style/r2d2kit"], rows, args.markdown))
     for note in notes:
         print(f"note: {note}")
-    print(f"load average at end: {os.getloadavg()[0]:.2f}")
+    print(load_footer(began, load_start))
 
 
 if __name__ == "__main__":

@@ -1,90 +1,50 @@
 """Learning benchmark on six POPGym tasks: r2d2kit's R2D2 beside sb3-contrib's RecurrentPPO, scored by MMER.
 
     python benchmarks/bench_popgym.py --json benchmarks/results/popgym.json --png benchmarks/results/popgym.png
-    python benchmarks/bench_popgym.py --envs RepeatFirstEasy RepeatPreviousEasy --steps 100000 --json out.json
     python benchmarks/bench_popgym.py --json out.json --resume         # skip the runs out.json already holds
     python benchmarks/bench_popgym.py --without recurrent-ppo --set learner.learning_rate=5e-4
     python benchmarks/bench_popgym.py --quick                          # smoke run: every env, seed 0, 2,048 steps
 
-Issue 20, item 3. Each (agent, env, seed) run trains in its own subprocess (this script with
-``--child``), so its peak RSS is its own and a crash is reported as that run's failure while the
-sweep goes on. With ``--json`` the results file is rewritten after every run, and ``--resume``
-skips the runs it already holds (with the same budget and evaluation schedule): a full sweep
-(6 envs x 3 seeds x 2 agents) takes hours on 2 cores.
-
-Metric: POPGym's MMER (Morad et al., "POPGym: Benchmarking Partially Observable Reinforcement
-Learning", ICLR 2023): the maximum over a run's evaluations of the mean episodic return. POPGym
-scales every task's episodic return into [-1, 1]. Both agents are evaluated greedily (RecurrentPPO:
-``predict(deterministic=True)``) every ``--eval-every`` env steps on ``--eval-episodes`` episodes of
-separate eval envs: ``min(episodes, 8)`` envs reset with seed ``seed + 7919 + env steps`` (the
-r2d2kit Trainer's own evaluation), each env contributing a fixed quota of its first episodes, so
-both agents play the same deals and starts. Env steps count every step of every env.
-
-* **r2d2kit R2D2**: ``r2d2kit.training.Trainer`` with ``configs/popgym/<Env>.yaml`` as it is, apart
-  from ``run.total_env_steps``, ``run.eval_every``, ``run.eval_episodes``, ``run.seed``, progress bar
-  off, TensorBoard off and only the final checkpoint (``--set`` adds overrides). The configs feed
-  the one-hot observation (``r2d2kit.spaces.wrap_spaces``) and the previous action and reward to
-  the LSTM.
-* **RecurrentPPO** (sb3-contrib, torch; install: benchmarks/requirements.txt), ``MlpLstmPolicy``.
-  Observation: POPGym's ``PreviousAction`` wrapper (the paper's PPO baselines get the previous
-  action; R2D2 gets it too), then gymnasium's ``FlattenObservation``, which one-hot encodes
-  Discrete and MultiDiscrete parts and concatenates them with Box parts. Hyper-parameters
-  (``RECURRENT_PPO``): SB3's PPO defaults for small discrete tasks (8 envs x 128 steps per
-  rollout, minibatches of 256 steps, 10 epochs, Adam 3e-4, GAE lambda 0.95, clip 0.2, entropy
-  0.01, value coefficient 0.5, gradient norm 0.5, no VecNormalize: POPGym's rewards are already
-  scaled), with the R2D2 config's discount (``learner.gamma``: 0.5 on the RepeatPrevious and
-  CountRecall tasks, where SB3's 0.99 left RecurrentPPO far behind for that reason alone) and
-  networks sized like the R2D2 config's (LSTM of ``model.lstm_units``, actor and critic heads of
-  ``model.head_units``, separate critic LSTM). They are not tuned per task otherwise.
-  POPGym's own PPO runs (RLlib, 15M env steps, 65,536-step batches) would make only a few updates
-  in a 500k budget, so they are not copied. Torch runs with 1 thread (``--torch-threads``).
-
-Budget: by default each env gets its config's ``run.total_env_steps`` (100k for all six), the same
-for both agents; ``--steps`` sets one budget for all.
-Wall times are training time without evaluations; the process time (start-up, imports,
-evaluations included) and the run's peak RSS (``ru_maxrss`` of its own process) are printed beside.
+MMER (POPGym's metric): the maximum over a run's greedy evaluations of the mean episodic return, in
+[-1, 1]. Each (agent, env, seed) run trains in its own subprocess (its own peak RSS; a crash is that
+run's failure); ``--json`` is rewritten after every run and ``--resume`` skips the runs it holds.
+Method, agents and hyper-parameters: benchmarks/README.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import hashlib
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-
-import numpy as np  # noqa: E402
-from peers import machine as peers_machine  # noqa: E402
-
-BENCH_DIR = Path(__file__).resolve().parent
-REPO_ROOT = BENCH_DIR.parent
-sys.path.insert(0, str(REPO_ROOT))  # benchmark the checkout, not an installed copy
+import harness
+import numpy as np
+import yaml
+from harness import REPO_ROOT, Results, fmt, load_footer, machine_line, pyplot, seed_band, table
 
 CONFIG_DIR = REPO_ROOT / "configs" / "popgym"
 ENVS = ("RepeatFirstEasy", "RepeatPreviousEasy", "RepeatPreviousMedium", "CountRecallEasy",
         "PositionOnlyCartPoleEasy", "NoisyPositionOnlyCartPoleEasy")
 AGENTS = ("r2d2", "recurrent-ppo")
 AGENT_NAMES = {"r2d2": "r2d2kit R2D2", "recurrent-ppo": "sb3-contrib RecurrentPPO"}
-EVAL_SEED_OFFSET = 7919  # r2d2kit.training.trainer.EVAL_SEED_OFFSET (tests/test_benchmarks.py checks they agree)
-MAX_EVAL_ENVS = 8  # and with min(eval_episodes, 8) envs
+DISTS = ("numpy", "tensorflow", "keras", "gymnasium", "popgym", "r2d2kit", "torch", "stable_baselines3", "sb3_contrib")
 
-# Issue 20's targets for R2D2's MMER (mean over seeds): (comparison, threshold).
+# The targets for R2D2's MMER (mean over seeds): (comparison, threshold) ...
 TARGETS = {"RepeatFirstEasy": (">=", 0.95), "RepeatPreviousEasy": (">=", 0.95),
            "PositionOnlyCartPoleEasy": (">=", 0.95), "NoisyPositionOnlyCartPoleEasy": (">=", 0.95),
            "CountRecallEasy": (">=", 0.51), "RepeatPreviousMedium": (">", -0.32)}
 BEATS_PPO_ON = 5  # ... and R2D2's MMER >= RecurrentPPO's on at least 5 of the 6 envs
 
-# POPGym paper (Morad et al., ICLR 2023), appendix: MMER of PPO-GRU / PPO-LSTM after 15M env steps.
-# The table could not be read from here (only the paper's opening is stored in the search index),
-# so every cell is None ("not found") rather than a number from memory. Issue 20 quotes two figures
-# as the paper's best recurrent PPO: they are printed apart (ISSUE_PAPER_BEST), marked as quoted.
+# POPGym paper (Morad et al., ICLR 2023), appendix: MMER of PPO-GRU / PPO-LSTM after 15M env steps. The table
+# could not be read here, so every cell is None ("not found") rather than a number from memory. Two figures
+# quoted as the paper's best recurrent PPO (not checked against the paper here) are the targets above.
 PAPER_MMER: dict[str, dict[str, float | None]] = {env: {"PPO-GRU": None, "PPO-LSTM": None} for env in ENVS}
-ISSUE_PAPER_BEST = {"CountRecallEasy": 0.51, "RepeatPreviousMedium": -0.32}
+QUOTED_PAPER_BEST = {"CountRecallEasy": 0.51, "RepeatPreviousMedium": -0.32}
 
 RECURRENT_PPO = dict(policy="MlpLstmPolicy", n_envs=8, n_steps=128, batch_size=256, n_epochs=10,
                      learning_rate=3e-4, gamma="<learner.gamma>", gae_lambda=0.95, clip_range=0.2, ent_coef=0.01,
@@ -94,18 +54,12 @@ RECURRENT_PPO = dict(policy="MlpLstmPolicy", n_envs=8, n_steps=128, batch_size=2
                                    "vf=[<model.head_units>]), activation_fn=Tanh, ortho_init=True)")
 
 
-# ---------------------------------------------------------------------------------------------
-# helpers
-
-
 def mmer(evaluations: list) -> float | None:
-    """POPGym's MMER: the maximum over evaluations of the mean return (``evaluations``: rows of
-    (env steps, mean, std, ...)); None without evaluations."""
+    """The maximum over evaluations (rows of env steps, mean, ...) of the mean return; None without any."""
     return max(e[1] for e in evaluations) if evaluations else None
 
 
 def final_mean(evaluations: list) -> float | None:
-    """The mean return of the last evaluation."""
     return evaluations[-1][1] if evaluations else None
 
 
@@ -115,7 +69,7 @@ def mean_std(values: list[float]) -> tuple[float, float] | None:
 
 
 def target_met(env: str, value: float | None) -> bool | None:
-    """Whether an MMER meets issue 20's target for ``env`` (None: no value or no target)."""
+    """Whether an MMER meets the target for ``env`` (None: no value or no target)."""
     if value is None or env not in TARGETS:
         return None
     op, threshold = TARGETS[env]
@@ -126,22 +80,19 @@ def config_path(env: str) -> Path:
     return CONFIG_DIR / f"{env}.yaml"
 
 
-def config_budget(env: str) -> int:
-    """The config's own ``run.total_env_steps`` (the default budget of ``env``)."""
-    import yaml
+def read_config(env: str) -> dict:
+    return yaml.safe_load(config_path(env).read_text()) or {}
 
-    return int(yaml.safe_load(config_path(env).read_text())["run"]["total_env_steps"])
+
+def config_budget(env: str) -> int:
+    return int(read_config(env)["run"]["total_env_steps"])
 
 
 def config_digest(env: str, agent: str) -> str:
     """A digest of what the config decides for ``agent`` on ``env``, so that ``--resume`` re-runs runs made
     before the config was edited: every R2D2 setting but the budget (set by ``--steps``), and only the model
     sizes and the discount for RecurrentPPO (what it takes from the config). Comments do not count."""
-    import hashlib
-
-    import yaml
-
-    config = yaml.safe_load(config_path(env).read_text()) or {}
+    config = read_config(env)
     if agent == "r2d2":
         config.get("run", {}).pop("total_env_steps", None)
     else:
@@ -151,22 +102,16 @@ def config_digest(env: str, agent: str) -> str:
     return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-# The numeric RecurrentPPO settings --ppo-set may change, with their types (n_envs stays 8, so that both agents
-# evaluate at the same env steps; gamma defaults to the R2D2 config's).
-PPO_TUNABLE = {**{k: type(v) for k, v in RECURRENT_PPO.items() if is_number(v) and k != "n_envs"}, "gamma": float}
+# The numeric RecurrentPPO settings --ppo-set may change (n_envs stays 8, so that both agents evaluate at the
+# same env steps; gamma defaults to the R2D2 config's).
+PPO_TUNABLE = {**{k: type(v) for k, v in RECURRENT_PPO.items()
+                  if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "n_envs"}, "gamma": float}
 
 
 def ppo_hyperparameters(env: str, overrides: dict | None = None) -> dict:
-    """RECURRENT_PPO for ``env`` with what it takes from the R2D2 config (discount, LSTM and head widths as
-    ``gamma``, ``lstm_hidden_size``, ``head_units``), then ``overrides``: one place reads the config for PPO."""
-    import yaml
-
-    config = yaml.safe_load(config_path(env).read_text()) or {}
-    overrides = overrides or {}
+    """RECURRENT_PPO for ``env`` with what it takes from the R2D2 config (``gamma``, ``lstm_hidden_size``,
+    ``head_units``), then ``overrides``."""
+    config, overrides = read_config(env), overrides or {}
     gamma = overrides.get("gamma", config.get("learner", {}).get("gamma"))
     if gamma is None:
         raise ValueError(f"{config_path(env)} sets no learner.gamma; RecurrentPPO takes its discount from there "
@@ -196,8 +141,18 @@ def run_key(run: dict) -> tuple:
     return (run["agent"], run["env"], run["seed"])
 
 
+def same_settings(run: dict, steps: int, args: argparse.Namespace) -> bool:
+    """Whether a stored run was made with this sweep's budget, schedule, agent settings and config."""
+    agent_settings = (run.get("overrides") == list(args.set) if run["agent"] == "r2d2"
+                      else run.get("ppo_prev_action") == (not args.ppo_no_prev_action)
+                      and run.get("ppo_overrides", []) == list(args.ppo_set))
+    return (run.get("error") is None and run["steps"] == steps and run["eval_every"] == args.eval_every
+            and run["eval_episodes"] == args.eval_episodes and agent_settings
+            and run.get("config_digest") == config_digest(run["env"], run["agent"]))
+
+
 # ---------------------------------------------------------------------------------------------
-# r2d2kit (child process)
+# one run (child process)
 
 
 def run_r2d2(env: str, seed: int, steps: int, eval_every: int, eval_episodes: int, overrides: list[str],
@@ -233,10 +188,6 @@ def run_r2d2(env: str, seed: int, steps: int, eval_every: int, eval_episodes: in
                             env=vars(config.env), actors=vars(config.actors), replay=vars(config.replay)))
 
 
-# ---------------------------------------------------------------------------------------------
-# RecurrentPPO (child process)
-
-
 def make_ppo_env(env: str, prev_action: bool):
     """POPGym env -> (PreviousAction) -> FlattenObservation: one-hot Discrete / MultiDiscrete parts."""
     import gymnasium as gym
@@ -252,106 +203,21 @@ def make_ppo_env(env: str, prev_action: bool):
     return gym.wrappers.FlattenObservation(made)
 
 
-def greedy_eval_ppo(model, make_env, episodes: int, seed: int) -> np.ndarray:
-    """Deterministic RecurrentPPO returns on the episodes ``r2d2kit.runners.evaluate`` plays: the same
-    env count, reset seed and per-env quotas (gymnasium's next-step autoreset handled)."""
-    import gymnasium as gym
-
-    num_envs = min(episodes, MAX_EVAL_ENVS)
-    envs = gym.vector.SyncVectorEnv([make_env] * num_envs)
-    obs, _ = envs.reset(seed=seed)
-    quota = np.full(num_envs, episodes // num_envs)
-    quota[: episodes % num_envs] += 1
-    returns, running = [], np.zeros(num_envs)
-    state, episode_start = None, np.ones(num_envs, bool)
-    in_autoreset = np.zeros(num_envs, bool)
-    while len(returns) < episodes:
-        action, state = model.predict(obs, state=state, episode_start=episode_start, deterministic=True)
-        obs, reward, terminated, truncated, _ = envs.step(action)
-        running += np.where(in_autoreset, 0.0, reward)
-        ended = (terminated | truncated) & ~in_autoreset
-        counted = ended & (quota > 0)
-        returns.extend(running[counted].tolist())
-        quota[counted] -= 1
-        running[ended] = 0.0
-        episode_start = in_autoreset  # the obs after an autoreset step is an episode's first
-        in_autoreset = ended
-    envs.close()
-    return np.asarray(returns[:episodes])
-
-
-def run_recurrent_ppo(env: str, seed: int, steps: int, eval_every: int, eval_episodes: int,
-                      torch_threads: int, prev_action: bool, ppo_overrides: dict | None = None) -> dict:
-    import functools
-
-    import torch
-    from sb3_contrib import RecurrentPPO
-    from stable_baselines3.common.callbacks import BaseCallback
-    from stable_baselines3.common.env_util import make_vec_env
-
-    torch.set_num_threads(torch_threads)
+def run_ppo(env: str, seed: int, steps: int, eval_every: int, eval_episodes: int, torch_threads: int,
+            prev_action: bool, ppo_overrides: dict | None = None) -> dict:
     hp = ppo_hyperparameters(env, ppo_overrides)
-    lstm_units, head_units = hp["lstm_hidden_size"], hp["head_units"]
-    make_env = functools.partial(make_ppo_env, env, prev_action)
-    venv = make_vec_env(make_env, n_envs=hp["n_envs"], seed=seed)
-    model = RecurrentPPO(
-        hp["policy"], venv, n_steps=hp["n_steps"], batch_size=hp["batch_size"], n_epochs=hp["n_epochs"],
-        learning_rate=hp["learning_rate"], gamma=hp["gamma"], gae_lambda=hp["gae_lambda"],
-        clip_range=hp["clip_range"], ent_coef=hp["ent_coef"], vf_coef=hp["vf_coef"],
-        max_grad_norm=hp["max_grad_norm"],
-        policy_kwargs=dict(lstm_hidden_size=lstm_units, n_lstm_layers=1, enable_critic_lstm=True,
-                           net_arch=dict(pi=[head_units], vf=[head_units])),
-        seed=seed, device="cpu", verbose=0)
-
-    class Timer(BaseCallback):
-        """Evaluations on the schedule (timed apart), rollout time, and the stop at exactly ``steps``."""
-
-        def __init__(self):
-            super().__init__()
-            self.start = self.eval_seconds = self.rollout_seconds = self.rollout_start = 0.0
-            self.evaluations, self.next_eval, self.rollouts = [], eval_every, 0
-
-        def _on_training_start(self):
-            self.start = time.perf_counter()
-
-        def _on_rollout_start(self):
-            self.rollout_start = time.perf_counter()
-
-        def _on_rollout_end(self):
-            self.rollout_seconds += time.perf_counter() - self.rollout_start
-            self.rollouts += 1
-
-        def _on_step(self):
-            if eval_every and self.num_timesteps >= self.next_eval:
-                began = time.perf_counter()
-                train_seconds = began - self.start - self.eval_seconds
-                returns = greedy_eval_ppo(self.model, make_env, eval_episodes,
-                                          seed + EVAL_SEED_OFFSET + self.num_timesteps)
-                recent = [info["r"] for info in self.model.ep_info_buffer]  # the last 100 training episodes
-                train_return = float(np.mean(recent)) if recent else float("nan")
-                self.evaluations.append((int(self.num_timesteps), float(returns.mean()), float(returns.std()),
-                                         train_seconds, train_return))
-                print(f"  RecurrentPPO {env} seed {seed} {self.num_timesteps:>7,} env steps: eval "
-                      f"{returns.mean():+.3f} +- {returns.std():.3f}, training episodes {train_return:+.3f}, "
-                      f"{train_seconds:.0f} s", flush=True)
-                elapsed = time.perf_counter() - began
-                self.eval_seconds += elapsed
-                self.rollout_seconds -= elapsed  # evaluations run inside rollouts
-                self.next_eval += eval_every
-            return self.num_timesteps < steps  # stop at the budget, not at the end of the rollout
-
-    timer = Timer()
-    began = time.perf_counter()
-    model.learn(total_timesteps=steps, callback=timer)
-    if timer.num_timesteps >= steps and timer.rollout_start > 0:  # the stopped rollout was never closed
-        timer.rollout_seconds += time.perf_counter() - timer.rollout_start
-    seconds = time.perf_counter() - began
-    train_seconds = seconds - timer.eval_seconds
-    minibatches = -(-hp["n_steps"] * hp["n_envs"] // hp["batch_size"])
-    updates = timer.rollouts * hp["n_epochs"] * minibatches
-    return dict(evaluations=timer.evaluations, env_steps=int(model.num_timesteps), train_seconds=train_seconds,
-                eval_seconds=timer.eval_seconds, updates=updates,
-                config=dict(hp, prev_action=prev_action, torch_threads=torch.get_num_threads()))
+    keys = ("policy", "n_steps", "batch_size", "n_epochs", "learning_rate", "gamma", "gae_lambda", "clip_range",
+            "ent_coef", "vf_coef", "max_grad_norm")
+    kwargs = dict({k: hp[k] for k in keys}, policy_kwargs=dict(
+        lstm_hidden_size=hp["lstm_hidden_size"], n_lstm_layers=1, enable_critic_lstm=True,
+        net_arch=dict(pi=[hp["head_units"]], vf=[hp["head_units"]])))
+    line = (f"  RecurrentPPO {env} seed {seed} " "{steps:>7,} env steps: eval {mean:+.3f} +- {std:.3f}, "
+            "training episodes {train_return:+.3f}, {seconds:.0f} s")
+    result = harness.run_recurrent_ppo(
+        functools.partial(make_ppo_env, env, prev_action), kwargs, seed=seed, steps=steps, eval_every=eval_every,
+        eval_episodes=eval_episodes, n_envs=hp["n_envs"], torch_threads=torch_threads, line=line)
+    result["config"] = dict(hp, prev_action=prev_action, torch_threads=result.pop("torch_threads"))
+    return result
 
 
 def child_main(args: argparse.Namespace) -> None:
@@ -362,90 +228,36 @@ def child_main(args: argparse.Namespace) -> None:
     if agent == "r2d2":
         result = run_r2d2(env, seed, steps, args.eval_every, args.eval_episodes, args.set, args.run_dir)
     else:
-        result = run_recurrent_ppo(env, seed, steps, args.eval_every, args.eval_episodes, args.torch_threads,
-                                   not args.ppo_no_prev_action, args.ppo_overrides)
-    # peak RSS per run: each run has its own process
+        result = run_ppo(env, seed, steps, args.eval_every, args.eval_episodes, args.torch_threads,
+                         not args.ppo_no_prev_action, args.ppo_overrides)
     result.update(agent=agent, env=env, seed=seed, steps=steps, eval_every=args.eval_every,
                   eval_episodes=args.eval_episodes, process_seconds=time.perf_counter() - began,
-                  peak_rss_mb=peers_machine.peak_rss_mb(), mmer=mmer(result["evaluations"]),
-                  final=final_mean(result["evaluations"]), overrides=list(args.set),
+                  mmer=mmer(result["evaluations"]), final=final_mean(result["evaluations"]), overrides=list(args.set),
                   ppo_prev_action=not args.ppo_no_prev_action, ppo_overrides=list(args.ppo_set), error=None)
-    Path(args.child_out).write_text(json.dumps(result, default=str))
+    harness.write_child_result(args.child_out, result)
 
 
-# ---------------------------------------------------------------------------------------------
-# the sweep (parent process)
-
-
-def run_child(args: argparse.Namespace, agent: str, env: str, seed: int, steps: int) -> dict:
-    """Run one (agent, env, seed) in a subprocess; a failure becomes a result with ``error`` set."""
-    with tempfile.TemporaryDirectory(prefix="bench-popgym-child-") as scratch:
-        out, err = Path(scratch) / "result.json", Path(scratch) / "stderr.txt"
-        command = [sys.executable, str(Path(__file__).resolve()), "--child", agent, env, str(seed),
-                   "--child-out", str(out), "--steps", str(steps), "--eval-every", str(args.eval_every),
-                   "--eval-episodes", str(args.eval_episodes), "--torch-threads", str(args.torch_threads)]
-        command += [f"--set={override}" for override in args.set]
-        command += [f"--ppo-set={override}" for override in args.ppo_set]
-        if args.ppo_no_prev_action:
-            command.append("--ppo-no-prev-action")
-        began = time.perf_counter()
-        with open(err, "w") as stderr:
-            code = subprocess.call(command, stderr=stderr)
-        if code == 0 and out.exists():
-            result = json.loads(out.read_text())
-            result["wall_seconds"] = time.perf_counter() - began
-            return result
-        tail = err.read_text()[-2000:]
-        why = f"exit status {code}" if code >= 0 else f"killed by signal {-code}"
-        print(f"  {AGENT_NAMES[agent]} {env} seed {seed} failed ({why}); stderr tail:\n{tail}", flush=True)
-        return dict(agent=agent, env=env, seed=seed, steps=steps, eval_every=args.eval_every,
-                    eval_episodes=args.eval_episodes, evaluations=[], mmer=None, final=None,
-                    wall_seconds=time.perf_counter() - began, error=f"{why}: {tail[-500:]}")
-
-
-def same_settings(run: dict, steps: int, args: argparse.Namespace) -> bool:
-    """Whether a stored run was made with this sweep's budget, schedule and agent settings."""
-    agent_settings = (run.get("overrides") == list(args.set) if run["agent"] == "r2d2"
-                      else run.get("ppo_prev_action") == (not args.ppo_no_prev_action)
-                      and run.get("ppo_overrides", []) == list(args.ppo_set))
-    return (run.get("error") is None and run["steps"] == steps and run["eval_every"] == args.eval_every
-            and run["eval_episodes"] == args.eval_episodes and agent_settings
-            and run.get("config_digest") == config_digest(run["env"], run["agent"]))
-
-
-def write_json(path: str, args: argparse.Namespace, runs: list[dict]) -> None:
-    data = dict(machine=machine_line(), args={k: v for k, v in vars(args).items() if not k.startswith("child")},
-                recurrent_ppo=RECURRENT_PPO, targets=TARGETS, paper_mmer=PAPER_MMER,
-                issue_paper_best=ISSUE_PAPER_BEST, runs=runs)
-    tmp = Path(path).with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1, default=str))
-    tmp.replace(path)  # a crash mid-write leaves the previous file whole
+def run_one(args: argparse.Namespace, agent: str, env: str, seed: int, steps: int) -> dict:
+    """One (agent, env, seed) in a subprocess; a failure becomes a result with ``error`` set."""
+    command = ["--child", agent, env, str(seed), "--steps", str(steps), "--eval-every", str(args.eval_every),
+               "--eval-episodes", str(args.eval_episodes), "--torch-threads", str(args.torch_threads)]
+    command += [f"--set={o}" for o in args.set] + [f"--ppo-set={o}" for o in args.ppo_set]
+    command += ["--ppo-no-prev-action"] if args.ppo_no_prev_action else []
+    result = harness.run_script(__file__, command)
+    if result.get("error"):
+        print(f"  {AGENT_NAMES[agent]} {env} seed {seed} failed ({result['error']}); stderr tail:\n"
+              f"{result.pop('log_tail')}", flush=True)
+        result.update(agent=agent, env=env, seed=seed, steps=steps, eval_every=args.eval_every,
+                      eval_episodes=args.eval_episodes, evaluations=[], mmer=None, final=None)
+    return result
 
 
 # ---------------------------------------------------------------------------------------------
 # report
 
 
-def fmt(value: float | None, spec: str = "+.3f") -> str:
-    return "-" if value is None else format(value, spec)
-
-
 def fmt_ms(pair: tuple[float, float] | None, n: int) -> str:
     return "-" if pair is None else f"{pair[0]:+.3f} +- {pair[1]:.3f} ({n})"
-
-
-def table(header: list[str], rows: list[list[str]], markdown: bool, right=()) -> list[str]:
-    right = set(right)
-    if markdown:
-        out = ["| " + " | ".join(header) + " |",
-               "|" + "|".join("---:" if i in right else "---" for i in range(len(header))) + "|"]
-        return out + ["| " + " | ".join(row) + " |" for row in rows]
-    widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(header)]
-
-    def line(cells):
-        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
-
-    return [line(header), line(["-" * w for w in widths])] + [line(row) for row in rows]
 
 
 def summarize(runs: list[dict], envs: list[str]) -> dict[str, dict]:
@@ -468,7 +280,6 @@ def summarize(runs: list[dict], envs: list[str]) -> dict[str, dict]:
 
 def report(runs: list[dict], envs: list[str], markdown: bool) -> str:
     s = summarize(runs, envs)
-    lines = []
     header = ["env", "env steps", "R2D2 MMER (seeds)", "RecurrentPPO MMER (seeds)", "R2D2 >= PPO",
               "paper PPO-GRU", "paper PPO-LSTM", "target (R2D2)", "met"]
     rows, wins, judged = [], 0, 0
@@ -479,17 +290,14 @@ def report(runs: list[dict], envs: list[str], markdown: bool) -> str:
             beats = r2["mmer"][0] >= ppo["mmer"][0]
             wins, judged = wins + beats, judged + 1
         op, threshold = TARGETS[env]
-        quoted = " (paper best, per issue)" if env in ISSUE_PAPER_BEST else ""
         met = target_met(env, r2["mmer"][0] if r2["mmer"] else None)
-        paper = PAPER_MMER[env]
+        paper = [fmt(PAPER_MMER[env][k]) if PAPER_MMER[env][k] is not None else "not found"
+                 for k in ("PPO-GRU", "PPO-LSTM")]
         rows.append([env, fmt(r2["steps"] or ppo["steps"], ","), fmt_ms(r2["mmer"], r2["n"]),
-                     fmt_ms(ppo["mmer"], ppo["n"]),
-                     "-" if beats is None else ("yes" if beats else "no"),
-                     fmt(paper["PPO-GRU"], ".2f") if paper["PPO-GRU"] is not None else "not found",
-                     fmt(paper["PPO-LSTM"], ".2f") if paper["PPO-LSTM"] is not None else "not found",
-                     f"{op} {threshold:+.2f}{quoted}", "-" if met is None else ("met" if met else "not met")])
-    lines += table(header, rows, markdown, right=range(1, 5))
-    lines.append("")
+                     fmt_ms(ppo["mmer"], ppo["n"]), "-" if beats is None else ("yes" if beats else "no"), *paper,
+                     f"{op} {threshold:+.2f}" + (" (quoted paper best)" if env in QUOTED_PAPER_BEST else ""),
+                     "-" if met is None else ("met" if met else "not met")])
+    lines = [table(header, rows, markdown, right=range(1, 5)), ""]
     header = ["env", "agent", "final mean return (seeds)", "training wall time", "process wall time",
               "peak RSS (max over seeds)", "failed runs"]
     rows = []
@@ -503,8 +311,7 @@ def report(runs: list[dict], envs: list[str], markdown: bool) -> str:
                          "-" if train is None else f"{train[0]:.0f} +- {train[1]:.0f} s",
                          "-" if a["wall_seconds"] is None else f"{a['wall_seconds'][0]:.0f} s",
                          "-" if a["peak_rss_mb"] is None else f"{a['peak_rss_mb']:,.0f} MB", str(a["failed"])])
-    lines += table(header, rows, markdown, right=range(2, 7))
-    lines.append("")
+    lines += [table(header, rows, markdown, right=range(2, 7)), ""]
     header = ["agent", "env", "seed", "MMER", "final", "best at (env steps)", "training s", "env steps/s",
               "updates", "process s", "peak RSS"]
     rows = []
@@ -515,12 +322,11 @@ def report(runs: list[dict], envs: list[str], markdown: bool) -> str:
             rows.append([AGENT_NAMES[r["agent"]], r["env"], str(r["seed"]), "failed"] + ["-"] * 7)
             continue
         best = max(r["evaluations"], key=lambda e: e[1])[0] if r["evaluations"] else None
-        rows.append([AGENT_NAMES[r["agent"]], r["env"], str(r["seed"]), fmt(r["mmer"]), fmt(r["final"]),
-                     fmt(best, ","), f"{r['train_seconds']:.0f}",
+        rows.append([AGENT_NAMES[r["agent"]], r["env"], str(r["seed"]), fmt(r["mmer"], "+.3f"),
+                     fmt(r["final"], "+.3f"), fmt(best, ","), f"{r['train_seconds']:.0f}",
                      f"{r['env_steps'] / max(r['train_seconds'], 1e-9):.0f}",
                      f"{r['updates']:,}", f"{r['process_seconds']:.0f}", f"{r['peak_rss_mb']:,.0f} MB"])
-    lines += table(header, rows, markdown, right=range(2, 11))
-    lines.append("")
+    lines += [table(header, rows, markdown, right=range(2, 11)), ""]
     lines.append("- MMER: max over evaluations of the mean greedy return (POPGym's metric, in [-1, 1]); mean +- std "
                  "over seeds, seed count in brackets. Training wall time excludes evaluations; process wall time is "
                  "the run's subprocess from start to end (imports, evaluations included); peak RSS is ru_maxrss of "
@@ -529,43 +335,31 @@ def report(runs: list[dict], envs: list[str], markdown: bool) -> str:
                  f"with both agents here" + (" (met)" if wins >= BEATS_PPO_ON else
                                               " (not met)" if judged == len(ENVS) else " (not judged: fewer envs)"))
     lines.append("- paper: the POPGym paper's appendix MMER table (Morad et al., ICLR 2023; PPO + GRU / LSTM, 15M "
-                 "env steps) could not be read here, so its cells say 'not found'. Issue 20 quotes CountRecallEasy "
-                 "0.51 and RepeatPreviousMedium -0.32 as the paper's best recurrent PPO; those are the targets there.")
+                 "env steps) could not be read here, so its cells say 'not found'. CountRecallEasy 0.51 and "
+                 "RepeatPreviousMedium -0.32 are quoted as the paper's best recurrent PPO; those are the targets "
+                 "there.")
     return "\n".join(lines)
 
 
 def plot(runs: list[dict], envs: list[str], path: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     cols = min(3, len(envs))
     rows = -(-len(envs) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.4 * rows), squeeze=False)
     colors = {"r2d2": "tab:blue", "recurrent-ppo": "tab:orange"}
     for ax, env in zip(axes.flat, envs):
         for agent in AGENTS:
-            curves = [r["evaluations"] for r in runs if r["env"] == env and r["agent"] == agent
-                      and r.get("error") is None and r["evaluations"]]
-            if not curves:
-                continue
-            length = min(len(c) for c in curves)  # seeds share the schedule
-            steps = np.asarray([e[0] for e in curves[0][:length]])
-            means = np.asarray([[e[1] for e in c[:length]] for c in curves])  # [seeds, evaluations]
-            ax.plot(steps, means.mean(0), color=colors[agent], marker="o", ms=2.5,
-                    label=f"{AGENT_NAMES[agent]} ({len(curves)} seeds)")
-            ax.fill_between(steps, means.min(0), means.max(0), color=colors[agent], alpha=0.2)
+            seed_band(ax, [r["evaluations"] for r in runs if r["env"] == env and r["agent"] == agent
+                           and r.get("error") is None], AGENT_NAMES[agent], colors[agent], ms=2.5)
         ax.axhline(TARGETS[env][1], color="gray", ls="--", lw=1)
         ax.set_title(env, fontsize=10)
-        ax.set_ylim(-1.05, 1.05)
-        ax.set_xlabel("env steps")
+        ax.set(ylim=(-1.05, 1.05), xlabel="env steps")
         ax.grid(alpha=0.3)
     for ax in axes.flat[len(envs):]:
         ax.set_visible(False)
     axes[0, 0].set_ylabel("greedy mean return")
     axes[0, 0].legend(loc="lower right", fontsize=8)
-    fig.suptitle("POPGym: mean over seeds (line), min-max over seeds (band); dashed: issue 20 target", fontsize=10)
+    fig.suptitle("POPGym: mean over seeds (line), min-max over seeds (band); dashed: the target", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -640,19 +434,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-def machine_line() -> str:
-    return peers_machine.machine_line(("numpy", "tensorflow", "keras", "gymnasium", "popgym", "r2d2kit", "torch",
-                                       "stable_baselines3", "sb3_contrib"))
-
-
 def main(argv=None) -> dict:
     args = parse_args(argv)
     if args.child:
         child_main(args)
         return {}
-    began = time.perf_counter()
-    load_start = peers_machine.format_load()
-    print(machine_line(), flush=True)
+    began, load_start = harness.start(DISTS)
     budgets = {env: args.steps or config_budget(env) for env in args.envs}
     agents = [a for a in AGENTS if a not in args.without]
     print(f"POPGym: {', '.join(f'{env} {budgets[env]:,}' for env in args.envs)} env steps per agent; greedy "
@@ -664,45 +451,34 @@ def main(argv=None) -> dict:
         if steps % args.eval_every:
             print(f"note: {env}'s budget {steps:,} is not a multiple of --eval-every; the final evaluation is at "
                   f"{steps // args.eval_every * args.eval_every:,}", flush=True)
-    runs: list[dict] = []
-    if args.resume and Path(args.json).exists():
-        runs = json.loads(Path(args.json).read_text())["runs"]
-    todo = []
-    for env in args.envs:
-        for seed in args.seeds:
-            for agent in agents:  # both agents of a seed one after the other: a partial sweep compares like with like
-                kept = [r for r in runs if run_key(r) == (agent, env, seed) and same_settings(r, budgets[env], args)]
-                if kept:
-                    continue
-                todo.append((agent, env, seed))
-    done_before = len(runs)
-    runs = [r for r in runs if r.get("error") is None]  # failed runs are tried again
-    print(f"{len(todo)} runs to do" + (f" ({done_before} runs in {args.json}; those made with these settings are not "
-                                       "run again)" if args.resume else ""), flush=True)
+    results = Results(args.json, run_key, args.resume, lambda: dict(
+        machine=machine_line(DISTS), args={k: v for k, v in vars(args).items() if not k.startswith("child")},
+        recurrent_ppo=RECURRENT_PPO, targets=TARGETS, paper_mmer=PAPER_MMER, quoted_paper_best=QUOTED_PAPER_BEST))
+    # both agents of a seed one after the other: a partial sweep compares like with like
+    todo = [(agent, env, seed) for env in args.envs for seed in args.seeds for agent in agents
+            if not results.has((agent, env, seed), lambda r, env=env: same_settings(r, budgets[env], args))]
+    print(f"{len(todo)} runs to do" + (f" ({results.stored} runs in {args.json}; those made with these settings are "
+                                       "not run again)" if args.resume else ""), flush=True)
     for i, (agent, env, seed) in enumerate(todo, 1):
         print(f"[{i}/{len(todo)}] {AGENT_NAMES[agent]} {env} seed {seed} ({budgets[env]:,} env steps) ...", flush=True)
         digest = config_digest(env, agent)  # before the run: the config it starts from
-        result = dict(run_child(args, agent, env, seed, budgets[env]), config_digest=digest)
-        runs = [r for r in runs if run_key(r) != run_key(result)] + [result]
+        result = dict(run_one(args, agent, env, seed, budgets[env]), config_digest=digest)
         if result.get("error") is None:
             print(f"  done: MMER {result['mmer']:+.3f}, final {result['final']:+.3f}, training "
                   f"{result['train_seconds']:.0f} s, process {result['wall_seconds']:.0f} s, peak RSS "
                   f"{result['peak_rss_mb']:,.0f} MB", flush=True)
-        if args.json:
-            write_json(args.json, args, runs)
-    shown = [r for r in runs if r["env"] in args.envs and r["seed"] in args.seeds and r["agent"] in agents]
+        results.add(result)
+    shown = [r for r in results.runs if r["env"] in args.envs and r["seed"] in args.seeds and r["agent"] in agents]
     print()
     print(report(shown, args.envs, args.markdown))
-    print(f"- total benchmark time {time.perf_counter() - began:.0f} s; load average at start {load_start}, at end "
-          f"{peers_machine.format_load()} "
-          f"(on {os.cpu_count()} CPUs: a higher load means other work shared the machine)")
+    print(load_footer(began, load_start))
     if args.png and shown:
         plot(shown, args.envs, args.png)
         print(f"- curves written to {args.png}")
     if args.json:
-        write_json(args.json, args, runs)
+        results.save()
         print(f"- results written to {args.json}")
-    return dict(runs=runs)
+    return dict(runs=results.runs)
 
 
 if __name__ == "__main__":

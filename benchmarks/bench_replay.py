@@ -2,19 +2,11 @@
 
     python benchmarks/bench_replay.py              # full run: N = 2^20, a few minutes
     python benchmarks/bench_replay.py --quick      # smoke run: N = 2^16, under ~30 s
-    python benchmarks/bench_replay.py --markdown   # markdown table (for docs and issues)
+    python benchmarks/bench_replay.py --markdown   # markdown table (for docs)
 
-A ratio above 1 means r2d2kit is faster. Peers (install: see benchmarks/requirements.txt) are
-cpprb, TorchRL, Tianshou's Numba SegmentTree and a seed-style pure-Python tree
-(benchmarks/peers/seed_segment_tree.py). A peer that cannot be loaded is reported in the table,
-never fatal.
-
-Method: every structure is pre-filled with N items and priorities drawn from U(0.01, 10). Each
-operation is timed on its own with time.perf_counter_ns (inputs such as fresh priorities are made
-outside the timed section), after a warm-up, with the garbage collector off. The peers of one row
-run in interleaved rounds, so slow drift on a noisy machine hits them all alike. Cells are medians.
-All buffers use alpha=0.6, beta=0.4 and eps=1e-6 added to priorities (each library applies alpha
-and eps itself; TorchRL's sampler keeps its default float32 trees, the others use float64).
+A ratio above 1 means r2d2kit is faster. The peers (cpprb, TorchRL, Tianshou's Numba SegmentTree, a
+seed-style pure-Python tree; install: benchmarks/requirements.txt) are loaded by benchmarks/peers.py;
+one that cannot be loaded is reported in the table, never fatal. Method: benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -27,36 +19,17 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
-
-BENCH_DIR = Path(__file__).resolve().parent
-REPO_ROOT = BENCH_DIR.parent
-sys.path.insert(0, str(REPO_ROOT))  # benchmark the checkout, not an installed copy
-
-
-from peers import (  # noqa: E402
-    PeerUnavailable,
-    SeedMinSegmentTree,
-    SeedSumSegmentTree,
-    load_cpprb,
-    load_tianshou_segment_tree,
-    load_torchrl,
-)
-from peers import machine as peers_machine  # noqa: E402
+import peers
+from harness import BENCH_DIR, REPO_ROOT, interleaved, load_footer, machine_line, start, table, timed_ns
 
 ALPHA, BETA, EPS = 0.6, 0.4, 1e-6
-FIELDS = {
-    "obs": ((4,), "float32"),
-    "action": ((), "int64"),
-    "reward": ((), "float32"),
-    "next_obs": ((4,), "float32"),
-    "done": ((), "float32"),
-}
+FIELDS = {"obs": ((4,), "float32"), "action": ((), "int64"), "reward": ((), "float32"), "next_obs": ((4,), "float32"),
+          "done": ((), "float32")}
 PEERS = ("cpprb", "TorchRL", "Tianshou", "seed-style")
 
 FULL = dict(n=2**20, batch=512, add_n=10**6, reps=2000, slow_reps=200, add_reps=11, rounds=10,
@@ -86,25 +59,13 @@ def random_priorities(rng: np.random.Generator, size: int) -> np.ndarray:
     return rng.uniform(0.01, 10.0, size)
 
 
-def timed(fn: Callable[[], object]) -> int:
-    start = time.perf_counter_ns()
-    fn()
-    return time.perf_counter_ns() - start
-
-
 # ---------------------------------------------------------------------------------------------
 # buffer peers: build(capacity) -> buffer; fill(buffer, items, priorities);
 # sample(buffer, batch) -> (batch dict, indices); update(buffer, indices, priorities); add(buffer, items)
 
 
 def r2d2kit_buffer_ops(cfg: dict) -> dict:
-    try:
-        from r2d2kit.replay import PrioritizedReplayBuffer
-    except Exception as error:  # noqa: BLE001 - not there yet, or broken: report, don't fail
-        raise PeerUnavailable(f"{type(error).__name__}: {error}") from error
-
-    def build(capacity):
-        return PrioritizedReplayBuffer(capacity, fields=FIELDS, alpha=ALPHA, eps=EPS, seed=0)
+    from r2d2kit.replay import PrioritizedReplayBuffer
 
     def fill(buf, items, priorities):
         buf.add_batch(**items)
@@ -114,56 +75,38 @@ def r2d2kit_buffer_ops(cfg: dict) -> dict:
         out = buf.sample(batch, beta=BETA)
         return out, out["indices"]
 
-    def update(buf, indices, priorities):
-        buf.update_priorities(indices, priorities)
-
-    def add(buf, items):
-        buf.add_batch(**items)
-
-    return dict(build=build, fill=fill, sample=sample, update=update, add=add, convert=lambda a: a)
+    return dict(build=lambda capacity: PrioritizedReplayBuffer(capacity, fields=FIELDS, alpha=ALPHA, eps=EPS, seed=0),
+                fill=fill, sample=sample, update=lambda buf, i, p: buf.update_priorities(i, p),
+                add=lambda buf, items: buf.add_batch(**items), convert=lambda a: a)
 
 
 def cpprb_buffer_ops(cfg: dict) -> dict:
-    cpprb = load_cpprb()
+    cpprb = peers.load_cpprb()
     env_dict = {name: {"shape": shape or 1, "dtype": np.dtype(dtype)} for name, (shape, dtype) in FIELDS.items()}
-
-    def build(capacity):
-        return cpprb.PrioritizedReplayBuffer(capacity, env_dict, alpha=ALPHA, eps=EPS)
-
-    def fill(buf, items, priorities):
-        buf.add(**items, priorities=priorities)
 
     def sample(buf, batch):
         out = buf.sample(batch, beta=BETA)
         return out, out["indexes"]
 
-    def update(buf, indices, priorities):
-        buf.update_priorities(indices, priorities)
-
-    def add(buf, items):
-        buf.add(**items)
-
-    return dict(build=build, fill=fill, sample=sample, update=update, add=add, convert=lambda a: a)
+    return dict(build=lambda capacity: cpprb.PrioritizedReplayBuffer(capacity, env_dict, alpha=ALPHA, eps=EPS),
+                fill=lambda buf, items, priorities: buf.add(**items, priorities=priorities), sample=sample,
+                update=lambda buf, i, p: buf.update_priorities(i, p), add=lambda buf, items: buf.add(**items),
+                convert=lambda a: a)
 
 
 def torchrl_buffer_ops(cfg: dict) -> dict:
-    peer = load_torchrl()
-    torch = peer["torch"]
+    torch = peers.load_torchrl()["torch"]
     torch.set_num_threads(cfg["torch_threads"])  # 1 by default: every library on one core
     from tensordict import TensorDict
     from torchrl.data import LazyTensorStorage, PrioritizedSampler, TensorDictReplayBuffer
 
     def build(capacity):
-        return TensorDictReplayBuffer(
-            storage=LazyTensorStorage(capacity),
-            sampler=PrioritizedSampler(capacity, alpha=ALPHA, beta=BETA, eps=EPS),
-            batch_size=cfg["batch"],
-            priority_key="td_error",
-        )
+        return TensorDictReplayBuffer(storage=LazyTensorStorage(capacity), batch_size=cfg["batch"],
+                                      sampler=PrioritizedSampler(capacity, alpha=ALPHA, beta=BETA, eps=EPS),
+                                      priority_key="td_error")
 
     def convert(items):  # numpy -> TensorDict, zero-copy; done outside the timed section
-        n = len(next(iter(items.values())))
-        return TensorDict({k: torch.from_numpy(v) for k, v in items.items()}, batch_size=[n])
+        return TensorDict({k: torch.from_numpy(v) for k, v in items.items()}, batch_size=[len(items["obs"])])
 
     def fill(buf, items, priorities):
         buf.extend(items)
@@ -173,13 +116,8 @@ def torchrl_buffer_ops(cfg: dict) -> dict:
         out = buf.sample(batch)  # TensorDict: every field + "index" + "priority_weight"
         return out, out["index"]
 
-    def update(buf, indices, priorities):
-        buf.update_priority(indices, priorities)
-
-    def add(buf, items):
-        buf.extend(items)
-
-    return dict(build=build, fill=fill, sample=sample, update=update, add=add, convert=convert,
+    return dict(build=build, fill=fill, sample=sample, update=lambda buf, i, p: buf.update_priority(i, p),
+                add=lambda buf, items: buf.extend(items), convert=convert,
                 priorities=lambda p: torch.from_numpy(p.astype(np.float32)))
 
 
@@ -199,7 +137,7 @@ def buffer_cases(cfg: dict, errors: dict, without: set[str]) -> tuple[dict, dict
             buf = o["build"](cfg["n"])
             o["fill"](buf, o["convert"](make_items(cfg["n"], rng)), random_priorities(rng, cfg["n"]))
             o["sample"](buf, cfg["batch"])  # first call outside any timing
-        except PeerUnavailable as error:
+        except peers.PeerUnavailable as error:
             errors[label] = f"not available: {error}"
             continue
         except Exception as error:  # noqa: BLE001
@@ -215,21 +153,21 @@ def buffer_cases(cfg: dict, errors: dict, without: set[str]) -> tuple[dict, dict
 
 
 def make_sample_step(o: dict, buf, batch: int) -> Step:
-    return lambda: timed(lambda: o["sample"](buf, batch))
+    return lambda: timed_ns(lambda: o["sample"](buf, batch))
 
 
 def make_update_step(o: dict, buf, batch: int, rng, to_priorities) -> Step:
     def step():
         _, indices = o["sample"](buf, batch)  # indices from a previous sample, as in training
         priorities = to_priorities(random_priorities(rng, batch))
-        return timed(lambda: o["update"](buf, indices, priorities))
+        return timed_ns(lambda: o["update"](buf, indices, priorities))
     return step
 
 
 def make_add_step(o: dict, capacity: int, items) -> Step:
     def step():
         buf = o["build"](capacity)  # a fresh, empty buffer each time (not timed)
-        elapsed = timed(lambda: o["add"](buf, items))
+        elapsed = timed_ns(lambda: o["add"](buf, items))
         buf = None
         return elapsed
     return step
@@ -244,7 +182,7 @@ def make_overwrite_step(o: dict, capacity: int, items) -> Step:
             state["buf"] = o["build"](capacity)
             o["add"](state["buf"], items)
             o["add"](state["buf"], items)  # wraps around: every slot has been written once
-        return timed(lambda: o["add"](state["buf"], items))
+        return timed_ns(lambda: o["add"](state["buf"], items))
     return step
 
 
@@ -264,41 +202,31 @@ def r2d2kit_tree(n, priorities):
 
 
 def tianshou_tree(n, priorities):
-    segment_tree_cls, _ = load_tianshou_segment_tree()
-    tree = segment_tree_cls(n)
+    tree = peers.load_tianshou_segment_tree()[0](n)
     tree[np.arange(n, dtype=np.int64)] = priorities
-
-    def sample(batch):  # what tianshou's PrioritizedReplayBuffer.sample_indices does
-        return tree.get_prefix_sum_idx(np.random.rand(batch) * tree.reduce())
-
-    def update(indices, values):
-        tree[indices] = values
-
-    return dict(sample=sample, update=update)
+    # sample: what tianshou's PrioritizedReplayBuffer.sample_indices does
+    return dict(sample=lambda batch: tree.get_prefix_sum_idx(np.random.rand(batch) * tree.reduce()),
+                update=lambda indices, values: tree.__setitem__(indices, values))
 
 
 def torchrl_tree(n, priorities):
-    trees = load_torchrl()["trees"]
+    trees = peers.load_torchrl()["trees"]
     tree, min_tree = trees.SumSegmentTreeFp64(n), trees.MinSegmentTreeFp64(n)
     tree[np.arange(n, dtype=np.int64)] = priorities
     min_tree[np.arange(n, dtype=np.int64)] = priorities
-
-    def sample(batch):  # what torchrl's PrioritizedSampler.sample does on CPU
-        return tree.scan_lower_bound(np.random.uniform(0.0, tree.query(0, n), size=batch))
-
-    def update(indices, values):
-        tree[indices] = values
 
     def update_sum_min(indices, values):  # what its PrioritizedSampler.update_priority does
         tree[indices] = values
         min_tree[indices] = values
 
-    return dict(sample=sample, update=update, update_sum_min=update_sum_min)
+    # sample: what torchrl's PrioritizedSampler.sample does on CPU
+    return dict(sample=lambda batch: tree.scan_lower_bound(np.random.uniform(0.0, tree.query(0, n), size=batch)),
+                update=lambda indices, values: tree.__setitem__(indices, values), update_sum_min=update_sum_min)
 
 
 def seed_tree(n, priorities):
     capacity = 1 << max(0, (n - 1).bit_length())
-    tree, min_tree = SeedSumSegmentTree(capacity), SeedMinSegmentTree(capacity)
+    tree, min_tree = peers.SeedSumSegmentTree(capacity), peers.SeedMinSegmentTree(capacity)
     tree.build(priorities)
     min_tree.build(priorities)
 
@@ -324,7 +252,7 @@ def tree_cases(cfg: dict, errors: dict, without: set[str]) -> tuple[dict, dict, 
         try:
             tree = make_tree(n, priorities)
             tree["sample"](batch)
-        except PeerUnavailable as error:
+        except peers.PeerUnavailable as error:
             errors.setdefault(name, f"not available: {error}")
             continue
         except Exception as error:  # noqa: BLE001
@@ -338,7 +266,7 @@ def tree_cases(cfg: dict, errors: dict, without: set[str]) -> tuple[dict, dict, 
 
 
 def make_tree_sample_step(sample: Callable, batch: int) -> Step:
-    return lambda: timed(lambda: sample(batch))
+    return lambda: timed_ns(lambda: sample(batch))
 
 
 def make_tree_update_step(update: Callable, n: int, batch: int) -> Step:
@@ -347,7 +275,7 @@ def make_tree_update_step(update: Callable, n: int, batch: int) -> Step:
     def step():
         indices = rng.integers(0, n, batch, dtype=np.int64)
         values = random_priorities(rng, batch)
-        return timed(lambda: update(indices, values))
+        return timed_ns(lambda: update(indices, values))
 
     return step
 
@@ -438,28 +366,8 @@ def first_use_rows(cfg: dict, quick: bool, errors: dict, without: set[str]) -> t
 def measure(steps: dict[str, Step], cfg: dict, reps: int, slow: tuple[str, ...] = (),
             errors: dict | None = None) -> dict[str, np.ndarray]:
     """Run every step ``reps`` times (``slow_reps`` for the slow peers) in interleaved rounds."""
-    times: dict[str, list[int]] = {name: [] for name in steps}
-    active = dict(steps)
-    for name, step in list(active.items()):
-        try:
-            for _ in range(cfg["warmup"] if reps > 50 else 1):
-                step()
-        except Exception as error:  # noqa: BLE001
-            if errors is not None:
-                errors[name] = f"failed: {type(error).__name__}: {error}"
-            del active[name]
-    gc.collect()
-    gc.disable()
-    try:
-        rounds = min(cfg["rounds"], reps)
-        for _ in range(rounds):
-            for name, step in active.items():
-                total = cfg["slow_reps"] if name in slow else reps
-                for _ in range(max(1, total // rounds)):
-                    times[name].append(step())
-    finally:
-        gc.enable()
-    return {name: np.asarray(t, dtype=np.float64) for name, t in times.items() if t}
+    return interleaved(steps, min(cfg["rounds"], reps), reps, cfg["warmup"] if reps > 50 else 1, slow,
+                       cfg["slow_reps"], {} if errors is None else errors)
 
 
 @dataclass
@@ -529,28 +437,15 @@ def fmt_ratio(row: Row, peer: str) -> str:
     return "-"
 
 
-def table(rows: list[Row], markdown: bool) -> str:
-    header = ["operation", "r2d2kit"]
-    for peer in PEERS:
-        header += [peer, f"{peer}/r2d2kit"]
-    header += ["target", "verdict"]
+def replay_table(rows: list[Row], markdown: bool) -> str:
+    header = ["operation", "r2d2kit"] + [x for peer in PEERS for x in (peer, f"{peer}/r2d2kit")] + ["target", "verdict"]
     body = []
     for row in rows:
         line = [row.label, fmt_cell(row.cells.get("r2d2kit"), row.unit)]
         for peer in PEERS:
             line += [fmt_cell(row.cells.get(peer), row.unit), fmt_ratio(row, peer)]
-        line += [row.target, verdict(row)]
-        body.append(line)
-    if markdown:
-        lines = ["| " + " | ".join(header) + " |",
-                 "|" + "|".join(["---"] + ["---:"] * (len(header) - 3) + ["---", "---"]) + "|"]
-        lines += ["| " + " | ".join(line) + " |" for line in body]
-        return "\n".join(lines)
-    widths = [max(len(r[i]) for r in [header] + body) for i in range(len(header))]
-    def render(cells):
-        return "  ".join(c.ljust(w) if i in (0, len(cells) - 2, len(cells) - 1) else c.rjust(w)
-                         for i, (c, w) in enumerate(zip(cells, widths)))
-    return "\n".join([render(header), render(["-" * w for w in widths])] + [render(r) for r in body])
+        body.append(line + [row.target, verdict(row)])
+    return table(header, body, markdown, right=range(1, len(header) - 2))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -604,9 +499,9 @@ def run(cfg: dict, quick: bool, only: set[str] | None, without: set[str]) -> tup
                              f"{cold['r2d2kit']:.2f} s (once, for information)")
     timed_peers = {peer for row in rows if row.unit != "s" for peer, v in row.cells.items() if isinstance(v, float)}
     if "TorchRL" in timed_peers:
-        notes["torchrl"] = f"TorchRL trees: {load_torchrl()['note']}; torch threads {cfg['torch_threads']}"
+        notes["torchrl"] = f"TorchRL trees: {peers.load_torchrl()['note']}; torch threads {cfg['torch_threads']}"
     if "Tianshou" in timed_peers:
-        notes["tianshou"] = f"Tianshou SegmentTree: {load_tianshou_segment_tree()[1]}"
+        notes["tianshou"] = f"Tianshou SegmentTree: {peers.load_tianshou_segment_tree()[1]}"
     return rows, errors, notes
 
 
@@ -644,9 +539,7 @@ def fresh_pages(notes: dict):
         set_mmap_threshold(32 * 1024 * 1024)
 
 
-def machine_line() -> str:
-    return peers_machine.machine_line(('numpy', 'numba', 'r2d2kit', 'cpprb', 'torch', 'torchrl', 'tensordict',
-                                       'tianshou'))
+DISTS = ("numpy", "numba", "r2d2kit", "cpprb", "torch", "torchrl", "tensordict", "tianshou")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -667,26 +560,23 @@ def main(argv: list[str] | None = None) -> int:
     cfg = dict(QUICK if args.quick else FULL, torch_threads=args.torch_threads)
     only = set(args.only.split(",")) if args.only else None
 
-    print(machine_line())
-    started, load_start = time.perf_counter(), os.getloadavg()
+    started, load_start = start(DISTS)
     rows, errors, notes = run(cfg, args.quick, only, without)
     print(f"N = {cfg['n']:,} items, batch {cfg['batch']}, fields {', '.join(FIELDS)}; "
           f"alpha={ALPHA}, beta={BETA}, eps={EPS}; medians of {cfg['reps']} repeats "
           f"({cfg['slow_reps']} for seed-style, {cfg['add_reps']} for add_batch) in {cfg['rounds']} "
           f"interleaved rounds; torch threads {cfg['torch_threads']}; "
           "ratio = peer / r2d2kit (> 1: r2d2kit is faster)\n")
-    print(table(rows, args.markdown))
+    print(replay_table(rows, args.markdown))
     print()
     for peer, message in errors.items():
         print(f"- {peer}: {message}")
     for message in notes.values():
         print(f"- {message}")
-    print(f"- total benchmark time {time.perf_counter() - started:.0f} s; load average at start "
-          f"{load_start[0]:.2f}, at end {os.getloadavg()[0]:.2f} (on {os.cpu_count()} CPUs: a higher "
-          "load means other work shared the machine)")
+    print(load_footer(started, load_start))
     if args.json:
         Path(args.json).write_text(json.dumps(
-            {"machine": machine_line(), "config": cfg, "errors": errors, "notes": notes,
+            {"machine": machine_line(DISTS), "config": cfg, "errors": errors, "notes": notes,
              "rows": [{"operation": r.label, "target": r.target, "verdict": verdict(r),
                        "median_s": r.cells, "p10_p90_s": r.spread} for r in rows]}, indent=2))
     return 0

@@ -4,14 +4,9 @@
     python benchmarks/bench_runners.py --quick         # smoke run
     python benchmarks/bench_runners.py --markdown --actors 1 2
 
-Both pools run the same acting code (``ActingLoop``: CartPoleNoVel-v1, the network of
-configs/cartpole_pomdp.yaml) and hand windows to the Trainer in this process, which only adds them to
-replay (``run.updates_per_env_step: 0``), so the table compares transports: shared-memory rings + a seqlock
-weight block against Ray's object store + one batch request in flight per actor. Env steps/s count from the first
-experience that arrives to the budget, so process spawn, Ray start-up and TensorFlow import are
-excluded and reported apart. Rounds alternate the runners (ABBA) so that drifting machine load
-hits both alike; the load average is printed. On a 2-core machine the actors and this process
-share the cores: compare rows of one run, not with other machines.
+Both pools run the same acting code and hand windows to a Trainer that only adds them to replay, so
+the table compares transports. Env steps/s count from the first experience that arrives; rounds
+alternate the runners (ABBA). Method: benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -24,12 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-BENCH_DIR = Path(__file__).resolve().parent
-REPO_ROOT = BENCH_DIR.parent
-sys.path.insert(0, str(REPO_ROOT))
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from peers import machine as peers_machine  # noqa: E402
+from harness import REPO_ROOT, idle_learner_run, load_footer, peak_rss_mb, start, table
 
 CONFIG = REPO_ROOT / "configs" / "cartpole_pomdp.yaml"
 
@@ -37,17 +27,8 @@ CONFIG = REPO_ROOT / "configs" / "cartpole_pomdp.yaml"
 def run_pool(runner: str, num_actors: int, envs_per_actor: int, steps: int, ray_cpus: int) -> dict:
     """One Trainer run (the loop users run) with an idle learner until ``steps`` env steps arrived after
     the first; return start-up seconds and env steps/s."""
-    import tempfile
-
     from r2d2kit.runners.callbacks import Callback
-    from r2d2kit.training.config import load_config
-    from r2d2kit.training.trainer import Trainer
 
-    config = load_config(CONFIG, [f"actors.runner={runner}", f"actors.num_actors={num_actors}",
-                                  f"env.num_envs={envs_per_actor}", "logging.tensorboard=false",
-                                  "logging.progress=false", f"actors.ray_num_cpus={ray_cpus}",
-                                  "run.updates_per_env_step=0", "run.eval_every=0", "checkpoints.every_env_steps=0",
-                                  "run.total_env_steps=1000000000"])
     marks: dict[str, float] = {}  # wall clock and env steps at the first arrival and at the end
 
     class Measure(Callback):
@@ -63,12 +44,11 @@ def run_pool(runner: str, num_actors: int, envs_per_actor: int, steps: int, ray_
                 return False
             return None
 
-    with tempfile.TemporaryDirectory() as run_dir:
-        trainer = Trainer(config, run_dir, callbacks=[Measure()])
-        trainer.fit()
+    _, windows = idle_learner_run(CONFIG, [f"actors.runner={runner}", f"actors.num_actors={num_actors}",
+                                           f"env.num_envs={envs_per_actor}", f"actors.ray_num_cpus={ray_cpus}",
+                                           "run.total_env_steps=1000000000"], Measure())
     startup = marks["first"] - marks["start"]
     total, seconds = marks["end_steps"] - marks["first_steps"], marks["end"] - marks["first"]
-    windows = sum(trainer.actors.windows_per_actor.values())
     return {"runner": runner, "actors": num_actors, "envs": num_actors * envs_per_actor, "startup": startup,
             "steps_per_s": total / seconds, "windows": windows}
 
@@ -86,8 +66,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     if args.quick:
         args.steps, args.rounds = 3_000, 1
     print(f"command: python benchmarks/{Path(__file__).name} {' '.join(argv if argv is not None else sys.argv[1:])}")
-    print(f"machine: {os.cpu_count()} cores; load average at start {peers_machine.load_average():.2f}; "
-          f"{args.steps:,} env steps per run after start-up, {args.envs_per_actor} envs per actor, learner idle")
+    began, load_start = start(("numpy", "tensorflow", "keras", "gymnasium", "ray", "r2d2kit"))
+    print(f"load average at start {load_start}; {args.steps:,} env steps per run after start-up, "
+          f"{args.envs_per_actor} envs per actor, learner idle")
     rows = []
     for num_actors in args.actors:
         for round_index in range(args.rounds):
@@ -109,20 +90,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
         body.append([str(num_actors), str(mine[0]["envs"]), f"{proc:,.0f}", f"{ray_:,.0f}", f"{ray_ / proc:.2f}x",
                      f"{statistics.median(r['startup'] for r in mine if r['runner'] == 'processes'):.1f} s",
                      f"{statistics.median(r['startup'] for r in mine if r['runner'] == 'ray'):.1f} s"])
-    if args.markdown:
-        print("| " + " | ".join(header) + " |")
-        print("|" + "|".join("---:" for _ in header) + "|")
-        for line in body:
-            print("| " + " | ".join(line) + " |")
-    else:
-        widths = [max(len(h), *(len(line[i]) for line in body)) for i, h in enumerate(header)]
-        print("  ".join(h.rjust(w) for h, w in zip(header, widths)))
-        for line in body:
-            print("  ".join(c.rjust(w) for c, w in zip(line, widths)))
-    print(f"(medians over {args.rounds} round(s); load average at end {peers_machine.load_average():.2f})")
-    own, child = (resource.getrusage(who).ru_maxrss / 1024 for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    print(table(header, body, args.markdown, left=0))
+    print(f"(medians over {args.rounds} round(s))")
+    own, child = peak_rss_mb(), resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(f"peak RSS: this process (the draining learner side) {own:,.0f} MB; the largest actor process it "
           f"reaped {child:,.0f} MB (Ray's workers are not its children and are not counted)")
+    print(load_footer(began, load_start))
     return rows
 
 

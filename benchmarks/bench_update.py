@@ -1,56 +1,21 @@
-"""Learner update benchmark: r2d2kit's R2D2 update beside a PyTorch twin of the same update (issue 21).
+"""Learner update benchmark: r2d2kit's R2D2 update beside a PyTorch twin of the same update.
 
     flock /tmp/r2d2kit-bench.lock python benchmarks/bench_update.py               # both sizes, ~3 min
-                                                                                  # (Pong: 1 warm-up + 3 timed)
     flock /tmp/r2d2kit-bench.lock python benchmarks/bench_update.py --markdown --only pong
-    python benchmarks/bench_update.py --quick           # smoke run: ~1 min of CPU (1.5-2 min wall under load),
-                                                        # small batches
+    python benchmarks/bench_update.py --quick           # smoke run: ~1 min of CPU, small batches
     python benchmarks/bench_update.py --updates 5 --warmup 2 --threads 2 --json update.json
     flock /tmp/r2d2kit-bench.lock python benchmarks/bench_update.py --precision float32 mixed_bfloat16
 
-Rows (model and learner settings from the config files, built through public names only:
-``load_config`` -> ``build_network`` -> ``R2D2Learner`` + ``make_sequence_replay``):
-
-* **Pong-size** (``configs/pong.yaml``): 84x84 uint8 frames, Nature CNN -> [prev action one-hot,
-  prev reward] -> LSTM 512 -> dueling head 512, batch 64 windows of 40 burn-in + 80 trace + 5 n-step
-  rows (the R2D2 paper's; the script prints and checks them).
-* **CartPole-size** (``configs/cartpole_pomdp.yaml``): MLP 64 -> LSTM 64 -> dueling head 64, batch 64,
-  10 + 20 + 8 rows.
-
-What is timed: one whole ``learner.train_from(replay)`` per update (prioritized sample of a batch
-of windows, the compiled train step, priorities written back), median of ``--updates`` after
-``--warmup`` updates (the first traces and compiles the step). The twin runs the same loop on the same
-kind of replay (r2d2kit's ``SequenceReplayBuffer``, numpy only): sample, its update, write the
-priorities back. The sampling time alone (median) is printed under the table.
-
-The twin (PyTorch, CPU): Nature CNN with the time axis folded into the batch, prev-action one-hot +
-prev reward, ``nn.LSTM``, the same dueling head; burn-in without gradient from the stored state,
-value-rescaled n-step double-Q targets from a target network, importance-weighted loss, global-norm
-clipping and an Adam step: the update ``R2D2Learner`` does, layer for layer. Before timing, a small
-instance of each row (a few windows of a few rows, same layers) is built in one process with both
-frameworks: the Keras weights (online and a perturbed target) are copied into the twin and the loss,
-every gradient and the priorities are compared (printed under the table).
-
-FLOPs per update (multiply-adds x 2; biases, activations, elementwise LSTM gates and the targets
-are left out). ``F`` = forward FLOPs of one row (frame) through encoder, LSTM and head; ``F1`` =
-the first layer's share (its input gradient is never needed, the input is data)::
+Times one whole ``learner.train_from(replay)`` (sample, train step, priorities written back) for the
+models of configs/pong.yaml and configs/cartpole_pomdp.yaml, and the same loop for the twin, each
+framework in its own subprocess (its own peak RSS); before timing, a small instance of each row checks
+that the twin computes the same loss, gradients and priorities. Per update::
 
     GFLOP/update = B x [ F x burn_in                     online burn-in, no gradient
                        + (3 F - F1) x (trace + n_step)   online unroll, forward + backward
                        + F x (burn_in + trace + n_step) ] target network, forward only
 
-(the online unroll runs backward through all ``trace + n_step`` rows: the LSTM's gradient flows
-back from the last row). The bound beside each rate: a 2048^2 matmul in the row's precision (float32:
-sgemm; mixed_bfloat16: bfloat16) in the same framework and process, with the same thread count.
-
-``--precision mixed_bfloat16`` (issue 21, item 4): the Keras child sets Keras' global
-``mixed_bfloat16`` policy before the networks are built (bfloat16 compute, float32 weights; r2d2kit's
-Q outputs, LSTM state, targets and loss stay float32), the twin runs both unrolls under
-``torch.autocast("cpu", dtype=torch.bfloat16)``. The equivalence check stays float32. Result on the
-2-core Xeon (AVX-512 BF16, no AMX; docs/performance.md): bf16 is slower, Pong-size r2d2kit 3.95 s
-against 2.31 s float32 (twin 5.07 s against 4.46 s), because a bf16 matmul there runs at about half
-sgemm's rate (165 against 285-335 GFLOP/s); so r2d2kit has no precision config key. Each framework runs
-in its own subprocess, so its peak RSS (``ru_maxrss``) is its own: framework import + model + replay + update.
+(``F``: forward FLOPs of one row, ``F1``: the first layer's share). Method: benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -59,23 +24,14 @@ import argparse
 import json
 import os
 import shlex
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-
 import numpy as np
-
-BENCH_DIR = Path(__file__).resolve().parent
-REPO_ROOT = BENCH_DIR.parent
-sys.path.insert(0, str(BENCH_DIR))  # benchmarks/peers
-sys.path.insert(0, str(REPO_ROOT))  # benchmark the checkout, not an installed copy
-
-from peers import machine as peers_machine
+from harness import REPO_ROOT, cores, fmt, format_load, machine_line, run_script, table, write_child_result
 
 SIZES = {
     "pong": {"name": "Pong-size", "config": REPO_ROOT / "configs" / "pong.yaml", "paper": (64, 40, 80, 5),
@@ -91,33 +47,27 @@ CHECK_OVERRIDES = ["learner.batch_size=3", "learner.burn_in=3", "learner.trace_l
 NATURE_CNN = ((32, 8, 4), (64, 4, 2), (64, 3, 1))  # (filters, kernel, stride): r2d2kit's DQNImageModel
 SGEMM_N = 2048
 PRECISIONS = ("float32", "mixed_bfloat16")  # --precision: Keras' global dtype policy; the twin's torch.autocast
-GIB = 2.0 ** 30
-# issue 21: the Pong-size update before the fix (2 cores, 2 threads): 7.4 s, 12.0 GiB peak RSS
-ISSUE_BEFORE_SECONDS, ISSUE_RSS_GIB, ISSUE_SPEEDUP = 7.4, 3.0, 2.0
+# the targets: the Pong-size update was 7.4 s (12.0 GiB peak RSS) before the encoder change, on 2 cores with
+# 2 threads; it must run >= 2x faster within 3 GiB
+BEFORE_SECONDS, RSS_GIB, SPEEDUP = 7.4, 3.0, 2.0
 
 
 # ---------------------------------------------------------------------------------------------
 # shared helpers (numpy only)
 
 
-def current_rss_bytes() -> int:
-    """This process's resident set size now (``VmRSS``), 0 where /proc is missing."""
+def current_rss_gib() -> float:
+    """This process's resident set size now (``VmRSS``) in GiB, 0 where /proc is missing."""
     try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+        return next(int(line.split()[1]) / 2**20 for line in Path("/proc/self/status").read_text().splitlines()
+                    if line.startswith("VmRSS:"))
+    except (OSError, StopIteration):
+        return 0.0
 
 
 def fill_replay(replay: Any, spec: dict, windows: int, seed: int) -> None:
-    """Add ``windows`` random windows, each its own (env, episode), every row present.
-
-    Frames: uniform uint8 (images) or N(0, 0.1) (vectors); actions uniform; rewards in {-1, 0, 1};
-    one window in four terminates at a random trained row (later rows: not transitions, still present,
-    so the n-step targets' termination path runs too). No row is padding (``obs_mask`` all true).
-    """
+    """Add ``windows`` random windows, each its own (env, episode), no padding; one in four terminates at a
+    random trained row (the n-step targets' termination path runs too)."""
     rng = np.random.default_rng(seed)
     learner, length = spec["learner"], spec["length"]
     shape, dtype, actions = tuple(spec["obs_shape"]), spec["obs_dtype"], spec["num_actions"]
@@ -137,18 +87,15 @@ def fill_replay(replay: Any, spec: dict, windows: int, seed: int) -> None:
                 row = learner["burn_in"] + int(rng.integers(0, learner["trace_length"]))
                 terminated[w, row] = True
                 mask[w, row + 1:] = False
-        out = {
+        replay.add_sequences({
             "obs": obs, "action": action, "prev_action": np.concatenate([np.zeros((count, 1), np.int64),
                                                                          action[:, :-1]], axis=1),
             "reward": reward, "prev_reward": np.concatenate([np.zeros((count, 1), np.float32), reward[:, :-1]], axis=1),
             "terminated": terminated, "truncated": np.zeros((count, length), bool), "mask": mask,
-            "obs_mask": np.ones((count, length), bool),
-            "env": np.arange(start, start + count), "episode": np.zeros(count, np.int64),
-            "start": np.zeros(count, np.int64),
+            "obs_mask": np.ones((count, length), bool), "env": np.arange(start, start + count),
+            "episode": np.zeros(count, np.int64), "start": np.zeros(count, np.int64),
             "state_h": (0.1 * rng.standard_normal((count, units))).astype(np.float32),
-            "state_c": (0.1 * rng.standard_normal((count, units))).astype(np.float32),
-        }
-        replay.add_sequences(out)
+            "state_c": (0.1 * rng.standard_normal((count, units))).astype(np.float32)})
 
 
 def forward_macs(spec: dict) -> list[tuple[str, int]]:
@@ -204,17 +151,16 @@ def keras_spec(settings: Any, network: Any) -> dict:
     encoder = network.config["encoder"]
     learner = settings.learner
     model = {"encoder": settings.model.encoder, "lstm_units": network.lstm_units,
-                 "head_units": settings.model.head_units,
-                 "dueling": network.dueling, "prev_action_reward": network.prev_action_reward,
-                 "layer_norm": network.layer_norm, "dense_units": getattr(encoder, "dense_units", None),
-                 "hidden": list(getattr(encoder, "units", ())),
-                 "input_scale": None if getattr(encoder, "input_scale", None) is None
-                 else np.asarray(encoder.input_scale, np.float32).tolist()}
+             "head_units": settings.model.head_units, "dueling": network.dueling,
+             "prev_action_reward": network.prev_action_reward, "layer_norm": network.layer_norm,
+             "dense_units": getattr(encoder, "dense_units", None), "hidden": list(getattr(encoder, "units", ())),
+             "input_scale": None if getattr(encoder, "input_scale", None) is None
+             else np.asarray(encoder.input_scale, np.float32).tolist()}
     keys = ("burn_in", "trace_length", "n_step", "period", "gamma", "value_rescaling", "rescale_eps", "batch_size",
             "priority_exponent", "importance_exponent", "eta", "learning_rate", "adam_epsilon", "max_gradient_norm",
             "target_update_period", "learning_rate_decay_updates")
     return {"obs_shape": list(network.obs_shape), "obs_dtype": network.obs_dtype, "num_actions": network.num_actions,
-                "model": model, "learner": {k: getattr(learner, k) for k in keys}, "length": learner.length}
+            "model": model, "learner": {k: getattr(learner, k) for k in keys}, "length": learner.length}
 
 
 def build_keras(config: Path, overrides: list[str]) -> tuple[Any, Any, dict]:
@@ -229,19 +175,37 @@ def build_keras(config: Path, overrides: list[str]) -> tuple[Any, Any, dict]:
     return learner, settings, keras_spec(settings, network)
 
 
-def tf_sgemm_gflops(repeats: int = 10, dtype: str = "float32") -> float:
-    """GFLOP/s of a ``SGEMM_N``^2 matmul in ``dtype`` (float32: sgemm; bfloat16: the bf16 bound)."""
-    import tensorflow as tf
-
-    a = tf.cast(tf.random.normal((SGEMM_N, SGEMM_N)), dtype)
-    b = tf.cast(tf.random.normal((SGEMM_N, SGEMM_N)), dtype)
-    tf.matmul(a, b).numpy()
+def gemm_gflops(matmul, repeats: int = 10) -> float:
+    """GFLOP/s of ``matmul()`` (a ``SGEMM_N``^2 matmul): its median over ``repeats`` calls after one."""
+    matmul()
     times = []
     for _ in range(repeats):
         began = time.perf_counter()
-        tf.matmul(a, b).numpy()
+        matmul()
         times.append(time.perf_counter() - began)
     return 2.0 * SGEMM_N ** 3 / float(np.median(times)) / 1e9
+
+
+def time_updates(learner, replay: Any, spec: dict, args: argparse.Namespace, load_start: str) -> dict:
+    """Fill the replay; the seconds of the first update, the median of ``--updates`` after ``--warmup``, the
+    median of ``replay.sample`` alone, and the RSS and load around them."""
+    lrn = spec["learner"]
+    fill_replay(replay, spec, 2 * lrn["batch_size"], seed=1)
+    rss_ready, first, times, samples = current_rss_gib(), None, [], []
+    for i in range(args.warmup + args.updates):
+        began = time.perf_counter()
+        learner.train_from(replay)
+        if i < args.warmup:
+            first = time.perf_counter() - began if first is None else first
+        else:
+            times.append(time.perf_counter() - began)
+    for _ in range(max(args.updates, 5)):
+        began = time.perf_counter()
+        replay.sample(lrn["batch_size"], beta=lrn["importance_exponent"])
+        samples.append(time.perf_counter() - began)
+    return {"first_seconds": first, "seconds": float(np.median(times)), "all_seconds": times,
+            "sample_seconds": float(np.median(samples)), "rss_ready": rss_ready, "load_start": load_start,
+            "load_end": format_load()}
 
 
 def run_keras_child(args: argparse.Namespace) -> dict:
@@ -252,45 +216,20 @@ def run_keras_child(args: argparse.Namespace) -> dict:
     import keras
     import tensorflow as tf
 
-    load_start = peers_machine.format_load()
-    sgemm, bf16_gemm = tf_sgemm_gflops(), tf_sgemm_gflops(dtype="bfloat16")
+    load_start = format_load()
+    gemm = {}
+    for dtype in ("float32", "bfloat16"):  # float32: sgemm; bfloat16: the bf16 bound
+        a, b = (tf.cast(tf.random.normal((SGEMM_N, SGEMM_N)), dtype) for _ in range(2))
+        gemm[dtype] = gemm_gflops(lambda: tf.matmul(a, b).numpy())
     keras.mixed_precision.set_global_policy(args.precision[0])  # before the networks are built
     keras.utils.set_random_seed(0)
     learner, _settings, spec = build_keras(Path(args.config), args.set)
-    windows = 2 * spec["learner"]["batch_size"]
-    replay = make_sequence_replay(learner.online, learner.config, capacity=windows * spec["length"], seed=0)
-    fill_replay(replay, spec, windows, seed=1)
-    rss_ready = current_rss_bytes()
-    result = time_updates(lambda: learner.train_from(replay), replay, spec, args.warmup, args.updates)
-    load_end = peers_machine.format_load()
-    peak_rss = int(peers_machine.peak_rss_mb() * 2**20)  # this child's own: each framework has its own process
-    return dict(result, spec=spec, sgemm_gflops=sgemm, bf16_gemm_gflops=bf16_gemm,
-                policy=keras.mixed_precision.global_policy().name,
+    replay = make_sequence_replay(learner.online, learner.config, capacity=2 * spec["learner"]["batch_size"]
+                                  * spec["length"], seed=0)
+    return dict(time_updates(learner, replay, spec, args, load_start), spec=spec, sgemm_gflops=gemm["float32"],
+                bf16_gemm_gflops=gemm["bfloat16"], policy=keras.mixed_precision.global_policy().name,
                 threads={"intra": tf.config.threading.get_intra_op_parallelism_threads(),
-                "inter": tf.config.threading.get_inter_op_parallelism_threads()}, rss_ready=rss_ready,
-                peak_rss=peak_rss, load_start=load_start, load_end=load_end)
-
-
-def time_updates(update, replay: Any, spec: dict, warmup: int, updates: int) -> dict:
-    """Seconds of the first update, median of ``updates`` after ``warmup``, and of ``replay.sample`` alone."""
-    lrn = spec["learner"]
-    first = None
-    for _ in range(warmup):
-        began = time.perf_counter()
-        update()
-        first = time.perf_counter() - began if first is None else first
-    times = []
-    for _ in range(updates):
-        began = time.perf_counter()
-        update()
-        times.append(time.perf_counter() - began)
-    samples = []
-    for _ in range(max(updates, 5)):
-        began = time.perf_counter()
-        replay.sample(lrn["batch_size"], beta=lrn["importance_exponent"])
-        samples.append(time.perf_counter() - began)
-    return {"first_seconds": first, "seconds": float(np.median(times)), "all_seconds": times,
-                "sample_seconds": float(np.median(samples))}
+                         "inter": tf.config.threading.get_inter_op_parallelism_threads()})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -424,11 +363,8 @@ def torch_nstep_targets(reward, mask, terminated, q_online, q_target, *, gamma, 
 
 
 class TwinLearner:
-    """The PyTorch twin of ``R2D2Learner``: online + target twin networks, Adam, the same update.
-
-    ``precision="mixed_bfloat16"``: both unrolls run under ``torch.autocast("cpu", torch.bfloat16)``
-    (weights, targets, loss and Adam stay float32), the twin of Keras' mixed_bfloat16 policy.
-    """
+    """The PyTorch twin of ``R2D2Learner``: online + target networks, Adam, the same update (``mixed_bfloat16``:
+    both unrolls under ``torch.autocast("cpu", torch.bfloat16)``; weights, targets, loss and Adam in float32)."""
 
     def __init__(self, spec: dict, precision: str = "float32") -> None:
         import copy
@@ -527,22 +463,6 @@ def twin_replay(spec: dict, capacity: int):
         alpha=lrn["priority_exponent"], seed=0)
 
 
-def torch_sgemm_gflops(repeats: int = 10, dtype: str = "float32") -> float:
-    """GFLOP/s of a ``SGEMM_N``^2 matmul in ``dtype`` (float32: sgemm; bfloat16: the bf16 bound)."""
-    import torch
-
-    kind = getattr(torch, dtype)
-    a, b = torch.randn(SGEMM_N, SGEMM_N).to(kind), torch.randn(SGEMM_N, SGEMM_N).to(kind)
-    out = torch.empty(SGEMM_N, SGEMM_N, dtype=kind)
-    torch.mm(a, b, out=out)
-    times = []
-    for _ in range(repeats):
-        began = time.perf_counter()
-        torch.mm(a, b, out=out)
-        times.append(time.perf_counter() - began)
-    return 2.0 * SGEMM_N ** 3 / float(np.median(times)) / 1e9
-
-
 def set_torch_threads(threads: int) -> None:
     import torch
 
@@ -557,21 +477,20 @@ def run_torch_child(args: argparse.Namespace) -> dict:
     import torch
 
     set_torch_threads(args.threads)
-    load_start = peers_machine.format_load()
-    sgemm, bf16_gemm = torch_sgemm_gflops(), torch_sgemm_gflops(dtype="bfloat16")
+    load_start = format_load()
+    gemm = {}
+    for dtype in ("float32", "bfloat16"):  # float32: sgemm; bfloat16: the bf16 bound
+        kind = getattr(torch, dtype)
+        a, b = torch.randn(SGEMM_N, SGEMM_N).to(kind), torch.randn(SGEMM_N, SGEMM_N).to(kind)
+        out = torch.empty(SGEMM_N, SGEMM_N, dtype=kind)
+        gemm[dtype] = gemm_gflops(lambda: torch.mm(a, b, out=out))
     spec = json.loads(Path(args.spec).read_text())
     torch.manual_seed(0)
     learner = TwinLearner(spec, args.precision[0])
-    windows = 2 * spec["learner"]["batch_size"]
-    replay = twin_replay(spec, windows * spec["length"])
-    fill_replay(replay, spec, windows, seed=1)
-    rss_ready = current_rss_bytes()
-    result = time_updates(lambda: learner.train_from(replay), replay, spec, args.warmup, args.updates)
-    load_end = peers_machine.format_load()
-    peak_rss = int(peers_machine.peak_rss_mb() * 2**20)  # this child's own: each framework has its own process
-    return dict(result, sgemm_gflops=sgemm, bf16_gemm_gflops=bf16_gemm, threads={"intra": torch.get_num_threads(),
-                "inter": torch.get_num_interop_threads()}, rss_ready=rss_ready, peak_rss=peak_rss,
-                load_start=load_start, load_end=load_end)
+    replay = twin_replay(spec, 2 * spec["learner"]["batch_size"] * spec["length"])
+    return dict(time_updates(learner, replay, spec, args, load_start), sgemm_gflops=gemm["float32"],
+                bf16_gemm_gflops=gemm["bfloat16"], threads={"intra": torch.get_num_threads(),
+                                                            "inter": torch.get_num_interop_threads()})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -582,17 +501,8 @@ def weight_pairs(network: Any, twin: Any, spec: dict) -> list[tuple[Any, Any, An
     """(Keras variable, torch parameter, keras->torch array, torch grad->keras array) for every weight."""
     import torch
 
-    def same(x):
-        return x
-
-    def transpose(x):
-        return x.T
-
-    def conv_in(x):
-        return x.transpose(3, 2, 0, 1)  # [kh, kw, in, out] -> [out, in, kh, kw]
-
-    def conv_out(g):
-        return g.transpose(2, 3, 1, 0)
+    same, transpose = (lambda x: x), (lambda x: x.T)
+    conv_in, conv_out = (lambda x: x.transpose(3, 2, 0, 1)), (lambda g: g.transpose(2, 3, 1, 0))  # [kh, kw, in, out]
 
     pairs = []
     encoder = list(network.encoder.trainable_variables)  # kernel, bias per layer, in layer order
@@ -735,21 +645,10 @@ def run_check_child(args: argparse.Namespace) -> dict:
 
 def run_child(kind: str, extra: list[str], threads: int, env: dict[str, str] | None = None) -> dict:
     """Run this script as ``--child kind`` in a fresh Python (``env``: extra variables) and return its JSON."""
-    with tempfile.TemporaryDirectory() as folder:
-        out = Path(folder) / "result.json"
-        command = [sys.executable, str(Path(__file__).resolve()), "--child", kind, "--threads", str(threads),
-                   "--child-out", str(out)] + extra
-        began = time.perf_counter()
-        done = subprocess.run(command, cwd=REPO_ROOT, check=False,  # a failed child is reported, not raised
-                              env=dict(os.environ, **(env or {})))
-        if done.returncode != 0 or not out.exists():
-            why = (f"killed by signal {-done.returncode}" + (" (the out-of-memory killer?)" if done.returncode == -9
-                                                             else "") if done.returncode < 0
-                   else f"exited with {done.returncode}")
-            return {"error": f"{kind} child {why}: {shlex.join(command)}"}
-        result = json.loads(out.read_text())
-        result["wall_seconds"] = time.perf_counter() - began
-        return result
+    result = run_script(__file__, ["--child", kind, "--threads", str(threads)] + extra, env=env)
+    if "error" in result:
+        return {"error": f"{kind} child {result['error']}"}
+    return result
 
 
 def measure_size(key: str, precision: str, args: argparse.Namespace) -> dict:
@@ -781,10 +680,6 @@ def measure_size(key: str, precision: str, args: argparse.Namespace) -> dict:
     return row
 
 
-def fmt(value: float | None, pattern: str) -> str:
-    return "-" if value is None else format(value, pattern)
-
-
 def spread(seconds: list[float]) -> str:
     """``min a / median b / max c s`` of the timed updates."""
     return f"min {min(seconds):.3f} / median {float(np.median(seconds)):.3f} / max {max(seconds):.3f} s"
@@ -797,8 +692,8 @@ def busiest_load(rows: list[dict]) -> float:
     return max(loads, default=0.0)
 
 
-def issue_targets(rows: list[dict]) -> list[str]:
-    """Issue 21's targets for a Pong-size row measured with the paper's batch and windows."""
+def target_lines(rows: list[dict]) -> list[str]:
+    """The targets for a Pong-size row measured with the paper's batch and windows."""
     lines = []
     for row in rows:
         k, t = row["keras"], row.get("torch", {})
@@ -807,11 +702,10 @@ def issue_targets(rows: list[dict]) -> list[str]:
         lrn = k["spec"]["learner"]
         if (lrn["batch_size"], lrn["burn_in"], lrn["trace_length"], lrn["n_step"]) != SIZES["pong"]["paper"]:
             continue
-        speedup = ISSUE_BEFORE_SECONDS / k["seconds"]
-        rss = k["peak_rss"] / GIB
-        lines.append(f"- issue 21 targets (Pong-size): >= {ISSUE_SPEEDUP:.0f}x faster than {ISSUE_BEFORE_SECONDS} s: "
-                     f"{speedup:.2f}x, {'met' if speedup >= ISSUE_SPEEDUP else 'not met'}; peak RSS <= "
-                     f"{ISSUE_RSS_GIB:.0f} GiB: {rss:.2f} GiB, {'met' if rss <= ISSUE_RSS_GIB else 'not met'}"
+        speedup, rss = BEFORE_SECONDS / k["seconds"], k["peak_rss_mb"] / 1024
+        lines.append(f"- targets (Pong-size): >= {SPEEDUP:.0f}x faster than {BEFORE_SECONDS} s: "
+                     f"{speedup:.2f}x, {'met' if speedup >= SPEEDUP else 'not met'}; peak RSS <= "
+                     f"{RSS_GIB:.0f} GiB: {rss:.2f} GiB, {'met' if rss <= RSS_GIB else 'not met'}"
                      + (f"; at least level with the twin: twin / r2d2kit {t['seconds'] / k['seconds']:.2f}, "
                         f"{'met' if t['seconds'] >= k['seconds'] else 'not met'}" if "error" not in t else "")
                      + " (one run on a shared machine: check the load line)")
@@ -846,17 +740,6 @@ def rate(gflops: float) -> str:
     return f"{gflops:.0f}" if gflops >= 100 else f"{gflops:.3g}"
 
 
-def table(header: list[str], rows: list[list[str]], markdown: bool) -> list[str]:
-    if markdown:
-        return (["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
-                + ["| " + " | ".join(row) + " |" for row in rows])
-    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
-
-    def line(cells):
-        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
-    return [line(header), line(["-" * w for w in widths])] + [line(row) for row in rows]
-
-
 def report(rows: list[dict], checks: dict, args: argparse.Namespace) -> str:
     header = ["update", "GFLOP/update", "r2d2kit s/update", "twin s/update", "twin / r2d2kit",
               "r2d2kit GFLOP/s (TF gemm)", "twin GFLOP/s (torch gemm)", "r2d2kit peak RSS", "twin peak RSS"]
@@ -874,11 +757,10 @@ def report(rows: list[dict], checks: dict, args: argparse.Namespace) -> str:
             fmt(gflop, ".1f"), fmt(ks, ".3f"), fmt(ts, ".3f"), fmt(ts / ks if ks and ts else None, ".2f"),
             (f"{rate(gflop / ks)} ({gemm_bound(k, precision):.0f})" if ks else "-"),
             (f"{rate(gflop / ts)} ({gemm_bound(t, precision):.0f})" if ts else "-"),
-            fmt(k["peak_rss"] / GIB if k_ok else None, ".2f") + (" GiB" if k_ok else ""),
-            fmt(t["peak_rss"] / GIB if t_ok else None, ".2f") + (" GiB" if t_ok else ""),
+            f"{k['peak_rss_mb'] / 1024:.2f} GiB" if k_ok else "-",
+            f"{t['peak_rss_mb'] / 1024:.2f} GiB" if t_ok else "-",
         ])
-    lines = table(header, cells, args.markdown)
-    lines.append("")
+    lines = [table(header, cells, args.markdown), ""]
     for row in rows:
         k, t = row["keras"], row.get("torch", {})
         name = f"{row['name']} {row['precision']}"
@@ -904,8 +786,8 @@ def report(rows: list[dict], checks: dict, args: argparse.Namespace) -> str:
         lines.append(
             f"  replay.sample alone: r2d2kit {1e3 * k['sample_seconds']:.1f} ms"
             + (f", twin {1e3 * t['sample_seconds']:.1f} ms" if "error" not in t else "")
-            + f"; RSS before the first update: r2d2kit {k['rss_ready'] / GIB:.2f} GiB"
-            + (f", twin {t['rss_ready'] / GIB:.2f} GiB" if "error" not in t else "")
+            + f"; RSS before the first update: r2d2kit {k['rss_ready']:.2f} GiB"
+            + (f", twin {t['rss_ready']:.2f} GiB" if "error" not in t else "")
             + f"; threads: TF intra {k['threads']['intra']} inter {k['threads']['inter']}"
             + (f", torch {t['threads']['intra']} (interop {t['threads']['inter']})" if "error" not in t else "")
             + f"; load average r2d2kit {k['load_start']} -> {k['load_end']}"
@@ -926,46 +808,35 @@ def report(rows: list[dict], checks: dict, args: argparse.Namespace) -> str:
             f"{c['grad_rel_error']:.1e} ({c['grad_worst']}); priorities {c['priority_rel_error']:.1e}; "
             f"parameters {c['params_keras']:,} vs {c['params_twin']:,}; MACs per row: formula "
             f"{c['macs_formula']:,}, twin's hooks {c['macs_twin']:,}")
-    lines += issue_targets(rows)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    if busiest_load(rows) > cores + 0.5:
-        lines.append(f"- WARNING: load average up to {busiest_load(rows):.2f} on {cores} cores (this benchmark's own "
-                     "threads count up to --threads of it): other work shared the machine. Both sides slow down, "
-                     "the twin's OpenMP threads most erratically (see the min/max "
-                     "spread); rerun on a quiet machine, or compare with --omp-wait-policy passive.")
-    lines.append("- twin / r2d2kit above 1: r2d2kit is faster. GFLOP/update = B x [F x burn_in + (3F - F1) x "
-                 "(trace + n_step) + F x (burn_in + trace + n_step)] (module docstring); the bound in brackets: "
-                 f"a {SGEMM_N}^2 matmul in the row's precision (float32, or bfloat16 for mixed_bfloat16) in the "
-                 "same process and framework.")
-    lines.append("- timed: one train_from(replay) per update (sample + train step + update_priorities) for "
-                 "r2d2kit, the same loop for the twin; each framework in its own process (peak RSS = ru_maxrss: "
-                 "import + model + replay + updates).")
+    lines += target_lines(rows)
+    if busiest_load(rows) > cores() + 0.5:
+        lines.append(f"- WARNING: load average up to {busiest_load(rows):.2f} on {cores()} cores: other work shared "
+                     "the machine (the twin's OpenMP threads suffer most); rerun on a quiet machine, or compare with "
+                     "--omp-wait-policy passive.")
+    lines.append("- twin / r2d2kit above 1: r2d2kit is faster. GFLOP/update: the module docstring's formula; in "
+                 f"brackets: a {SGEMM_N}^2 matmul in the row's precision, same process and framework. Timed: one "
+                 "train_from(replay) per update, each framework in its own process (its peak RSS, ru_maxrss).")
     return "\n".join(lines)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--only", choices=sorted(SIZES), default=None, help="one row only")
-    p.add_argument("--quick", action="store_true",
-                   help="smoke run (about a minute of CPU; 1.5-2 min wall on a busy 2-core machine): "
-                        "Pong 4 windows of 10 + 20 + 5 rows, CartPole batch 16; "
-                        "1 warm-up + 2 timed updates")
+    p.add_argument("--quick", action="store_true", help="smoke run (about a minute of CPU): Pong 4 windows of "
+                   "10 + 20 + 5 rows, CartPole batch 16; 1 warm-up + 2 timed updates")
     p.add_argument("--precision", nargs="+", choices=PRECISIONS, default=["float32"],
-                   help="Keras' global dtype policy, the twin under torch.autocast(bfloat16) for mixed_bfloat16; "
-                        "two values: each size in both, one after the other (default: float32). The equivalence "
-                        "check is always float32")
+                   help="Keras' global dtype policy (the twin: torch.autocast(bfloat16) for mixed_bfloat16); two "
+                        "values: each size in both (default: float32; the equivalence check is float32)")
     p.add_argument("--markdown", action="store_true", help="print the table as markdown")
     p.add_argument("--threads", type=int, default=None,
-                   help="TF intra/inter-op and torch threads, the same for both (default: the cores this process "
-                        "may use)")
+                   help="TF intra/inter-op and torch threads (default: the cores this process may use)")
     p.add_argument("--warmup", type=int, default=None, help="untimed updates first (default: Pong 1, CartPole 3)")
     p.add_argument("--updates", type=int, default=None, help="timed updates (default: Pong 3, CartPole 20)")
     p.add_argument("--batch", type=int, default=None, help="override the configs' batch size (default: theirs)")
     p.add_argument("--no-check", action="store_true", help="skip the Keras-vs-twin equivalence check")
     p.add_argument("--omp-wait-policy", choices=("passive", "active"), default=None,
-                   help="OMP_WAIT_POLICY for the twin's process (default: torch's own). On a loaded machine torch's "
-                        "OpenMP threads spin against other work and its times jump by up to 10x; passive is stable "
-                        "there but slower on small updates")
+                   help="OMP_WAIT_POLICY for the twin's process (default: torch's own; passive is steadier on a "
+                        "loaded machine, slower on small updates)")
     p.add_argument("--json", default=None, help="also write every measurement to this JSON file")
     # internal: one framework per process
     p.add_argument("--child", choices=("keras", "torch", "check"), help=argparse.SUPPRESS)
@@ -975,7 +846,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--set", action="append", default=[], help=argparse.SUPPRESS)  # config overrides
     args = p.parse_args(argv)
     if args.threads is None:
-        args.threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        args.threads = cores()
     for name in ("threads", "warmup", "updates", "batch"):
         value = getattr(args, name)
         if value is not None and value < (0 if name == "warmup" else 1):
@@ -991,13 +862,13 @@ def main(argv=None) -> dict:
     args = parse_args(argv)
     if args.child:
         runner = {"keras": run_keras_child, "torch": run_torch_child, "check": run_check_child}[args.child]
-        Path(args.child_out).write_text(json.dumps(runner(args)))
+        write_child_result(args.child_out, runner(args))
         return {}
     began = time.perf_counter()
     command = shlex.join(["python", os.path.relpath(Path(__file__).resolve(), REPO_ROOT)]
                          + (sys.argv[1:] if argv is None else list(argv)))
-    print(peers_machine.machine_line(("numpy", "tensorflow", "keras", "torch", "r2d2kit")), flush=True)
-    load_start = peers_machine.format_load()
+    print(machine_line(("numpy", "tensorflow", "keras", "torch", "r2d2kit")), flush=True)
+    load_start = format_load()
     print(f"command: {command}  (cwd {REPO_ROOT}); threads {args.threads} for TF (intra and inter-op) and torch"
           f"{'; twin OMP_WAIT_POLICY=' + args.omp_wait_policy.upper() if args.omp_wait_policy else ''}; "
           f"load average at start {load_start} on {os.cpu_count()} CPUs", flush=True)
@@ -1009,7 +880,7 @@ def main(argv=None) -> dict:
     rows = [measure_size(key, precision, args) for key in keys for precision in dict.fromkeys(args.precision)]
     print()
     print(report(rows, checks, args))
-    load_end = peers_machine.format_load()
+    load_end = format_load()
     print(f"- total benchmark time {time.perf_counter() - began:.0f} s; load average at end {load_end} "
           f"(on {os.cpu_count()} CPUs; it counts this benchmark's own {args.threads} busy threads too)")
     result = {"rows": rows, "checks": checks, "command": command}

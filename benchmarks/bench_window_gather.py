@@ -1,88 +1,37 @@
-"""Window gather into reused memory (issue 21): sample(64) of R2D2 Atari windows against a memcpy.
+"""Window gather into reused memory: sample(64) of R2D2 Atari windows against a memcpy of the same bytes.
 
     python benchmarks/bench_window_gather.py              # 20k-step ring, about a minute
     python benchmarks/bench_window_gather.py --quick      # 5k-step ring, fewer repeats
     python benchmarks/bench_window_gather.py --tf-malloc  # under the malloc setting tf.data applies
 
-``--tf-malloc`` first iterates a tiny ``tf.data.Dataset.from_generator``, which sets glibc's
-``M_TRIM_THRESHOLD`` to 128 kB for the whole process (TensorFlow logs "Memory patch applied"), as
-in every process that trains through ``as_dataset``. Freed batches are then handed back to the
-kernel at once, so fresh batches pay page faults even at a few MB.
-
-Feeds synthetic 84x84 uint8 episodes of 4 interleaved envs through SequenceBuilder into a
-SequenceReplayBuffer with the R2D2 layout (burn-in 40, trace 80, n-step 5: 125 rows per window;
-LSTM state 2 x 512 float32) and times ``sample(64)``, all fields (obs, actions, rewards, flags,
-masks, states, indices, weights: 57 MB), against the bound: a memcpy of the same bytes between two
-arrays touched before. Rows:
-
-* memcpy: ``np.copyto`` of every field of one batch into another (the bound);
-* naive per-window gather: ``np.stack([ring[window_rows[b]] for b])`` per field, on a ring of the
-  same size and layout built here (the benchmark sees only public names, so it rebuilds the
-  layout instead of reading the buffer's slot table);
-* ``sample(64)`` into fresh arrays: ``out=`` new ``np.empty`` arrays every call, the cost structure
-  of ``sample`` before issue 21 (a fancy-index gather into new arrays), and what a caller that
-  keeps every batch pays now (the pool then allocates);
-* ``sample(64)``: the default, reused memory once the previous batch is dropped;
-* ``sample(64, out=buffers)``: one ``sample_buffers(64)`` dict reused.
-
-Then the same for the transition buffer: ``PrioritizedReplayBuffer.sample(512)`` of 84x84 uint8
-observations (plus action, reward, done); there the index draw (a sum-tree descent per item) is
-a visible part of ``sample``, so it has a row of its own.
-
-Method: ``time.perf_counter`` around single calls, garbage collector off, warm-up first; rows run
-in interleaved rounds of a few calls each, and "/ memcpy" is the median over rounds of the row's
-median divided by the memcpy median of the same round, so load from other work on a shared
-machine largely cancels out. "new bytes per
-call" is numpy's allocation peak during one untimed call (tracemalloc); "peak RSS" is the
-process's high-water mark after the row's rounds (cumulative: it never goes down).
+Rows: the memcpy bound, a naive per-window gather, ``sample`` into fresh arrays, into reused memory
+and into ``out=``; then the same for ``PrioritizedReplayBuffer.sample(512)``. "/ memcpy" is the median
+over interleaved rounds of the row's median over the memcpy median of the same round. Method:
+benchmarks/README.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
-import os
-import sys
 import time
 import tracemalloc
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
+from harness import atari_sequence_buffer, atari_windows, format_load, load_footer, machine_line, peak_rss_mb, table
 
-BENCH_DIR = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH_DIR.parent))  # benchmark the checkout, not an installed copy
+from r2d2kit.replay import PrioritizedReplayBuffer, SequenceReplayBuffer
 
-from peers import machine as peers_machine  # noqa: E402
-
-from r2d2kit.replay import PrioritizedReplayBuffer, SequenceBuilder, SequenceReplayBuffer  # noqa: E402
-
-BURN_IN, TRACE, N_STEP, PERIOD, ENVS, UNITS, OBS = 40, 80, 5, 40, 4, 512, (84, 84)
-TARGET = 1.3  # issue 21: sample(64) into reused memory <= 1.3x a memcpy of the same bytes
+ENVS, UNITS, OBS = 4, 512, (84, 84)
+TARGET = 1.3  # the target: sample(64) into reused memory <= 1.3x a memcpy of the same bytes
 
 
 def fill_sequence_buffer(capacity: int, seed: int = 0) -> SequenceReplayBuffer:
     """A ring of ``capacity`` steps written once by 4 envs with episodes of 200-2000 steps."""
-    builder = SequenceBuilder(ENVS, BURN_IN, TRACE, N_STEP, PERIOD)
-    buffer = SequenceReplayBuffer(capacity, {"obs": (OBS, "uint8"), "action": ((), "int64")},
-                                  {"state_h": ((UNITS,), "float32"), "state_c": ((UNITS,), "float32")},
-                                  burn_in=BURN_IN, trace_length=TRACE, n_step=N_STEP, period=PERIOD, seed=seed)
-    rng = np.random.default_rng(seed)
-    frames = rng.integers(0, 255, size=(64,) + OBS, dtype=np.uint8)
-    lengths = rng.integers(200, 2000, size=(ENVS, 10_000))
-    time_in_episode = np.zeros(ENVS, dtype=int)
-    episode = np.zeros(ENVS, dtype=int)
-    state = (np.zeros((ENVS, UNITS), np.float32), np.zeros((ENVS, UNITS), np.float32))
-    for step in range(capacity // ENVS + 1):
-        length = lengths[np.arange(ENVS), episode]
-        done = time_in_episode == length - 1
-        obs = frames[(step + np.arange(ENVS)) % len(frames)]
-        out = builder.step(obs, rng.integers(0, 18, ENVS), rng.random(ENVS), done, np.zeros(ENVS, bool), state)
-        ended = time_in_episode == length
-        time_in_episode = np.where(ended, 0, time_in_episode + 1)
-        episode += ended
-        if out is not None:
-            buffer.add_sequences(out)
+    buffer = atari_sequence_buffer(capacity, UNITS, seed)
+    for out in atari_windows(capacity // ENVS + 1, ENVS, UNITS, seed=seed):
+        buffer.add_sequences(out)
     return buffer
 
 
@@ -120,7 +69,7 @@ def naive_gather(ring, states, rows, windows, capacity):
 
 
 def fresh_arrays(spec) -> dict[str, np.ndarray]:
-    """New, untouched arrays for one batch (``np.empty``): what every ``sample`` allocated before issue 21."""
+    """New, untouched arrays for one batch (``np.empty``): what every ``sample`` allocated before reused memory."""
     return {name: np.empty(shape, dtype) for name, (shape, dtype) in spec.items()}
 
 
@@ -179,14 +128,15 @@ def measure(rows: dict[str, Callable[[], object]], rounds: int, reps: int, warmu
 
 def print_table(title: str, results: dict[str, dict], batch_bytes: int, target_row: str) -> None:
     print(f"\n{title}: {batch_bytes / 1e6:.1f} MB per batch")
-    print("| row | median ms | / memcpy (median of per-round ratios) | GB/s | new bytes per call |")
-    print("|---|---:|---:|---:|---:|")
+    rows = []
     for name, r in results.items():
         ratio = r["ratio"]
         mark = f" (target <= {TARGET}x: {'met' if ratio <= TARGET else 'MISSED'})" if name == target_row else ""
-        print(f"| {name} | {1e3 * r['seconds']:.2f} | {ratio:.2f}x{mark} | {batch_bytes / r['seconds'] / 1e9:.1f} | "
-              f"{r['new_bytes'] / 1e6:.1f} MB |")
-    print(f"process peak RSS so far: {peers_machine.peak_rss_mb():,.0f} MB")  # cumulative over all rows
+        rows.append([name, f"{1e3 * r['seconds']:.2f}", f"{ratio:.2f}x{mark}",
+                     f"{batch_bytes / r['seconds'] / 1e9:.1f}", f"{r['new_bytes'] / 1e6:.1f} MB"])
+    print(table(["row", "median ms", "/ memcpy (median of per-round ratios)", "GB/s", "new bytes per call"], rows,
+                markdown=True))
+    print(f"process peak RSS so far: {peak_rss_mb():,.0f} MB")  # cumulative over all rows
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -197,10 +147,10 @@ def main(argv: list[str] | None = None) -> dict:
     capacity, rounds, reps, warmup = (5_000, 5, 3, 3) if args.quick else (20_000, 20, 3, 5)
     flags = "".join(f" --{name}" for name, on in (("quick", args.quick), ("tf-malloc", args.tf_malloc)) if on)
     print(f"command: python benchmarks/bench_window_gather.py{flags}")
-    print(peers_machine.machine_line(["numpy", "numba"] + (["tensorflow"] if args.tf_malloc else [])))
+    print(machine_line(["numpy", "numba"] + (["tensorflow"] if args.tf_malloc else [])))
     if args.tf_malloc:
         apply_tf_data_malloc_setting()
-    load_start = os.getloadavg()
+    began, load_start = time.perf_counter(), format_load()
 
     t = time.perf_counter()
     buffer = fill_sequence_buffer(capacity)
@@ -215,7 +165,7 @@ def main(argv: list[str] | None = None) -> dict:
     sequence_rows = {
         "memcpy of the same bytes (bound)": lambda: [np.copyto(target[k], source[k]) for k in source],
         "naive per-window numpy gather (fresh)": lambda: naive_gather(ring, states, rows, windows, capacity),
-        "sample(64) into fresh arrays (allocation per call, as before issue 21)":
+        "sample(64) into fresh arrays (allocation per call, as before reused memory)":
             lambda: buffer.sample(batch_size, out=fresh_arrays(spec)),
         "sample(64), reused memory (default)": lambda: buffer.sample(batch_size),
         "sample(64, out=sample_buffers(64))": lambda: buffer.sample(batch_size, out=out),
@@ -242,7 +192,7 @@ def main(argv: list[str] | None = None) -> dict:
     transition_rows = {
         "memcpy of the same bytes (bound)": lambda: [np.copyto(ttarget[k], tsource[k]) for k in tsource],
         "index draw alone: tree.sample(512) (part of every sample)": lambda: transitions.tree.sample(n, rng),
-        "sample(512) into fresh arrays (allocation per call, as before issue 21)":
+        "sample(512) into fresh arrays (allocation per call, as before reused memory)":
             lambda: transitions.sample(n, beta=0.4, out=fresh_arrays(tspec)),
         "sample(512), reused memory (default)": lambda: transitions.sample(n, beta=0.4),
         "sample(512, out=sample_buffers(512))": lambda: transitions.sample(n, beta=0.4, out=tout),
@@ -251,9 +201,8 @@ def main(argv: list[str] | None = None) -> dict:
           f"reward, done")
     transition = measure(transition_rows, rounds, 4 * reps, warmup)
     print_table(f"sample({n}) transitions", transition, tbytes, "")
-    load_end = os.getloadavg()
-    print(f"\nload average (1, 5, 15 min) at start {load_start[0]:.2f} {load_start[1]:.2f} {load_start[2]:.2f}, "
-          f"at end {load_end[0]:.2f} {load_end[1]:.2f} {load_end[2]:.2f} (on {os.cpu_count()} cores)")
+    print()
+    print(load_footer(began, load_start))
     return {"sequence": sequence, "transition": transition}
 
 

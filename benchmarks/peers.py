@@ -1,8 +1,6 @@
-"""Loaders for the peer libraries the replay benchmark compares against.
-
-Each ``load_*`` returns what the benchmark needs or raises :class:`PeerUnavailable` with a short
-reason; the benchmark prints that reason in its table instead of failing. None of these peers is
-a dependency of r2d2kit (see ``benchmarks/requirements.txt``).
+"""The replay benchmark's peers: loaders for the peer libraries (each returns what the benchmark needs or raises
+:class:`PeerUnavailable` with a one-line reason, printed in the table), and a seed-style pure-Python segment
+tree. None of the libraries is a dependency of r2d2kit (see ``benchmarks/requirements.txt``).
 """
 
 from __future__ import annotations
@@ -10,25 +8,12 @@ from __future__ import annotations
 import functools
 import importlib.util
 import logging
+import operator
 import os
+import random
 import sys
 from pathlib import Path
 from types import ModuleType
-
-from .machine import dist_version, machine_line
-from .seed_segment_tree import MinSegmentTree as SeedMinSegmentTree
-from .seed_segment_tree import SumSegmentTree as SeedSumSegmentTree
-
-__all__ = [
-    "PeerUnavailable",
-    "SeedMinSegmentTree",
-    "SeedSumSegmentTree",
-    "dist_version",
-    "machine_line",
-    "load_cpprb",
-    "load_tianshou_segment_tree",
-    "load_torchrl",
-]
 
 
 class PeerUnavailable(RuntimeError):
@@ -49,13 +34,8 @@ def load_cpprb() -> ModuleType:
 
 
 def load_tianshou_segment_tree() -> tuple[type, str]:
-    """Tianshou's Numba ``SegmentTree`` and how it was loaded.
-
-    ``import tianshou`` imports the whole library (pandas, pettingzoo, tensorboard, ...). When
-    tianshou is installed without those (``--no-deps``, as ``benchmarks/requirements.txt`` does),
-    its ``tianshou/data/utils/segtree.py`` is loaded on its own: that file needs only numpy and
-    numba, and it is the same code.
-    """
+    """Tianshou's Numba ``SegmentTree`` and how it was loaded: where ``import tianshou`` lacks its dependencies
+    (installed ``--no-deps``), ``tianshou/data/utils/segtree.py`` (numpy and numba only) is loaded on its own."""
     try:
         from tianshou.data.utils.segtree import SegmentTree
         return SegmentTree, "tianshou.data.utils.segtree"
@@ -76,12 +56,8 @@ def load_tianshou_segment_tree() -> tuple[type, str]:
 
 
 def _build_torchrl_trees() -> ModuleType:
-    """Compile TorchRL's own C++ segment trees (the ``csrc`` its wheel ships) against this torch.
-
-    TorchRL's prebuilt ``_torchrl`` extension only loads with the torch it was built against. The
-    sources in ``torchrl/csrc`` are compiled once with ``torch.utils.cpp_extension`` (about 35 s
-    on 2 cores, needs g++ and ninja) and cached under ``~/.cache/torch_extensions``.
-    """
+    """Compile TorchRL's own C++ segment trees (``torchrl/csrc``, shipped in its wheel) against this torch: the
+    prebuilt extension only loads with the torch it was built against (about 35 s once, then cached)."""
     import torchrl
     from torch.utils.cpp_extension import load
 
@@ -96,12 +72,8 @@ def _build_torchrl_trees() -> ModuleType:
 
 @functools.lru_cache(maxsize=None)
 def load_torchrl(allow_build: bool = True) -> dict:
-    """torch, tensordict, torchrl and TorchRL's C++ trees (``SumSegmentTreeFp64`` and friends).
-
-    Returns a dict with the modules, the tree module and a note on where the trees came from.
-    When the trees had to be rebuilt, TorchRL's ``PrioritizedSampler`` is pointed at them (it looks
-    the classes up in its module at construction time).
-    """
+    """torch, tensordict, torchrl, TorchRL's C++ trees and a note on where the trees came from; rebuilt trees
+    are also set in TorchRL's sampler module (its ``PrioritizedSampler`` looks them up there)."""
     os.environ.setdefault("RL_WARNINGS", "0")  # no extension warning: we handle it here
     try:
         import tensordict
@@ -129,3 +101,80 @@ def load_torchrl(allow_build: bool = True) -> dict:
         for name in ("SumSegmentTreeFp32", "SumSegmentTreeFp64", "MinSegmentTreeFp32", "MinSegmentTreeFp64"):
             setattr(prioritized, name, getattr(trees, name))
     return {"torch": torch, "tensordict": tensordict, "torchrl": torchrl, "trees": trees, "note": note}
+
+
+# ---------------------------------------------------------------------------------------------
+# A seed-style segment tree in the manner of OpenAI baselines': a Python list of 2 * capacity nodes, one item
+# at a time (batched work is a Python loop, which is what is measured); ``build`` (not timed) pre-fills fast.
+
+
+class SeedSegmentTree:
+    """Binary tree over ``capacity`` leaves (a power of two) combined with ``operation``."""
+
+    def __init__(self, capacity, operation, neutral_element):
+        assert capacity > 0 and capacity & (capacity - 1) == 0, "capacity must be a power of 2"
+        self._capacity = capacity
+        self._operation = operation
+        self._neutral = neutral_element
+        self._value = [neutral_element for _ in range(2 * capacity)]
+
+    def __setitem__(self, idx, val):
+        idx += self._capacity
+        self._value[idx] = val
+        idx //= 2
+        while idx >= 1:
+            self._value[idx] = self._operation(self._value[2 * idx], self._value[2 * idx + 1])
+            idx //= 2
+
+    def __getitem__(self, idx):
+        assert 0 <= idx < self._capacity
+        return self._value[self._capacity + idx]
+
+    def reduce(self):
+        """Operation over every leaf (the root)."""
+        return self._value[1]
+
+    def build(self, values):
+        """Set leaves ``0 .. len(values) - 1`` and recompute every parent once."""
+        cap, value, op = self._capacity, self._value, self._operation
+        value[cap:cap + len(values)] = [float(v) for v in values]
+        for idx in range(cap - 1, 0, -1):
+            value[idx] = op(value[2 * idx], value[2 * idx + 1])
+
+    def update(self, indices, values):
+        """Batched update: one ``__setitem__`` per item."""
+        for idx, val in zip(indices, values):
+            self[int(idx)] = float(val)
+
+
+class SeedSumSegmentTree(SeedSegmentTree):
+    def __init__(self, capacity):
+        super().__init__(capacity, operator.add, 0.0)
+
+    def sum(self):
+        return self.reduce()
+
+    def find_prefixsum_idx(self, prefixsum):
+        """Highest index ``i`` with ``sum(arr[:i]) <= prefixsum``."""
+        idx = 1
+        value, cap = self._value, self._capacity
+        while idx < cap:
+            if value[2 * idx] > prefixsum:
+                idx = 2 * idx
+            else:
+                prefixsum -= value[2 * idx]
+                idx = 2 * idx + 1
+        return idx - cap
+
+    def sample(self, batch_size, rng=random):
+        """Stratified sample as in baselines' ``_sample_proportional``: one draw per equal slice."""
+        every_range_len = self.sum() / batch_size
+        return [self.find_prefixsum_idx((rng.random() + i) * every_range_len) for i in range(batch_size)]
+
+
+class SeedMinSegmentTree(SeedSegmentTree):
+    def __init__(self, capacity):
+        super().__init__(capacity, min, float("inf"))
+
+    def min(self):
+        return self.reduce()

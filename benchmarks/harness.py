@@ -1,0 +1,428 @@
+"""What every benchmark script shares: the machine and load lines, child runs with their own peak RSS,
+results files a sweep resumes from, tables and plots, synthetic Atari windows, and sb3-contrib's
+RecurrentPPO with its greedy evaluation on the episodes r2d2kit's Trainer evaluates on.
+
+Importing this module puts the checkout first on ``sys.path``: a script benchmarks it, not an installed copy.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+try:
+    import resource
+except ImportError:  # Windows: no getrusage, peak_rss_mb() is nan
+    resource = None
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO_ROOT = BENCH_DIR.parent
+sys.path.insert(0, str(REPO_ROOT))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before any TensorFlow import; children inherit it
+
+EVAL_SEED_OFFSET = 7919  # r2d2kit.training.trainer.EVAL_SEED_OFFSET (benchmarks/tests check that they agree)
+MAX_EVAL_ENVS = 8  # the Trainer evaluates on min(episodes, 8) envs
+
+# ---------------------------------------------------------------------------------------------
+# the machine, its load, peak memory
+
+
+def dist_version(name: str) -> str:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+def cores() -> int:
+    """The cores this process may use."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def machine_line(dists: Sequence[str]) -> str:
+    """``machine: <cpu>, <n> cores (<arch>, <os>); python X, dist Y, ...``."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                   if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    versions = ", ".join(f"{dist} {dist_version(dist)}" for dist in dists)
+    return (f"machine: {cpu}, {cores()} cores ({platform.machine()}, {platform.system()}); "
+            f"python {platform.python_version()}, {versions}")
+
+
+def load_average() -> float:
+    """The 1-minute load average, nan where the OS has none: other work on the machine skews timings."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return float("nan")
+
+
+def format_load(load: float | None = None) -> str:
+    """``load`` (default: the load now) as ``"%.2f"``, or ``"n/a"`` for nan."""
+    load = load_average() if load is None else load
+    return "n/a" if math.isnan(load) else "%.2f" % load
+
+
+def start(dists: Sequence[str]) -> tuple[float, str]:
+    """Print the machine line; return the start time (perf_counter) and the load average now for
+    :func:`load_footer`."""
+    print(machine_line(dists), flush=True)
+    return time.perf_counter(), format_load()
+
+
+def load_module(path: Path, name: str):
+    """Import the script at ``path`` as a module ``name`` (``agents/`` is a folder of scripts)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def load_footer(began: float, load_start: str) -> str:
+    """The closing line: total time since ``began`` (perf_counter) and the load average at start and now."""
+    return (f"- total benchmark time {time.perf_counter() - began:.0f} s; load average at start {load_start}, at end "
+            f"{format_load()} (on {cores()} cores: a higher load means other work shared the machine)")
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident set (``ru_maxrss``) in MB, cumulative (a spawned child starts from its
+    parent's peak; :func:`process_peak_rss_mb`, ``VmHWM``, has no such floor)."""
+    return float("nan") if resource is None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def process_peak_rss_mb(pid: int | str) -> float:
+    """Peak resident set (``VmHWM`` in /proc/<pid>/status) of a live process in MB; nan if unreadable."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except (OSError, ValueError):
+        pass
+    return float("nan")
+
+
+# ---------------------------------------------------------------------------------------------
+# child processes
+
+
+def exit_reason(code: int) -> str:
+    if code >= 0:
+        return f"exit status {code}"
+    return f"killed by signal {-code}" + (" (the out-of-memory killer?)" if code == -9 else "")
+
+
+def log_tail(path: Path, lines: int = 1, width: int = 200) -> str:
+    """The last non-empty ``lines`` of a log, each cut to ``width`` characters."""
+    text = [line for line in Path(path).read_text(errors="replace").splitlines() if line.strip()] \
+        if Path(path).exists() else []
+    return "\n".join(line[:width] for line in text[-lines:]) or "no output"
+
+
+def run_child(command: list[str], log: Path, stdout_to_log: bool = True,
+              env: dict[str, str] | None = None) -> tuple[int, float, float]:
+    """Run ``command`` from the repository root, the checkout first on PYTHONPATH, its stderr (and stdout
+    unless ``stdout_to_log`` is false) to ``log``; return (exit code, wall seconds, the child's own peak RSS in
+    MB: ``ru_maxrss`` from ``os.wait4``, where RUSAGE_CHILDREN would be the largest of all children so far)."""
+    path = os.pathsep.join([str(REPO_ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+    began = time.perf_counter()
+    with open(log, "w") as out:
+        child = subprocess.Popen(command, cwd=REPO_ROOT, env=dict(os.environ, **(env or {}), PYTHONPATH=path),
+                                 stdout=out if stdout_to_log else None, stderr=out)
+        _, status, usage = os.wait4(child.pid, 0)
+    return os.waitstatus_to_exitcode(status), time.perf_counter() - began, usage.ru_maxrss / 1024
+
+
+def run_script(script: str | Path, args: list[str], quiet: bool = False, env: dict[str, str] | None = None) -> dict:
+    """Run ``python script *args --child-out FILE`` and return the JSON it wrote with ``wall_seconds`` and
+    ``peak_rss_mb``; a failure returns ``error`` (exit reason and last line of stderr) and ``log_tail`` (its
+    last 20 lines). ``quiet``: the child's stdout goes to that log too."""
+    with tempfile.TemporaryDirectory(prefix="bench-child-") as scratch:
+        out, log = Path(scratch) / "result.json", Path(scratch) / "log.txt"
+        command = [sys.executable, str(script), *args, "--child-out", str(out)]
+        code, wall, rss = run_child(command, log, stdout_to_log=quiet, env=env)
+        if code == 0 and out.exists():
+            return dict(json.loads(out.read_text()), wall_seconds=wall, peak_rss_mb=rss)
+        return dict(error=f"{exit_reason(code)}: {log_tail(log)}", log_tail=log_tail(log, 20),
+                    wall_seconds=wall, peak_rss_mb=rss)
+
+
+def write_child_result(path: str, result: Any) -> None:
+    Path(path).write_text(json.dumps(result, default=str))
+
+
+# ---------------------------------------------------------------------------------------------
+# results files
+
+
+class Results:
+    """A sweep's runs in a JSON file ``{..header, "runs": [...]}``, rewritten (atomically) after every run.
+
+    With ``resume`` the file's finished runs are kept (failed ones are tried again): ``has(key, same)`` says
+    whether one of ``key`` that ``same`` accepts is there; a new run replaces the stored one of its key.
+    """
+
+    def __init__(self, path: str | None, key: Callable[[dict], tuple], resume: bool = False,
+                 header: Callable[[], dict] = dict) -> None:
+        self.path, self.key, self.header = path, key, header
+        stored = json.loads(Path(path).read_text())["runs"] if resume and path and Path(path).exists() else []
+        self.stored = len(stored)
+        self.runs = [r for r in stored if r.get("error") is None]
+
+    def has(self, key: tuple, same: Callable[[dict], bool]) -> bool:
+        return any(self.key(run) == key and same(run) for run in self.runs)
+
+    def add(self, run: dict) -> None:
+        self.runs = [r for r in self.runs if self.key(r) != self.key(run)] + [run]
+        self.save()
+
+    def save(self) -> None:
+        if self.path:
+            partial = Path(self.path).with_suffix(".tmp")
+            partial.write_text(json.dumps(dict(self.header(), runs=self.runs), indent=1, default=str))
+            partial.replace(self.path)
+
+
+def idle_learner_run(config_path: Path, overrides: list[str], callback) -> tuple[dict, int]:
+    """The Trainer on ``config_path`` with an idle learner (``run.updates_per_env_step=0``: it only drains the
+    actors into replay), no evaluation, logs or checkpoints; (its summary, windows the actors delivered)."""
+    from r2d2kit.training.config import load_config
+    from r2d2kit.training.trainer import Trainer
+
+    config = load_config(config_path, ["run.updates_per_env_step=0", "run.eval_every=0", "logging.progress=false",
+                                       "logging.tensorboard=false", "checkpoints.every_env_steps=0", *overrides])
+    with tempfile.TemporaryDirectory() as run_dir:
+        trainer = Trainer(config, Path(run_dir) / "run", callbacks=[callback])
+        summary = trainer.fit()
+    return summary, sum(trainer.actors.windows_per_actor.values())
+
+
+# ---------------------------------------------------------------------------------------------
+# timing
+
+
+def timed_ns(fn: Callable[[], object]) -> int:
+    start = time.perf_counter_ns()
+    fn()
+    return time.perf_counter_ns() - start
+
+
+def interleaved(steps: dict[str, Callable[[], int]], rounds: int, reps: int, warmup: int, slow: tuple = (),
+                slow_reps: int = 0, errors: dict | None = None) -> dict[str, np.ndarray]:
+    """Nanoseconds of each step (a call that returns the nanoseconds of its timed section): ``warmup``
+    untimed calls each, then ``rounds`` interleaved rounds of ``reps // rounds`` calls (``slow_reps`` for
+    the names in ``slow``) with the garbage collector off, so drift on a shared machine hits all alike.
+    A step that fails in its warm-up is left out with its error in ``errors`` (raised without one)."""
+    active = dict(steps)
+    for name, step in steps.items():
+        try:
+            for _ in range(warmup):
+                step()
+        except Exception as error:  # noqa: BLE001
+            if errors is None:
+                raise
+            errors[name] = f"failed: {type(error).__name__}: {error}"
+            del active[name]
+    times: dict[str, list[int]] = {name: [] for name in active}
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(rounds):
+            for name, step in active.items():
+                for _ in range(max(1, (slow_reps if name in slow else reps) // rounds)):
+                    times[name].append(step())
+    finally:
+        gc.enable()
+    return {name: np.asarray(t, dtype=np.float64) for name, t in times.items() if t}
+
+
+# ---------------------------------------------------------------------------------------------
+# tables and plots
+
+
+def table(header: list[str], rows: list[list[str]], markdown: bool = False, left: int = 1, right=None) -> str:
+    """A plain-text or markdown table; the columns in ``right`` (default: all from ``left`` on) right-aligned."""
+    right = set(range(left, len(header)) if right is None else right)
+    if markdown:
+        rule = "|" + "|".join("---:" if i in right else "---" for i in range(len(header))) + "|"
+        return "\n".join(["| " + " | ".join(header) + " |", rule] + ["| " + " | ".join(row) + " |" for row in rows])
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
+    return "\n".join([line(header), line(["-" * w for w in widths])] + [line(row) for row in rows])
+
+
+def fmt(value: float | None, spec: str = ".2f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def pyplot():
+    """matplotlib.pyplot on the Agg backend (no display needed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def seed_band(ax, curves: list, label: str, color=None, ms: float = 3.0) -> None:
+    """Mean (line) and min-max (band) over seeds of ``curves`` (per seed rows of x, y, ...) on the first's x."""
+    curves = [np.asarray([row[:2] for row in c], dtype=float) for c in curves if len(c)]
+    if not curves:
+        return
+    grid = curves[0][:min(len(c) for c in curves), 0]
+    values = np.stack([np.interp(grid, c[:, 0], c[:, 1]) for c in curves])  # [seeds, evaluations]
+    line, = ax.plot(grid, values.mean(axis=0), color=color, marker="o", ms=ms,
+                    label=f"{label} ({len(curves)} seed{'s' if len(curves) > 1 else ''})")
+    ax.fill_between(grid, values.min(axis=0), values.max(axis=0), color=line.get_color(), alpha=0.2, lw=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# synthetic R2D2 Atari windows
+
+
+def atari_windows(steps: int, envs: int = 4, units: int = 512, burn_in: int = 40, trace: int = 80, n_step: int = 5,
+                  period: int = 40, seed: int = 0):
+    """``SequenceBuilder`` windows of ``steps`` vector steps of ``envs`` interleaved synthetic episodes
+    (200-2000 steps) of 84x84 uint8 frames, LSTM state 2 x ``units`` float32."""
+    from r2d2kit.replay import SequenceBuilder
+
+    builder = SequenceBuilder(envs, burn_in, trace, n_step, period)
+    rng = np.random.default_rng(seed)
+    frames = rng.integers(0, 255, size=(64, 84, 84), dtype=np.uint8)
+    lengths = rng.integers(200, 2000, size=(envs, 10_000))
+    time_in_episode, episode = np.zeros(envs, dtype=int), np.zeros(envs, dtype=int)
+    state = (np.zeros((envs, units), np.float32), np.zeros((envs, units), np.float32))
+    for step in range(steps):
+        length = lengths[np.arange(envs), episode]
+        done = time_in_episode == length - 1
+        obs = frames[(step + np.arange(envs)) % len(frames)]
+        out = builder.step(obs, rng.integers(0, 18, envs), rng.random(envs), done, np.zeros(envs, bool), state)
+        ended = time_in_episode == length
+        time_in_episode = np.where(ended, 0, time_in_episode + 1)
+        episode += ended
+        if out is not None:
+            yield out
+
+
+def atari_sequence_buffer(capacity: int, units: int = 512, seed: int = 0, **layout):
+    """An empty ``SequenceReplayBuffer`` of 84x84 uint8 frames in R2D2's window layout (40 + 80 + 5, period 40)."""
+    from r2d2kit.replay import SequenceReplayBuffer
+
+    layout = dict(dict(burn_in=40, trace_length=80, n_step=5, period=40), **layout)
+    return SequenceReplayBuffer(capacity, {"obs": ((84, 84), "uint8"), "action": ((), "int64")},
+                                {"state_h": ((units,), "float32"), "state_c": ((units,), "float32")},
+                                seed=seed, **layout)
+
+
+# ---------------------------------------------------------------------------------------------
+# sb3-contrib RecurrentPPO
+
+
+def greedy_eval_ppo(model, make_env: Callable, episodes: int, seed: int, normalizer=None) -> np.ndarray:
+    """Deterministic RecurrentPPO returns on the episodes ``r2d2kit.runners.evaluate`` plays: the same env
+    count, reset seed and per-env quotas (gymnasium's next-step autoreset handled). ``normalizer``: a
+    training ``VecNormalize`` whose statistics normalise the observations."""
+    import gymnasium as gym
+
+    num_envs = min(episodes, MAX_EVAL_ENVS)
+    envs = gym.vector.SyncVectorEnv([make_env] * num_envs)
+    obs, _ = envs.reset(seed=seed)
+    quota = np.full(num_envs, episodes // num_envs)
+    quota[: episodes % num_envs] += 1
+    returns, running = [], np.zeros(num_envs)
+    state, episode_start, in_autoreset = None, np.ones(num_envs, bool), np.zeros(num_envs, bool)
+    while len(returns) < episodes:
+        action, state = model.predict(obs if normalizer is None else normalizer.normalize_obs(obs), state=state,
+                                      episode_start=episode_start, deterministic=True)
+        obs, reward, terminated, truncated, _ = envs.step(action)
+        running += np.where(in_autoreset, 0.0, reward)
+        ended = (terminated | truncated) & ~in_autoreset
+        counted = ended & (quota > 0)
+        returns.extend(running[counted].tolist())
+        quota[counted] -= 1
+        running[ended] = 0.0
+        episode_start = in_autoreset  # the obs after an autoreset step is an episode's first
+        in_autoreset = ended
+    envs.close()
+    return np.asarray(returns[:episodes])
+
+
+PPO_LINE = "  RecurrentPPO {steps:>7,} env steps: eval {mean:6.1f} +- {std:5.1f}, {seconds:.0f} s"
+
+
+def run_recurrent_ppo(make_env: Callable, model_kwargs: dict, *, seed: int, steps: int, eval_every: int,
+                      eval_episodes: int, n_envs: int = 8, torch_threads: int = 1, normalize_gamma: float | None = None,
+                      stop_at_budget: bool = True, line: str = PPO_LINE) -> dict:
+    """Train ``RecurrentPPO(env=<n_envs of make_env>, **model_kwargs)`` for ``steps`` env steps, evaluated
+    greedily every ``eval_every`` on the Trainer's evaluation seeds, evaluations timed apart.
+
+    ``normalize_gamma``: ``VecNormalize(gamma=...)``; ``stop_at_budget``: stop at exactly ``steps`` (else at
+    the end of the rollout that passes it). Evaluation rows: (env steps, mean, std, training seconds, mean
+    return of the last 100 training episodes); ``line`` (a format of those) is printed per evaluation.
+    """
+    import torch
+    from sb3_contrib import RecurrentPPO
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    torch.set_num_threads(torch_threads)
+    venv = make_vec_env(make_env, n_envs=n_envs, seed=seed)
+    normalizer = None if normalize_gamma is None else VecNormalize(venv, gamma=normalize_gamma)
+    model = RecurrentPPO(env=normalizer or venv, seed=seed, device="cpu", verbose=0, **model_kwargs)
+
+    class Evaluate(BaseCallback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.start = self.eval_seconds = 0.0
+            self.evaluations, self.next_eval, self.rollouts = [], eval_every, 0
+
+        def _on_training_start(self) -> None:
+            self.start = time.perf_counter()
+
+        def _on_rollout_end(self) -> None:
+            self.rollouts += 1
+
+        def _on_step(self) -> bool:
+            if eval_every and self.num_timesteps >= self.next_eval:
+                began = time.perf_counter()
+                train_seconds = began - self.start - self.eval_seconds
+                returns = greedy_eval_ppo(self.model, make_env, eval_episodes,
+                                          seed + EVAL_SEED_OFFSET + self.num_timesteps, normalizer)
+                recent = [info["r"] for info in self.model.ep_info_buffer]  # the last 100 training episodes
+                row = (int(self.num_timesteps), float(returns.mean()), float(returns.std()), train_seconds,
+                       float(np.mean(recent)) if recent else float("nan"))
+                self.evaluations.append(row)
+                print(line.format(steps=row[0], mean=row[1], std=row[2], seconds=row[3], train_return=row[4]),
+                      flush=True)
+                self.eval_seconds += time.perf_counter() - began
+                self.next_eval += eval_every
+            return not stop_at_budget or self.num_timesteps < steps
+
+    timer = Evaluate()
+    began = time.perf_counter()
+    model.learn(total_timesteps=steps, callback=timer)
+    train_seconds = time.perf_counter() - began - timer.eval_seconds
+    updates = timer.rollouts * model.n_epochs * -(-model.n_steps * n_envs // model.batch_size)
+    return dict(evaluations=timer.evaluations, env_steps=int(model.num_timesteps), train_seconds=train_seconds,
+                eval_seconds=timer.eval_seconds, updates=updates, torch_threads=torch.get_num_threads())
