@@ -8,16 +8,20 @@ Rebuilds the network from ``RUN_DIR/config.yaml``, loads the newest checkpoint's
 ``--best`` the weights of the run's best greedy evaluation (``best.weights.h5``: greedy R2D2
 policies swing between evaluations, so the last weights need not be the best), and plays
 greedy episodes. Prints the mean and standard deviation of the returns. ``--video`` records the
-first episode as an animated GIF when the env can render ``rgb_array`` frames.
+first of these episodes as an animated GIF when the env renders ``rgb_array`` frames (Pillow writes
+it, pygame-ce draws classic-control envs such as CartPole: ``pip install 'r2d2kit[video]'``); an env
+that cannot render is an error naming it and the fix, raised before anything is played.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import os
 import sys
 from pathlib import Path
+from typing import Any, Callable
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -27,6 +31,8 @@ from r2d2kit.training.checkpoint import (  # noqa: E402
     verify_checkpoint,
 )
 from r2d2kit.training.config import ConfigError, TrainConfig, load_config  # noqa: E402
+
+MAX_VIDEO_FRAMES = 2000  # --video stops recording there (a GIF of 2000 160x160 frames: a few MB)
 
 
 def weights_file(run_dir: Path, checkpoint: str | None = None, best: bool = False) -> Path:
@@ -52,48 +58,100 @@ def weights_file(run_dir: Path, checkpoint: str | None = None, best: bool = Fals
     return final
 
 
-def record_gif(config: TrainConfig, network, path: Path, seed: int, max_frames: int = 2000) -> int:
-    """Play one greedy episode with ``render_mode="rgb_array"`` and save it as a GIF; return its frames."""
+VIDEO_EXTRA = "pip install 'r2d2kit[video]'"  # Pillow writes the GIF, pygame-ce draws classic-control frames
+
+
+def video_env_factory(config: TrainConfig) -> tuple[Callable[[], Any], float]:
+    """``(make_env, fps)``: ``make_env`` of ``config`` with ``render_mode="rgb_array"``, checked on one env
+    that renders a frame, and the env's ``render_fps`` (20 if it names none).
+
+    Raises:
+        ConfigError: naming the env id, what is missing (the render mode, a package) and the fix.
+    """
     import gymnasium as gym
+    import numpy as np
+
+    from r2d2kit.training.builders import make_env
+
+    env_id = config.env.id
+    render_config = dataclasses.replace(config, env=dataclasses.replace(
+        config.env, kwargs={**config.env.kwargs, "render_mode": "rgb_array"}))
+    cannot = f"--video: env.id {env_id!r} cannot render rgb_array frames"
+    fix = ("evaluate it without --video, or give the env rgb_array rendering ('rgb_array' in "
+           "metadata['render_modes'] and a render() returning [height, width, 3] pixels)")
+    try:
+        env = make_env(render_config)
+    except (TypeError, ValueError, gym.error.Error) as error:
+        raise ConfigError(f"{cannot}: making it with render_mode='rgb_array' failed ({error}); {fix}") from None
+    try:
+        modes = list(env.metadata.get("render_modes", []))
+        if "rgb_array" not in modes:
+            raise ConfigError(f"{cannot}: its render modes are {modes}; {fix}")
+        env.reset(seed=0)
+        try:
+            frame = env.render()
+        except gym.error.DependencyNotInstalled as error:
+            raise ConfigError(f"{cannot}: a package it draws with is missing ({error}); {VIDEO_EXTRA} installs "
+                              "pygame-ce, which gymnasium's classic-control envs (CartPole) draw with") from None
+        except NotImplementedError:
+            raise ConfigError(f"{cannot}: its render() is not implemented; {fix}") from None
+        if frame is None or np.ndim(frame) != 3 or np.shape(frame)[-1] not in (3, 4):
+            returned = "None" if frame is None else f"an array of shape {np.shape(frame)}"
+            raise ConfigError(f"{cannot}: render() returned {returned}, not [height, width, 3] pixels; {fix}")
+        fps = float(env.metadata.get("render_fps") or 20.0)
+    finally:
+        env.close()
+    return functools.partial(make_env, render_config), fps
+
+
+def _require_pillow() -> None:
+    try:
+        import PIL  # noqa: F401
+    except ImportError:
+        raise ConfigError(f"--video writes GIFs with Pillow, which is not installed: {VIDEO_EXTRA}") from None
+
+
+def _image(frame: Any, min_side: int) -> Any:
+    """An RGB frame as a Pillow image: floats in [0, 1] (MinAtar's palette) scaled to bytes, small
+    frames (MinAtar's 10x10) enlarged by a whole factor with sharp cells."""
     import numpy as np
     from PIL import Image
 
-    from r2d2kit.agent.policies import greedy
-    from r2d2kit.training.builders import make_env
+    frame = np.asarray(frame)[..., :3]  # [H, W, 3]
+    if frame.dtype.kind in "fb":  # floats (or bools) in [0, 1]
+        frame = np.clip(np.rint(frame.astype(np.float64) * 255.0), 0, 255)
+    image = Image.fromarray(np.asarray(frame, dtype=np.uint8))
+    factor = -(-min_side // min(image.size))  # ceil
+    if factor > 1:
+        image = image.resize((image.width * factor, image.height * factor), Image.Resampling.NEAREST)
+    return image
 
-    render_config = dataclasses.replace(config, env=dataclasses.replace(
-        config.env, kwargs={**config.env.kwargs, "render_mode": "rgb_array"}))
-    try:
-        env = make_env(render_config)
-    except TypeError as error:
-        raise ConfigError(f"env.id {config.env.id!r} cannot render rgb_array frames ({error}); drop --video") from None
-    actor = network.actor(1)
-    obs, _ = env.reset(seed=seed)
-    prev_action, prev_reward = np.zeros(1, np.int32), np.zeros(1, np.float32)
-    try:
-        frames = [env.render()]
-    except gym.error.DependencyNotInstalled as error:
-        raise ConfigError(f"env.id {config.env.id!r} needs a missing package to render: {error}") from None
-    if frames[0] is None:
-        raise ConfigError(f"env.id {config.env.id!r} returned no rgb_array frame; drop --video")
-    done = False
-    while not done and len(frames) < max_frames:
-        action = greedy(actor.q_values(np.asarray(obs)[None], prev_action, prev_reward))
-        obs, reward, terminated, truncated, _ = env.step(int(action[0]))
-        prev_action, prev_reward = action.astype(np.int32), np.asarray([reward], np.float32)
-        frames.append(env.render())
-        done = terminated or truncated
-    env.close()
-    images = [Image.fromarray(np.asarray(frame, dtype=np.uint8)) for frame in frames]
-    images[0].save(path, save_all=True, append_images=images[1:], duration=33, loop=0)
-    return len(frames)
+
+def write_gif(frames: list, path: str | os.PathLike, fps: float = 20.0, min_side: int = 160) -> None:
+    """Save rgb_array frames (``[height, width, 3]``, bytes or floats in [0, 1]) as a looping animated GIF.
+
+    Frames smaller than ``min_side`` pixels on a side are enlarged by a whole factor (nearest
+    neighbour). Pillow merges identical consecutive frames, adding up their durations.
+
+    Raises:
+        ConfigError: Pillow is not installed (the message names the extra).
+    """
+    _require_pillow()
+    images = [_image(frame, min_side) for frame in frames]
+    duration = max(20, round(1000.0 / fps))  # ms; browsers slow down GIF frames shorter than 20 ms
+    images[0].save(path, save_all=True, append_images=images[1:], duration=duration, loop=0)
 
 
 def evaluate_run(run_dir: str | os.PathLike, episodes: int = 20, seed: int = 12345, checkpoint: str | None = None,
                  video: str | None = None, best: bool = False) -> dict:
     """Greedy returns of a run's network; returns ``mean``, ``std``, ``returns``, ``weights`` and
     ``success_rate`` (the fraction of episodes ending with ``info["is_success"]``; None for envs
-    that do not report it)."""
+    that do not report it).
+
+    ``video``: a ``.gif`` path; the first of these episodes (env 0's) is rendered into it (at most
+    ``MAX_VIDEO_FRAMES`` frames), and ``video_frames`` says how many frames it holds. Whether the env
+    renders is checked before the weights are loaded.
+    """
     import numpy as np
 
     from r2d2kit.models.tf_setup import setup_tensorflow
@@ -103,17 +161,25 @@ def evaluate_run(run_dir: str | os.PathLike, episodes: int = 20, seed: int = 123
     run_dir = Path(run_dir)
     if not (run_dir / "config.yaml").is_file():
         raise ConfigError(f"{run_dir}: no config.yaml there; is it a run directory?")
-    setup_tensorflow()
+    if video:
+        if Path(video).suffix.lower() != ".gif":
+            raise ConfigError(f"--video {video!r}: it writes an animated GIF; name the file *.gif")
+        _require_pillow()
     config = load_config(run_dir / "config.yaml")
+    env_factory, fps = video_env_factory(config) if video else (functools.partial(make_env, config), 0.0)
     weights = weights_file(run_dir, checkpoint, best)
+    setup_tensorflow()
     network = build_network(config)
     network.model.load_weights(str(weights))
-    evaluation = evaluate(network.actor(min(episodes, 8)), lambda: make_env(config), episodes, seed=seed)
+    frames: list | None = [] if video else None
+    evaluation = evaluate(network.actor(min(episodes, 8)), env_factory, episodes, seed=seed, frames=frames,
+                          max_frames=MAX_VIDEO_FRAMES)
     returns = evaluation.returns
     result = {"mean": float(np.mean(returns)), "std": float(np.std(returns)), "returns": returns.tolist(),
               "weights": str(weights), "success_rate": evaluation.success_rate}
     if video:
-        result["video_frames"] = record_gif(config, network, Path(video), seed)
+        write_gif(frames, video, fps=fps)
+        result["video_frames"] = len(frames)
         result["video"] = video
     return result
 
@@ -126,7 +192,9 @@ def main(argv: list[str] | None = None) -> int:
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--checkpoint", help="checkpoint name (e.g. ckpt-000050000) or path; default: newest")
     which.add_argument("--best", action="store_true", help="the weights of the run's best greedy evaluation")
-    parser.add_argument("--video", metavar="PATH.gif", help="record the first greedy episode as a GIF")
+    parser.add_argument("--video", metavar="PATH.gif",
+                        help=f"record the first greedy episode as an animated GIF (at most {MAX_VIDEO_FRAMES} frames; "
+                             "the env must render rgb_array frames; pip install 'r2d2kit[video]')")
     args = parser.parse_args(argv)
     if args.episodes < 1:
         parser.error(f"--episodes must be >= 1, got {args.episodes}")

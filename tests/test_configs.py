@@ -1,4 +1,5 @@
-"""Every shipped config loads, and the optional-env configs (Pong, MiniGrid, POPGym) run a tiny budget end to end."""
+"""Every shipped config loads, and the optional-env configs (Pong, MiniGrid, POPGym, MinAtar) run a tiny budget end
+to end."""
 
 from __future__ import annotations
 
@@ -12,25 +13,32 @@ from r2d2kit.training.trainer import Trainer
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN_CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
 POPGYM_CONFIGS = sorted((ROOT / "configs" / "popgym").glob("*.yaml"))
+MINATAR_CONFIGS = sorted((ROOT / "configs" / "minatar").glob("*.yaml"))
 SMOKE = ["actors.runner=local", "run.total_env_steps=160", "run.warmup_steps=80", "run.eval_every=0",
          "learner.burn_in=2", "learner.trace_length=8", "learner.period=4", "learner.n_step=1",
          "learner.batch_size=4", "logging.progress=false", "logging.tensorboard=false", "replay.capacity=2000"]
 
 
-@pytest.mark.parametrize("path", TRAIN_CONFIGS, ids=lambda path: path.name)
+@pytest.mark.parametrize("path", TRAIN_CONFIGS + MINATAR_CONFIGS, ids=lambda path: path.name)
 def test_every_train_config_loads(path):
     config = load_config(path)
     assert config.env.id and config.run.total_env_steps > 0
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name, obs_shape", [("pong.yaml", (84, 84)), ("minigrid_memory.yaml", (147,))])
-def test_optional_env_configs_train_a_few_steps(tmp_path, name, obs_shape):
-    """Wrappers from the config (AtariPreprocessing; MiniGrid image, flattened) feed the configured encoder."""
-    trainer = Trainer(load_config(ROOT / "configs" / name, SMOKE), tmp_path)
-    assert trainer.network.obs_shape == obs_shape
+@pytest.mark.parametrize("name, runner, obs_shape, obs_dtype", [
+    ("pong.yaml", "local", (84, 84), "uint8"),
+    ("minigrid_memory.yaml", "processes", (7, 7, 3), "uint8"),
+    ("minatar/breakout.yaml", "processes", (10, 10, 4), "bool"),
+], ids=["pong", "minigrid", "minatar"])
+def test_optional_env_configs_train_a_few_steps(tmp_path, name, runner, obs_shape, obs_dtype):
+    """Wrappers from the config (AtariPreprocessing; MiniGrid's index image; MinAtar's bool channels) feed the
+    configured encoder; the image kinds also cross the actor processes' shared memory as they are stored."""
+    overrides = SMOKE + ([f"actors.runner={runner}", "actors.num_actors=1"] if runner == "processes" else [])
+    trainer = Trainer(load_config(ROOT / "configs" / name, overrides), tmp_path)
+    assert (trainer.network.obs_shape, trainer.network.obs_dtype) == (obs_shape, obs_dtype)
     summary = trainer.fit()
-    assert summary["env_steps"] == 160 and summary["updates"] > 0
+    assert summary["runner"] == runner and summary["env_steps"] >= 160 and summary["updates"] > 0
 
 
 def test_a_missing_optional_package_names_the_extra(tmp_path, monkeypatch):
@@ -101,3 +109,26 @@ def test_popgym_configs_train_a_few_steps(tmp_path, name):
     trainer = Trainer(load_config(ROOT / "configs" / "popgym" / name, SMOKE), tmp_path)
     summary = trainer.fit()
     assert summary["env_steps"] == 160 and summary["updates"] > 0
+
+
+# (observation shape, actions) of each MinAtar game's v1 id, from the MinAtar 1.0.15 sources
+MINATAR_SPACES = {"asterix.yaml": ((10, 10, 4), 5), "breakout.yaml": ((10, 10, 4), 3), "freeway.yaml": ((10, 10, 7), 3),
+                  "seaquest.yaml": ((10, 10, 10), 6), "space_invaders.yaml": ((10, 10, 6), 4)}
+
+
+def test_every_minatar_config_is_checked():
+    assert sorted(path.name for path in MINATAR_CONFIGS) == sorted(MINATAR_SPACES)
+
+
+@pytest.mark.parametrize("path", MINATAR_CONFIGS, ids=lambda path: path.name)
+def test_minatar_configs_build_their_network(path):
+    """Build-only: the MinAtar id registers on demand and its bool channels reach the paper's conv unchanged."""
+    from r2d2kit.models import MinAtarImageModel
+    from r2d2kit.training.builders import build_encoder, build_network
+
+    config = load_config(path)
+    assert config.env.id.startswith("MinAtar/") and isinstance(build_encoder(config), MinAtarImageModel)
+    shape, actions = MINATAR_SPACES[path.name]
+    network = build_network(config)
+    assert (network.obs_shape, network.obs_dtype, network.num_actions) == (shape, "bool", actions)
+    assert network.encoder.output_shape == (None, None, 128)

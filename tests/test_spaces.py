@@ -83,6 +83,8 @@ class Case(NamedTuple):
 
 CASES = [
     Case("box", S.Box(-2.0, 2.0, (3,), np.float32)),
+    Case("box-bool-channels", S.Box(0, 1, (5, 5, 3), bool)),  # MinAtar's kind: stored as bool, read as 0/1
+    Case("box-uint8-indices", S.Box(0, 10, (7, 7, 3), np.uint8)),  # MiniGrid's index image
     Case("discrete", S.Discrete(5)),
     Case("discrete-start", S.Discrete(4, start=-2)),
     Case("multidiscrete", S.MultiDiscrete([3, 2, 4])),
@@ -99,11 +101,16 @@ CASES = [
 
 
 def pass_through():
-    """An ImageModel returning its input, so the encoder model's output is the encoded observation."""
+    """An ImageModel returning its input, so the encoder model's output is the encoded observation
+    (an image's entries flattened, as float32 numbers: bool as 0/1, uint8 not divided by 255)."""
+    import keras
+
     from r2d2kit.models import ImageModel
 
     class Identity(ImageModel):
         def create_image_model(self, x):
+            if len(x.shape) > 2:  # [N, H, W, C] frames -> [N, H*W*C]
+                return keras.layers.Flatten()(keras.ops.cast(x, "float32"))
             return x
 
     return Identity()

@@ -9,7 +9,8 @@ Registration is idempotent: importing (or reloading) this module again registers
 Ids of optional packages are registered on demand by :func:`ensure_registered` (which the config
 loader and the env factory call): ``ALE/...`` ids import ``ale_py`` (``pip install r2d2kit[atari]``),
 ``MiniGrid-...`` ids import ``minigrid`` (``pip install r2d2kit[minigrid]``), ``popgym-...`` ids
-import ``popgym`` (``pip install r2d2kit[popgym]``).
+import ``popgym`` (``pip install r2d2kit[popgym]``), ``MinAtar/...`` ids import ``minatar.gym`` and call
+its ``register_envs()`` (``pip install r2d2kit[minatar]``).
 """
 
 from __future__ import annotations
@@ -26,12 +27,13 @@ __all__ = ["BitFlipEnv", "make_bitflip", "CueMemoryEnv", "MaskObservation", "mak
 
 # id prefix -> (module that registers those ids, the extra that installs it)
 OPTIONAL_PACKAGES = {"ALE/": ("ale_py", "atari"), "MiniGrid-": ("minigrid", "minigrid"),
-                     "BabyAI-": ("minigrid", "minigrid"), "popgym-": ("popgym", "popgym")}
+                     "BabyAI-": ("minigrid", "minigrid"), "popgym-": ("popgym", "popgym"),
+                     "MinAtar/": ("minatar.gym", "minatar")}
 
 
 def ensure_registered(env_id: str) -> None:
     """Import the package that registers ``env_id``: ``module`` of a ``"module:EnvId"`` id, or the
-    optional package of an ALE, MiniGrid or POPGym id.
+    optional package of an ALE, MiniGrid, POPGym or MinAtar id.
 
     Raises:
         ImportError: the package is not installed; the message names the pip extra to install.
@@ -51,8 +53,15 @@ def ensure_registered(env_id: str) -> None:
             except ImportError as error:
                 raise ImportError(f"env id {env_id!r} needs the {module_name!r} package: "
                                   f"pip install 'r2d2kit[{extra}]' ({error})") from None
-            if module_name == "ale_py":
-                gymnasium.register_envs(module)
+            _register_package(module)
+
+
+def _register_package(module) -> None:
+    """Register the ids of a package that does not register them on import (minigrid and popgym do)."""
+    if module.__name__ == "ale_py":
+        gymnasium.register_envs(module)
+    elif module.__name__ == "minatar.gym" and "MinAtar/Breakout-v1" not in gymnasium.envs.registry:
+        module.register_envs()  # registers MinAtar/<Game>-v0 (all 6 actions) and -v1 (each game's minimal set)
 
 
 def _register(env_id: str, entry_point: str, **kwargs) -> None:

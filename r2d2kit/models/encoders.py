@@ -148,3 +148,85 @@ class R2D3ImageModel(ImageModel):
         x = keras.layers.Activation("relu")(x)
         x = keras.layers.Flatten()(x)
         return keras.layers.Dense(self.dense_units, activation="relu")(x)
+
+
+class MinAtarImageModel(ImageModel):
+    """The MinAtar paper's network (Young & Tian 2019): one conv of 16 3x3 filters, stride 1, no
+    padding, ReLU, then a dense layer of 128 ReLU units.
+
+    For MinAtar's ``10x10xC`` bool channels (one per object kind; ``C`` is 4 to 10 by game), stored
+    as bool (one byte a cell) and cast to 0/1 floats here: ``10x10`` -> ``8x8x16`` -> 128 features.
+    """
+
+    def __init__(self, filters: int = 16, dense_units: int = 128) -> None:
+        self.filters = filters
+        self.dense_units = dense_units
+
+    def create_image_model(self, x):
+        if len(x.shape) not in (3, 4):
+            raise ValueError(f"MinAtarImageModel convolves [height, width, channels] frames, got frames of shape "
+                             f"{tuple(x.shape[1:])}; use model.encoder: mlp for vector observations")
+        x = self.scale_uint8(x)  # bool channels -> 0.0 / 1.0
+        if len(x.shape) == 3:  # one 2-D channel: add its axis
+            x = keras.ops.expand_dims(x, -1)
+        x = keras.layers.Conv2D(self.filters, 3, strides=1, activation="relu")(x)  # [N, H-2, W-2, filters]
+        x = keras.layers.Flatten()(x)
+        return keras.layers.Dense(self.dense_units, activation="relu")(x)
+
+
+class OneHotChannels(keras.layers.Layer):
+    """``[..., C]`` integer indices -> ``[..., sum(categories)]`` float32 one-hots, channel ``c``
+    taking ``categories[c]`` slots (no weights); an index outside ``[0, categories[c])`` gives zeros."""
+
+    def __init__(self, categories: tuple[int, ...], **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.categories = tuple(int(n) for n in categories)
+
+    def call(self, x):
+        x = keras.ops.cast(x, "int32")
+        return keras.ops.concatenate([keras.ops.one_hot(x[..., c], n) for c, n in enumerate(self.categories)],
+                                     axis=-1)
+
+    def compute_output_shape(self, input_shape: tuple) -> tuple:
+        return tuple(input_shape[:-1]) + (sum(self.categories),)
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "categories": list(self.categories)}
+
+
+class MiniGridImageModel(ImageModel):
+    """A small CNN over MiniGrid's egocentric ``7x7x3`` view of (object, colour, state) indices,
+    each one-hot encoded first: they name kinds (a key, a ball, a wall), so scaled as numbers a
+    ball (6) would sit between a key (5) and a box (7).
+
+    Replay keeps the ``uint8`` index image (147 bytes a step; the one-hots, 980 floats, are made in
+    the network). After the one-hots (``sum(categories)`` channels), the convolutions of the
+    rl-starter-files / torch-ac MiniGrid model: 16 2x2, max-pool 2x2, 32 2x2, 64 2x2, all ReLU
+    (``7x7`` -> ``6x6`` -> ``3x3`` -> ``2x2`` -> ``1x1x64``): 64 features.
+
+    Args:
+        categories: one-hot width of each channel; default MiniGrid's 11 object kinds, 6 colours
+            and 3 door states (``minigrid.core.constants``: ``OBJECT_TO_IDX``, ``COLOR_TO_IDX``,
+            ``STATE_TO_IDX``).
+        filters: filters of the three convolutions.
+    """
+
+    def __init__(self, categories: tuple[int, ...] = (11, 6, 3), filters: tuple[int, int, int] = (16, 32, 64)) -> None:
+        self.categories = tuple(int(n) for n in categories)
+        self.filters = tuple(int(n) for n in filters)
+        if len(self.filters) != 3 or min(self.categories + self.filters, default=0) < 1:
+            raise ValueError(f"MiniGridImageModel: categories must be positive and filters three positive numbers, "
+                             f"got {categories!r} and {filters!r}")
+
+    def create_image_model(self, x):
+        if len(x.shape) != 4 or x.shape[-1] != len(self.categories):
+            raise ValueError(f"MiniGridImageModel reads [height, width, {len(self.categories)}] frames of indices "
+                             f"(one channel per entry of categories {list(self.categories)}), got frames of shape "
+                             f"{tuple(x.shape[1:])}; keep MiniGrid's image unflattened (minigrid.wrappers:"
+                             f"ImgObsWrapper, no FlattenObservation)")
+        x = OneHotChannels(self.categories, name="one_hot_channels")(x)  # [N, 7, 7, 20]
+        x = keras.layers.Conv2D(self.filters[0], 2, activation="relu")(x)  # [N, 6, 6, 16]
+        x = keras.layers.MaxPooling2D(2)(x)  # [N, 3, 3, 16]
+        x = keras.layers.Conv2D(self.filters[1], 2, activation="relu")(x)  # [N, 2, 2, 32]
+        x = keras.layers.Conv2D(self.filters[2], 2, activation="relu")(x)  # [N, 1, 1, 64]
+        return keras.layers.Flatten()(x)

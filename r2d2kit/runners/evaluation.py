@@ -24,18 +24,28 @@ class Evaluation:
         return None if self.successes is None else float(np.mean(self.successes))
 
 
-def evaluate(actor: Any, make_env: Callable[[], Any], episodes: int, seed: int) -> Evaluation:
+def evaluate(actor: Any, make_env: Callable[[], Any], episodes: int, seed: int, *, frames: list | None = None,
+             max_frames: int = 2000) -> Evaluation:
     """Greedy episodes, ``actor.num_envs`` at a time (the actor's state is reset), reading
     ``info["is_success"]`` at each episode's last step.
 
     Each env contributes a fixed quota of its first episodes (``episodes`` split evenly over the
     envs), so that short episodes, which end first, are not over-represented.
+
+    Args:
+        frames: a list to record the first episode of env 0 into, one ``render()`` after its reset
+            and one after each of its steps (``1 + length`` frames, at most ``max_frames``); the
+            envs must be made with ``render_mode="rgb_array"``. None: nothing is rendered.
+        max_frames: the most frames recorded.
     """
     import gymnasium as gym
 
     with actor.fixed_weights():  # the weights do not change during an evaluation: read them once
         envs = gym.vector.SyncVectorEnv([make_env] * actor.num_envs)
         obs, _ = envs.reset(seed=seed)
+        recording = frames is not None
+        if recording:
+            frames.append(envs.envs[0].render())
         actor.reset()
         quota = np.full(actor.num_envs, episodes // actor.num_envs)
         quota[: episodes % actor.num_envs] += 1
@@ -47,6 +57,10 @@ def evaluate(actor: Any, make_env: Callable[[], Any], episodes: int, seed: int) 
             action = greedy(actor.q_values(obs, tracker.prev_action, tracker.prev_reward))
             obs, reward, terminated, truncated, info = envs.step(action)
             ended, ended_returns, _, restart = tracker.record(action, reward, terminated, truncated)
+            if recording:  # the frame after env 0's last step shows how its episode ended
+                if len(frames) < max_frames:
+                    frames.append(envs.envs[0].render())
+                recording = not ended[0]
             counted = quota[ended] > 0
             returns.extend(ended_returns[counted].tolist())
             if "is_success" in info:

@@ -54,12 +54,20 @@ def make_env(config: TrainConfig) -> Any:
 
 
 def build_encoder(config: TrainConfig) -> Any:
-    """The encoder named by ``model.encoder``: mlp, dqn, r2d3, or ``package.module:Class``."""
-    from r2d2kit.models import DQNImageModel, ImageModel, MLPModel, R2D3ImageModel
+    """The encoder named by ``model.encoder``: mlp, dqn, r2d3, minatar, minigrid, or ``package.module:Class``."""
+    from r2d2kit.models import (
+        DQNImageModel,
+        ImageModel,
+        MinAtarImageModel,
+        MiniGridImageModel,
+        MLPModel,
+        R2D3ImageModel,
+    )
 
     name = config.model.encoder
     builtins = {"mlp": lambda: MLPModel(tuple(config.model.hidden), input_scale=config.model.input_scale),
-                "dqn": DQNImageModel, "r2d3": R2D3ImageModel}
+                "dqn": DQNImageModel, "r2d3": R2D3ImageModel, "minatar": MinAtarImageModel,
+                "minigrid": MiniGridImageModel}
     if name in builtins:
         return builtins[name]()
     if ":" not in name:
@@ -158,11 +166,14 @@ def build_network(config: TrainConfig) -> Any:
                     layer_norm=config.model.layer_norm)
 
 
+CONV_ENCODERS = ("dqn", "r2d3", "minatar", "minigrid")  # built-ins that convolve images
+
+
 def _check_encoder_for_codes(config: TrainConfig, layout: Any) -> None:
     """The encoder of a non-Box observation gets a flat vector of ``layout.encoded_size`` entries."""
     where = (f"env.id {config.env.id!r} observes {layout.space}, which the network gets as a vector of "
              f"{layout.encoded_size} entries (one-hots and values, see r2d2kit.spaces)")
-    if config.model.encoder in ("dqn", "r2d3"):
+    if config.model.encoder in CONV_ENCODERS:
         raise ConfigError(f"model.encoder {config.model.encoder!r} is a convolutional encoder for images, but {where};"
                           " use model.encoder: mlp (or an ImageModel of your own for vectors)")
     scale = config.model.input_scale

@@ -61,7 +61,7 @@ class EnvConfig:
 class ModelConfig:
     """The recurrent Q-network (see ``r2d2kit.models.QNetwork``)."""
 
-    encoder: str = "mlp"  # mlp | dqn | r2d3 | "package.module:ImageModelSubclass"
+    encoder: str = "mlp"  # mlp | dqn | r2d3 | minatar | minigrid | "package.module:ImageModelSubclass"
     hidden: list = field(default_factory=lambda: [64])  # MLP encoder widths
     input_scale: float | list | None = None  # MLP: observation times this (one number or one per (encoded) input)
     lstm_units: int = 512  # LSTM width (R2D2: 512)

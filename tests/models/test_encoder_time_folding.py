@@ -7,7 +7,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from r2d2kit.models import DQNImageModel, ImageModel, MLPModel, QNetwork, R2D3ImageModel
+from r2d2kit.models import (
+    DQNImageModel,
+    ImageModel,
+    MinAtarImageModel,
+    MiniGridImageModel,
+    MLPModel,
+    QNetwork,
+    R2D3ImageModel,
+)
 
 
 class UserConv(ImageModel):
@@ -34,6 +42,8 @@ CASES = [
     ("mlp-grid", lambda: MLPModel((8,)), (3, 4), "float32"),
     ("nature-cnn", lambda: DQNImageModel(dense_units=32), (36, 36), "uint8"),
     ("impala", lambda: R2D3ImageModel(channels=(4, 8), dense_units=16), (12, 12, 3), "uint8"),
+    ("minatar", lambda: MinAtarImageModel(dense_units=16), (10, 10, 4), "bool"),
+    ("minigrid", lambda: MiniGridImageModel(categories=(4, 3, 2)), (7, 7, 3), "uint8"),
     ("user", UserConv, (9, 9, 2), "uint8"),
 ]
 
@@ -48,7 +58,11 @@ def test_folded_encoder_equals_the_per_frame_reference(name, make, obs_shape, ob
 
     rng = np.random.default_rng(1)
     batch, time = 3, 7
-    if obs_dtype == "uint8":
+    if obs_dtype == "bool":
+        obs = rng.random((batch, time) + obs_shape) < 0.3
+    elif name == "minigrid":  # indices, one beyond the last category included (it one-hot encodes to zeros)
+        obs = rng.integers(0, 5, (batch, time) + obs_shape).astype(np.uint8)
+    elif obs_dtype == "uint8":
         obs = rng.integers(0, 256, (batch, time) + obs_shape).astype(np.uint8)
     else:
         obs = rng.normal(size=(batch, time) + obs_shape).astype(np.float32)

@@ -38,3 +38,26 @@ def test_evaluate_takes_each_envs_first_episodes_not_the_first_to_finish():
     assert sorted(returns.tolist()) == [1, 1, 2, 2, 3, 3, 4, 4]
     returns = evaluate(network().actor(4), FixedLength, episodes=6, seed=0).returns
     assert sorted(returns.tolist()) == [1, 1, 2, 2, 3, 4]
+
+
+class FilmedLength(FixedLength):
+    """FixedLength drawing its step count as a 1x1 frame (render_mode "rgb_array")."""
+
+    metadata = {"render_modes": ["rgb_array"]}
+
+    def __init__(self, render_mode=None):
+        self.render_mode = render_mode
+
+    def render(self):
+        return np.full((1, 1, 3), self.t, np.uint8)
+
+
+def test_frames_film_env_0s_first_episode_from_its_reset_to_its_last_step():
+    """Env 0 (seed 5: 6 steps) is filmed while env 1 (seed 6) plays on: reset + 6 steps = 7 frames."""
+    frames = []
+    returns = evaluate(network().actor(2), lambda: FilmedLength("rgb_array"), episodes=4, seed=5, frames=frames).returns
+    assert sorted(returns.tolist()) == [6, 6, 7, 7]
+    assert [int(frame[0, 0, 0]) for frame in frames] == [0, 1, 2, 3, 4, 5, 6]
+    capped = []
+    evaluate(network().actor(2), lambda: FilmedLength("rgb_array"), episodes=2, seed=5, frames=capped, max_frames=3)
+    assert [int(frame[0, 0, 0]) for frame in capped] == [0, 1, 2]

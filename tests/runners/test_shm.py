@@ -82,6 +82,26 @@ def test_ring_delivers_every_record_in_order_with_back_pressure():
     assert ring.name not in our_segments()
 
 
+@pytest.mark.parametrize("obs_shape, obs_dtype", [((10, 10, 4), np.bool_), ((7, 7, 3), np.uint8)],
+                         ids=["minatar-bool-channels", "minigrid-uint8-indices"])
+def test_image_observations_cross_the_ring_unchanged_in_their_dtype(obs_shape, obs_dtype):
+    """What the actor processes send: a window of bool channels (MinAtar) or uint8 indices (MiniGrid), one
+    byte a cell in the record, read back bit for bit."""
+    layout = window_layout(length=6, obs_shape=obs_shape, obs_dtype=obs_dtype, state_units=4)
+    assert layout.to_spec()["obs"] == ((6,) + obs_shape, np.dtype(obs_dtype).str)
+    rng = np.random.default_rng(0)
+    windows = [rng.integers(0, 2 if obs_dtype is np.bool_ else 11, (6,) + obs_shape).astype(obs_dtype)
+               for _ in range(3)]
+    with RecordRing.create(layout, 4) as ring:
+        for start, obs in enumerate(windows):
+            record = {name: np.zeros(shape, dtype) for name, shape, dtype, _ in layout.fields}
+            assert ring.put({**record, "obs": obs, "start": start})
+        received = ring.drain()
+    assert [record["obs"].dtype for record in received] == [np.dtype(obs_dtype)] * 3
+    for record, obs in zip(received, windows, strict=True):
+        np.testing.assert_array_equal(record["obs"], obs)
+
+
 def test_closed_ring_stops_a_waiting_producer():
     layout = RecordLayout.from_spec({"x": ((2,), np.float32)})
     with RecordRing.create(layout, 1) as ring:
