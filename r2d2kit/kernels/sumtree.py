@@ -408,10 +408,15 @@ def sum_tree_find(tree, level_offsets, prefix_sums):
     #171, torchrl #2230); a prefix >= total becomes +inf, so it reaches the last leaf with mass
     however the subtractions round.
     """
-    n = prefix_sums.shape[0]
+    return _descend(tree, level_offsets, prefix_sums.copy())
+
+
+@njit(cache=True)
+def _descend(tree, level_offsets, remaining):
+    """:func:`sum_tree_find` of the prefix sums ``remaining``, which it overwrites."""
+    n = remaining.shape[0]
     depth = level_offsets.shape[0] - 1
     nodes = np.zeros(n, dtype=np.int64)
-    remaining = prefix_sums.copy()
     total = tree[0]
     for i in range(n):
         if remaining[i] >= total:  # at the end: rounding in the subtractions must not pull it back
@@ -445,7 +450,7 @@ def sum_tree_sample(tree, level_offsets, uniforms):
     prefix_sums = np.empty(n, dtype=np.float64)
     for i in range(n):
         prefix_sums[i] = (i + uniforms[i]) * segment
-    return sum_tree_find(tree, level_offsets, prefix_sums)
+    return _descend(tree, level_offsets, prefix_sums)
 
 
 @njit(cache=True)
