@@ -105,30 +105,29 @@ def aligned_tree(size: int, fill: float) -> np.ndarray:
 
 
 @njit(cache=True)
-def _sum8(tree, base):
-    """``tree[base .. base + 7]`` summed pairwise, in the binary tree's order."""
-    return (((tree[base] + tree[base + 1]) + (tree[base + 2] + tree[base + 3]))
-            + ((tree[base + 4] + tree[base + 5]) + (tree[base + 6] + tree[base + 7])))
-
-
-@njit(cache=True)
-def _min2(left, right):
-    return left if left < right else right
-
-
-@njit(cache=True)
-def _min8(tree, base):
-    """``tree[base .. base + 7]``'s minimum, pairwise in the binary tree's order (ties: bitwise the same)."""
-    return _min2(_min2(_min2(tree[base], tree[base + 1]), _min2(tree[base + 2], tree[base + 3])),
-                 _min2(_min2(tree[base + 4], tree[base + 5]), _min2(tree[base + 6], tree[base + 7])))
-
-
-@njit(cache=True)
 def _recompute(tree, parent_slot, child_base, use_min):
+    """``tree[parent_slot]`` from the 8 children at ``child_base``, pairwise in the binary tree's
+    order: ``((c0 + c1) + (c2 + c3)) + ((c4 + c5) + (c6 + c7))``, or the min likewise (a tie between
+    0.0 and -0.0 then resolves as in the binary tree). One function, not one per operation: each
+    compiled function adds to the first-call compile time."""
+    c0 = tree[child_base]
+    c1 = tree[child_base + 1]
+    c2 = tree[child_base + 2]
+    c3 = tree[child_base + 3]
+    c4 = tree[child_base + 4]
+    c5 = tree[child_base + 5]
+    c6 = tree[child_base + 6]
+    c7 = tree[child_base + 7]
     if use_min:
-        tree[parent_slot] = _min8(tree, child_base)
+        m0 = c0 if c0 < c1 else c1
+        m1 = c2 if c2 < c3 else c3
+        m2 = c4 if c4 < c5 else c5
+        m3 = c6 if c6 < c7 else c7
+        m0 = m0 if m0 < m1 else m1
+        m2 = m2 if m2 < m3 else m3
+        tree[parent_slot] = m0 if m0 < m2 else m2
     else:
-        tree[parent_slot] = _sum8(tree, child_base)
+        tree[parent_slot] = ((c0 + c1) + (c2 + c3)) + ((c4 + c5) + (c6 + c7))
 
 
 @njit(cache=True)
