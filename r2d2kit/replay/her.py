@@ -417,7 +417,8 @@ class HerReplayBuffer:
                 indices, weights = tree_kernels.sum_tree_sample_weighted(
                     p.sum_tree, p.min_tree, p.level_offsets, uniforms[0], beta)
             else:
-                indices = tree_kernels.sum_tree_find(v.sum_tree, v.level_offsets, uniforms[0] * self._valid_tree.total())
+                indices = tree_kernels.sum_tree_find(v.sum_tree, v.level_offsets,
+                                                     uniforms[0] * self._valid_tree.total())
                 weights = np.ones(batch_size, dtype=np.float32)
             if self._strategy_code == 3:  # random: goal steps uniform over everything sampleable
                 random_goals = tree_kernels.sum_tree_find(v.sum_tree, v.level_offsets,

@@ -55,7 +55,8 @@ class PrioritizedReplayBuffer(BaseReplayBuffer):
 
     def _on_written(self, start: int, stop: int) -> None:
         t = self._tree.arrays
-        kernels.priority_trees_fill(t.sum_tree, t.min_tree, t.level_offsets, start, stop, self._max_priority ** self.alpha)
+        kernels.priority_trees_fill(t.sum_tree, t.min_tree, t.level_offsets, start, stop,
+                                    self._max_priority ** self.alpha)
 
     def _sample_indices(self, batch_size: int, beta: float) -> tuple[np.ndarray, np.ndarray]:
         if not self._tree.total() > 0.0:

@@ -297,7 +297,8 @@ class SequenceReplayBuffer:
         """Draw windows for ``uniforms`` ``[B]`` in [0, 1) and write them into ``batch``; return their slots
         (lock held)."""
         t = self._tree.arrays
-        indices, weights = tree_kernels.sum_tree_sample_weighted(t.sum_tree, t.min_tree, t.level_offsets, uniforms, beta)
+        indices, weights = tree_kernels.sum_tree_sample_weighted(
+            t.sum_tree, t.min_tree, t.level_offsets, uniforms, beta)
         self._gather_windows(indices, batch)
         np.copyto(batch["indices"], indices)
         np.copyto(batch["weights"], weights)

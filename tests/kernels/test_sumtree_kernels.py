@@ -5,8 +5,7 @@ Trees are built by hand here, in the kernels' layout: 8 children per node, level
 computed by ``tests/reference.py``) as binary trees and converted with ``reference.as_cacheline_tree``,
 which keeps every third binary level: the 8-children layout must hold exactly those nodes, bit for
 bit. Slots 1..7 of the root block are never read or written: they start as NaN in every test and
-must stay NaN (a kernel that walks one level too far would write them). Expectations come from hand-drawn trees or from the
-brute-force module ``tests/reference.py``.
+must stay NaN (a kernel that walks one level too far would write them).
 """
 
 from __future__ import annotations
