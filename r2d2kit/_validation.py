@@ -16,6 +16,8 @@ from r2d2kit.kernels.sumtree import first_invalid_priority, first_out_of_range
 
 def check_positive_int(name: str, value: Any, minimum: int = 1) -> int:
     """Return ``value`` as an int, or raise naming ``name`` if it is not an integer >= minimum."""
+    if type(value) is int and value >= minimum:  # the common case, 0.05 us instead of 0.5 (ABC isinstance)
+        return value
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an integer >= {minimum}, got {value!r} ({type(value).__name__})")
     if value < minimum:

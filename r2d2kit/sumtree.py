@@ -1,13 +1,17 @@
 """SumTree and MinTree: validated Python API over the flat-array kernels in ``r2d2kit.kernels``.
 
 Every call checks its input (dtype, shape, range, finiteness) and then hands contiguous arrays to a
-compiled kernel. The first construction in a fresh environment compiles the kernels (about 2-4 s);
-``numba`` caches them on disk, so later processes load them in well under a second.
+compiled kernel. The first use in a fresh environment compiles the kernels: import, a 2^20-leaf
+update and the first sample took 5 to 9 s (median 7) on a busy 2-core machine; ``numba`` caches them
+on disk, so later processes load them in well under a second (1.7 s for the same steps, import included).
+
+Kernel-level code (the replay buffers) reaches a tree's arrays through :attr:`SumTree.arrays`, a
+:class:`TreeArrays`, never through private attributes.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -19,13 +23,46 @@ from r2d2kit._validation import (
 )
 from r2d2kit.kernels import sumtree as kernels
 
-__all__ = ["SumTree", "MinTree"]
+__all__ = ["SumTree", "MinTree", "TreeArrays"]
 
 
-def _padded_layout(capacity: int) -> tuple[int, int]:
-    """Leaf offset (capacity rounded up to a power of two) and depth of the flat tree."""
-    depth = max(0, (capacity - 1).bit_length())
-    return 1 << depth, depth
+class TreeArrays(NamedTuple):
+    """The arrays of a :class:`SumTree` or :class:`MinTree`, for code that calls the kernels in
+    ``r2d2kit.kernels.sumtree`` directly (the replay buffers do, to fuse validation and updates).
+
+    The layout (8 children per node, one 64-byte cache line) is drawn in that module's docstring.
+    Read the arrays freely; write them only through the tree kernels (``priority_trees_update``,
+    ``priority_trees_fill``, ...), which recompute every ancestor of what they write: a leaf
+    written by hand leaves its ancestors stale.
+
+    Attributes:
+        sum_tree: float64 ``[size]``, the sum tree: slot 0 the total, leaf ``i`` at
+            ``leaf_offset + i``; None for a :class:`MinTree`.
+        min_tree: float64 ``[size]``, the min tree in the same layout: slot 0 the minimum. In a
+            :class:`SumTree` a leaf holds its priority, or +inf where the priority is 0 (no mass);
+            None for ``SumTree(track_min=False)``.
+        level_offsets: int64 ``[levels]``, the first slot of each level, the root's (0) first and
+            the leaves' last. The kernels take it as their layout argument.
+        leaf_offset: ``level_offsets[-1]``, the slot of leaf 0.
+    """
+
+    sum_tree: np.ndarray | None
+    min_tree: np.ndarray | None
+    level_offsets: np.ndarray
+    leaf_offset: int
+
+
+def _sum_tree_array(capacity: int, size: int) -> np.ndarray:
+    """A zeroed sum tree, with the -0.0 slots of ``kernels.level_padding`` set."""
+    tree = kernels.aligned_tree(size, 0.0)
+    _blank_sum_tree(tree, capacity)
+    return tree
+
+
+def _blank_sum_tree(tree: np.ndarray, capacity: int) -> None:
+    tree[:] = 0.0
+    start, stop = kernels.level_padding(capacity)
+    tree[start:stop] = -0.0
 
 
 class SumTree:
@@ -36,7 +73,7 @@ class SumTree:
     never sampled and is left out of ``min()``.
 
     Args:
-        capacity: number of leaves, any integer >= 1 (storage is padded to a power of two).
+        capacity: number of leaves, any integer >= 1 (storage: about 1.14 slots per leaf).
         track_min: keep a companion min tree so ``min()`` is O(1). Updates then write two trees;
             pass False when you never need ``min()`` (about half the update cost).
 
@@ -49,15 +86,23 @@ class SumTree:
 
     def __init__(self, capacity: int, track_min: bool = True) -> None:
         self._capacity = check_positive_int("capacity", capacity)
-        self._leaf_offset, self._depth = _padded_layout(self._capacity)
-        self._sum = np.zeros(2 * self._leaf_offset, dtype=np.float64)
+        self._offsets, size = kernels.tree_layout(self._capacity)
+        self._leaf_offset = int(self._offsets[-1])
+        self._sum = _sum_tree_array(self._capacity, size)
         self._track_min = bool(track_min)
-        self._min = np.full(2 * self._leaf_offset if self._track_min else 2, np.inf, dtype=np.float64)
+        self._min = kernels.aligned_tree(size if self._track_min else 1, np.inf)
+        self._arrays = TreeArrays(self._sum, self._min if self._track_min else None, self._offsets,
+                                  self._leaf_offset)
 
     @property
     def capacity(self) -> int:
         """Number of leaves (valid indices are ``0 .. capacity - 1``)."""
         return self._capacity
+
+    @property
+    def arrays(self) -> TreeArrays:
+        """The tree's arrays and layout, for kernel-level code (see :class:`TreeArrays`)."""
+        return self._arrays
 
     def update(self, indices: Any, priorities: Any) -> None:
         """Set the priorities at ``indices``; a repeated index: the last value wins.
@@ -69,9 +114,9 @@ class SumTree:
         leaf_indices = as_index_array("indices", indices, self._capacity)
         values = as_priority_array("priorities", priorities, leaf_indices.shape[0])
         if self._track_min:
-            kernels.priority_trees_update(self._sum, self._min, self._leaf_offset, self._depth, leaf_indices, values)
+            kernels.priority_trees_update(self._sum, self._min, self._offsets, leaf_indices, values)
         else:
-            kernels.sum_tree_update(self._sum, self._leaf_offset, self._depth, leaf_indices, values)
+            kernels.sum_tree_update(self._sum, self._offsets, leaf_indices, values)
 
     def fill(self, start: int, stop: int, priority: float) -> None:
         """Set every leaf in ``[start, stop)`` to one priority in O(stop - start)."""
@@ -83,20 +128,20 @@ class SumTree:
         value = as_priority_array("priority", priority, 1)[0]
         if stop > start:
             if self._track_min:
-                kernels.priority_trees_fill(self._sum, self._min, self._leaf_offset, start, stop, value)
+                kernels.priority_trees_fill(self._sum, self._min, self._offsets, start, stop, value)
             else:
                 self._sum[self._leaf_offset + start:self._leaf_offset + stop] = value
-                kernels.sum_tree_rebuild_range(self._sum, self._leaf_offset, start, stop)
+                kernels.sum_tree_rebuild_range(self._sum, self._offsets, start, stop)
 
     def total(self) -> float:
         """Sum of all priorities, O(1)."""
-        return float(self._sum[1])
+        return float(self._sum[0])
 
     def min(self) -> float:
         """Smallest positive priority, O(1); ``inf`` while the tree holds no mass."""
         if not self._track_min:
             raise RuntimeError("this SumTree was built with track_min=False; build it with track_min=True for min()")
-        return float(self._min[1])
+        return float(self._min[0])
 
     def get(self, indices: Any) -> np.ndarray:
         """Priorities at ``indices`` as a float64 array."""
@@ -125,7 +170,7 @@ class SumTree:
         if outside.size:
             i = int(outside[0])
             raise ValueError(f"prefix_sums[{i}] = {float(sums[i])!r} is outside [0, total()] = [0, {total!r}]")
-        return kernels.sum_tree_find(self._sum, self._leaf_offset, self._depth, sums)
+        return kernels.sum_tree_find(self._sum, self._offsets, sums)
 
     def sample(self, batch_size: int, rng: Any = None) -> np.ndarray:
         """Stratified sample: one index per equal slice of the total mass, in non-decreasing order.
@@ -140,7 +185,7 @@ class SumTree:
         batch_size = check_positive_int("batch_size", batch_size)
         self._require_mass("sample")
         uniforms = as_generator(rng).random(batch_size)
-        return kernels.sum_tree_sample(self._sum, self._leaf_offset, self._depth, uniforms)
+        return kernels.sum_tree_sample(self._sum, self._offsets, uniforms)
 
     def leaves(self) -> np.ndarray:
         """A copy of all ``capacity`` priorities (for saving and inspection)."""
@@ -149,16 +194,16 @@ class SumTree:
     def set_leaves(self, priorities: Any) -> None:
         """Replace all priorities at once and rebuild the tree in O(capacity) (for loading)."""
         values = as_priority_array("priorities", priorities, self._capacity)
-        self._sum[:] = 0.0
+        _blank_sum_tree(self._sum, self._capacity)
         self._sum[self._leaf_offset:self._leaf_offset + self._capacity] = values
-        kernels.sum_tree_rebuild(self._sum, self._leaf_offset)
+        kernels.sum_tree_rebuild(self._sum, self._offsets)
         if self._track_min:
             self._min[:] = np.inf
             self._min[self._leaf_offset:self._leaf_offset + self._capacity] = np.where(values > 0, values, np.inf)
-            kernels.min_tree_rebuild(self._min, self._leaf_offset)
+            kernels.min_tree_rebuild(self._min, self._offsets)
 
     def _require_mass(self, verb: str) -> float:
-        total = float(self._sum[1])
+        total = float(self._sum[0])
         if not total > 0.0:
             raise ValueError(
                 f"cannot {verb} in a SumTree with total priority 0: add items (or set a positive "
@@ -179,23 +224,30 @@ class MinTree:
 
     def __init__(self, capacity: int) -> None:
         self._capacity = check_positive_int("capacity", capacity)
-        self._leaf_offset, self._depth = _padded_layout(self._capacity)
-        self._min = np.full(2 * self._leaf_offset, np.inf, dtype=np.float64)
+        self._offsets, size = kernels.tree_layout(self._capacity)
+        self._leaf_offset = int(self._offsets[-1])
+        self._min = kernels.aligned_tree(size, np.inf)
+        self._arrays = TreeArrays(None, self._min, self._offsets, self._leaf_offset)
 
     @property
     def capacity(self) -> int:
         """Number of leaves."""
         return self._capacity
 
+    @property
+    def arrays(self) -> TreeArrays:
+        """The tree's arrays and layout (``sum_tree`` is None), see :class:`TreeArrays`."""
+        return self._arrays
+
     def update(self, indices: Any, values: Any) -> None:
         """Set ``values`` at ``indices`` (finite, >= 0); a repeated index: the last value wins."""
         leaf_indices = as_index_array("indices", indices, self._capacity)
         array = as_priority_array("values", values, leaf_indices.shape[0])
-        kernels.min_tree_update(self._min, self._leaf_offset, self._depth, leaf_indices, array)
+        kernels.min_tree_update(self._min, self._offsets, leaf_indices, array)
 
     def min(self) -> float:
         """Smallest value, O(1); ``inf`` while no leaf is set."""
-        return float(self._min[1])
+        return float(self._min[0])
 
     def get(self, indices: Any) -> np.ndarray:
         """Values at ``indices`` (``inf`` where unset)."""

@@ -162,6 +162,49 @@ def flat_min_tree(leaves: np.ndarray) -> np.ndarray:
     return flat_tree(np.asarray(leaves, dtype=np.float64), np.inf, np.minimum)
 
 
+def cacheline_levels(capacity: int) -> list[int]:
+    """Slots per level of the 8-children-per-node layout, root level first: each level holds
+    ``ceil(capacity / 8**k)`` nodes (k levels above the leaves) rounded up to a multiple of 8."""
+    counts = [capacity]
+    while counts[-1] > 1:
+        counts.append(-(-counts[-1] // 8))
+    return [8 * -(-count // 8) for count in reversed(counts)]
+
+
+def as_cacheline_tree(flat: np.ndarray, capacity: int, padding: float, past_width: float) -> np.ndarray:
+    """A flat binary tree (``flat_tree``'s layout) as the 8-children-per-node layout stores it.
+
+    That layout keeps every third level of the binary tree, counted from the leaves, with the root
+    on top: level ``l`` of ``L + 1`` holds binary level ``depth - 3 * (L - l)`` (slot ``j`` = binary
+    node ``2**b + j``), level 0 holds the root in slot 0. Slots of level 1 past the binary level's
+    width hold ``past_width``, and the root level's other 7 slots ``padding``.
+    """
+    _, depth = padded_layout(capacity)
+    widths = cacheline_levels(capacity)
+    out = [np.full(8, padding)]
+    out[0][0] = flat[1]
+    for level in range(1, len(widths)):
+        binary_level = depth - 3 * (len(widths) - 1 - level)
+        slots = np.full(widths[level], past_width)
+        known = min(widths[level], 2**binary_level)
+        slots[:known] = flat[2**binary_level:2**binary_level + known]
+        out.append(slots)
+    return np.concatenate(out)
+
+
+def cacheline_sum_tree(leaves: np.ndarray) -> np.ndarray:
+    """``flat_sum_tree(leaves)`` in the 8-children-per-node layout (-0.0, the identity of +, past the
+    binary width of level 1)."""
+    leaves = np.asarray(leaves, dtype=np.float64)
+    return as_cacheline_tree(flat_sum_tree(leaves), leaves.shape[0], 0.0, -0.0)
+
+
+def cacheline_min_tree(leaves: np.ndarray) -> np.ndarray:
+    """``flat_min_tree(leaves)`` in the 8-children-per-node layout."""
+    leaves = np.asarray(leaves, dtype=np.float64)
+    return as_cacheline_tree(flat_min_tree(leaves), leaves.shape[0], np.inf, np.inf)
+
+
 def priority_min_leaves(priorities: np.ndarray) -> np.ndarray:
     """Min-tree leaves of a priority tree: a zero priority holds no mass, so it is ``+inf`` there."""
     priorities = np.asarray(priorities, dtype=np.float64)

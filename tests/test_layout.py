@@ -1,5 +1,5 @@
-"""The package's shape: no import cycle between its modules, and benchmarks and agents use public
-names only."""
+"""The package's shape: no import cycle between its modules, benchmarks and agents use public
+names only, and only ``r2d2kit/sumtree.py`` touches a tree's private attributes."""
 
 from __future__ import annotations
 
@@ -122,6 +122,53 @@ def test_private_use_check_catches_examples(tmp_path):
 @pytest.mark.parametrize("folder", ["benchmarks", "agents"])
 def test_benchmarks_and_agents_use_public_names_only(folder):
     uses = [use for path in sorted((ROOT / folder).rglob("*.py")) for use in private_uses(path)]
+    assert uses == []
+
+
+TREE_MODULE = PACKAGE / "sumtree.py"
+
+
+def tree_private_names() -> set[str]:
+    """The private attributes ``SumTree`` and ``MinTree`` assign on ``self``."""
+    module = ast.parse(TREE_MODULE.read_text())
+    names = set()
+    for cls in (node for node in module.body if isinstance(node, ast.ClassDef) and node.name in ("SumTree", "MinTree")):
+        for node in ast.walk(cls):
+            if (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
+                    and isinstance(node.value, ast.Name) and node.value.id == "self"
+                    and node.attr.startswith("_") and not node.attr.startswith("__")):
+                names.add(node.attr)
+    return names
+
+
+def tree_private_reads(path: Path, names: set[str]) -> list[str]:
+    """``obj.<name>`` (obj not self/cls) and ``getattr(obj, "<name>")`` for the given private names."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if (isinstance(node, ast.Attribute) and node.attr in names
+                and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))):
+            found.append(f"{path.name}:{node.lineno} reads .{node.attr}")
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+              and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and node.args[1].value in names):
+            found.append(f"{path.name}:{node.lineno} reads .{node.args[1].value}")
+    return found
+
+
+def test_tree_private_read_check_catches_examples(tmp_path):
+    names = tree_private_names()
+    assert {"_sum", "_min", "_offsets", "_leaf_offset"} <= names
+    sample = tmp_path / "sample.py"
+    sample.write_text("t = buf.tree\nk(t._sum, t._leaf_offset)\nself._min = 1\ngetattr(t, '_min')\nt.arrays.sum_tree\n")
+    assert sorted(tree_private_reads(sample, names)) == ["sample.py:2 reads ._leaf_offset", "sample.py:2 reads ._sum",
+                                                         "sample.py:4 reads ._min"]
+
+
+def test_only_the_tree_module_reads_a_trees_private_attributes():
+    """Buffers and kernels reach a tree's arrays through ``SumTree.arrays`` (``TreeArrays``): the
+    layout can change inside ``r2d2kit/sumtree.py`` and ``r2d2kit/kernels/sumtree.py`` alone."""
+    names = tree_private_names()
+    uses = [use for path in sorted(PACKAGE.rglob("*.py")) if path != TREE_MODULE
+            for use in tree_private_reads(path, names)]
     assert uses == []
 
 

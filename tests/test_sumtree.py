@@ -7,8 +7,10 @@
 * Validation tests: every refused input raises before anything is written.
 * Statistical tests: sampled frequencies against priorities / total (chi-square, no scipy).
 
-The bit-for-bit checks read the flat arrays ``SumTree._sum`` / ``._min`` and ``MinTree._min``: private,
-but the point of the test is that *every* node equals a recompute, not just the root.
+The bit-for-bit checks read the flat arrays through ``SumTree.arrays`` / ``MinTree.arrays``: the point
+of the test is that *every* node equals a recompute, not just the root. The expected arrays are the
+reference's binary trees (``flat_sum_tree``) as the 8-children-per-node layout stores them
+(``cacheline_sum_tree``).
 """
 
 from __future__ import annotations
@@ -107,15 +109,15 @@ def check_whole_tree(tree: SumTree, naive: reference.NaiveSumTree) -> None:
     assert_bitwise_equal(tree.leaves(), naive.priorities)
     assert_bitwise_equal(tree.get(np.arange(tree.capacity)), naive.priorities)
 
-    expected_sum = reference.flat_sum_tree(naive.priorities)
-    expected_min = reference.flat_min_tree(reference.priority_min_leaves(naive.priorities))
-    assert_bitwise_equal(tree._sum[1:], expected_sum[1:])
-    assert_bitwise_equal(tree._min[1:], expected_min[1:])
+    expected_sum = reference.cacheline_sum_tree(naive.priorities)
+    expected_min = reference.cacheline_min_tree(reference.priority_min_leaves(naive.priorities))
+    assert_bitwise_equal(tree.arrays.sum_tree, expected_sum)
+    assert_bitwise_equal(tree.arrays.min_tree, expected_min)
 
     reloaded = SumTree(tree.capacity)
     reloaded.set_leaves(tree.leaves())
-    assert_bitwise_equal(tree._sum[1:], reloaded._sum[1:])
-    assert_bitwise_equal(tree._min[1:], reloaded._min[1:])
+    assert_bitwise_equal(tree.arrays.sum_tree, reloaded.arrays.sum_tree)
+    assert_bitwise_equal(tree.arrays.min_tree, reloaded.arrays.min_tree)
     assert_bitwise_equal(np.array([tree.total()]), np.array([reloaded.total()]))
 
     assert math.isclose(tree.total(), naive.total(), rel_tol=1e-12, abs_tol=0.0)
@@ -240,7 +242,7 @@ def test_min_tree_matches_reference_after_every_step(capacity: int, kind: str, d
         assert tree.min() == naive.min()
         assert_bitwise_equal(tree.get(np.arange(capacity)), naive.values)
         assert_bitwise_equal(tree.get(indices), naive.get(indices))
-        assert_bitwise_equal(tree._min[1:], reference.flat_min_tree(naive.values)[1:])
+        assert_bitwise_equal(tree.arrays.min_tree, reference.cacheline_min_tree(naive.values))
 
 
 @pytest.mark.parametrize("capacity", [1, 2, 3, 5, 1000, 1025])
@@ -286,7 +288,7 @@ def test_total_does_not_drift_over_a_million_updates() -> None:
     assert_bitwise_equal(leaves, naive.priorities)
     exact_total = math.fsum(leaves.tolist())
     assert math.isclose(tree.total(), exact_total, rel_tol=1e-12, abs_tol=0.0), (tree.total(), exact_total)
-    assert_bitwise_equal(tree._sum[1:], reference.flat_sum_tree(leaves)[1:])
+    assert_bitwise_equal(tree.arrays.sum_tree, reference.cacheline_sum_tree(leaves))
     assert tree.min() == naive.min()
 
 
@@ -308,9 +310,9 @@ def populated_min_tree(capacity: int = 10) -> MinTree:
 
 
 def snapshot(tree: SumTree | MinTree) -> list[np.ndarray]:
-    arrays = [tree._min.copy()]
+    arrays = [tree.arrays.min_tree.copy()]
     if isinstance(tree, SumTree):
-        arrays.append(tree._sum.copy())
+        arrays.append(tree.arrays.sum_tree.copy())
     return arrays
 
 

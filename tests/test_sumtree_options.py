@@ -21,7 +21,7 @@ def test_untracked_min_tree_gives_identical_sums_finds_and_samples(capacity):
             tree.fill(start, stop, 1.5)
         assert untracked.total() == tracked.total()
         np.testing.assert_array_equal(untracked.leaves(), tracked.leaves())
-        np.testing.assert_array_equal(untracked._sum, tracked._sum)
+        np.testing.assert_array_equal(untracked.arrays.sum_tree, tracked.arrays.sum_tree)
         if tracked.total() > 0:
             np.testing.assert_array_equal(untracked.sample(64, np.random.default_rng(1)),
                                           tracked.sample(64, np.random.default_rng(1)))

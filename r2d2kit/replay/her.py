@@ -325,11 +325,11 @@ class HerReplayBuffer:
         return written
 
     def _set_mass(self, leaves: np.ndarray, valid: np.ndarray) -> None:
-        t = self._valid_tree
-        tree_kernels.sum_tree_update(t._sum, t._leaf_offset, t._depth, leaves, valid)
+        t = self._valid_tree.arrays
+        tree_kernels.sum_tree_update(t.sum_tree, t.level_offsets, leaves, valid)
         if self.prioritized:
-            p = self._priority_tree
-            tree_kernels.priority_trees_update(p._sum, p._min, p._leaf_offset, p._depth, leaves,
+            p = self._priority_tree.arrays
+            tree_kernels.priority_trees_update(p.sum_tree, p.min_tree, p.level_offsets, leaves,
                                                valid * self._max_priority ** self.alpha)
 
     def _check_step(self, obs, action, reward, next_obs, terminated, truncated, infos):
@@ -409,18 +409,20 @@ class HerReplayBuffer:
             if len(self) == 0:
                 raise ValueError(self._nothing_to_sample())
             uniforms = self._rng.random((3, batch_size))  # [3, B]: sample, relabel, goal
-            v = self._valid_tree
+            v = self._valid_tree.arrays
             if self.prioritized:
-                p = self._priority_tree
-                if not p.total() > 0.0:
+                if not self._priority_tree.total() > 0.0:
                     raise ValueError("cannot sample: every stored priority is 0 (possible only with eps=0)")
+                p = self._priority_tree.arrays
                 indices, weights = tree_kernels.sum_tree_sample_weighted(
-                    p._sum, p._min, p._leaf_offset, p._depth, uniforms[0], beta)
+                    p.sum_tree, p.min_tree, p.level_offsets, uniforms[0], beta)
             else:
-                indices = tree_kernels.sum_tree_find(v._sum, v._leaf_offset, v._depth, uniforms[0] * v.total())
+                indices = tree_kernels.sum_tree_find(v.sum_tree, v.level_offsets,
+                                                     uniforms[0] * self._valid_tree.total())
                 weights = np.ones(batch_size, dtype=np.float32)
             if self._strategy_code == 3:  # random: goal steps uniform over everything sampleable
-                random_goals = tree_kernels.sum_tree_find(v._sum, v._leaf_offset, v._depth, uniforms[2] * v.total())
+                random_goals = tree_kernels.sum_tree_find(v.sum_tree, v.level_offsets,
+                                                          uniforms[2] * self._valid_tree.total())
             else:
                 random_goals = indices  # unused by the other strategies
             goal_indices, steps, pair_samples, pair_steps = her_kernels.her_sample_goals(
@@ -489,13 +491,13 @@ class HerReplayBuffer:
                 raise IndexError(f"indices[{i}] = {leaves[i]} holds no transition yet; pass indices from sample()")
             if not self.prioritized:
                 return
-            v = self._valid_tree
-            alive = v._sum[v._leaf_offset + leaves] > 0.0
+            v = self._valid_tree.arrays
+            alive = v.sum_tree[v.leaf_offset + leaves] > 0.0
             if not alive.all():
                 leaves, values = leaves[alive], values[alive]
-            p = self._priority_tree
+            p = self._priority_tree.arrays
             largest = tree_kernels.priority_trees_update_scaled(
-                p._sum, p._min, p._leaf_offset, p._depth, leaves, values, self.eps, self.alpha)
+                p.sum_tree, p.min_tree, p.level_offsets, leaves, values, self.eps, self.alpha)
             self._max_priority = max(self._max_priority, largest)
 
     # ----------------------------------------------------------------- tf.data

@@ -54,21 +54,22 @@ class PrioritizedReplayBuffer(BaseReplayBuffer):
         return self._tree
 
     def _on_written(self, start: int, stop: int) -> None:
-        t = self._tree
-        kernels.priority_trees_fill(t._sum, t._min, t._leaf_offset, start, stop, self._max_priority ** self.alpha)
+        t = self._tree.arrays
+        kernels.priority_trees_fill(t.sum_tree, t.min_tree, t.level_offsets, start, stop,
+                                    self._max_priority ** self.alpha)
 
     def _sample_indices(self, batch_size: int, beta: float) -> tuple[np.ndarray, np.ndarray]:
-        t = self._tree
-        if not t.total() > 0.0:
+        if not self._tree.total() > 0.0:
             raise ValueError("cannot sample: every stored priority is 0 (possible only with eps=0)")
         uniforms = self._rng.random(batch_size)
-        return kernels.sum_tree_sample_weighted(t._sum, t._min, t._leaf_offset, t._depth, uniforms, beta)
+        t = self._tree.arrays
+        return kernels.sum_tree_sample_weighted(t.sum_tree, t.min_tree, t.level_offsets, uniforms, beta)
 
     def _set_priorities(self, leaf_indices: np.ndarray, priorities: Any) -> None:
         values = as_priority_array("priorities", priorities, leaf_indices.shape[0])
-        t = self._tree
+        t = self._tree.arrays
         largest = kernels.priority_trees_update_scaled(
-            t._sum, t._min, t._leaf_offset, t._depth, leaf_indices, values, self.eps, self.alpha
+            t.sum_tree, t.min_tree, t.level_offsets, leaf_indices, values, self.eps, self.alpha
         )
         if largest > self._max_priority:
             self._max_priority = largest

@@ -183,8 +183,8 @@ class SequenceReplayBuffer:
             if priorities is not None and count:
                 self._max_priority = max(self._max_priority, float(values.max()))
             alive = self._valid[used]
-            t = self._tree
-            tree_kernels.priority_trees_update(t._sum, t._min, t._leaf_offset, t._depth, used,
+            t = self._tree.arrays
+            tree_kernels.priority_trees_update(t.sum_tree, t.min_tree, t.level_offsets, used,
                                                # a zero priority has no mass, even at alpha = 0 (0 ** 0 = 1)
                                                np.where(alive & (values > 0.0), values ** self.alpha, 0.0))
             return used
@@ -240,10 +240,9 @@ class SequenceReplayBuffer:
                 self._valid[slot] = False
                 expired.append(slot)
         if expired:
-            t = self._tree
+            t = self._tree.arrays
             slots = np.array(expired, dtype=np.int64)
-            tree_kernels.priority_trees_update(t._sum, t._min, t._leaf_offset, t._depth, slots,
-                                               np.zeros(slots.size))
+            tree_kernels.priority_trees_update(t.sum_tree, t.min_tree, t.level_offsets, slots, np.zeros(slots.size))
 
     # ------------------------------------------------------------------ sampling
     def sample(self, batch_size: int, beta: float = 0.6, *,
@@ -297,9 +296,9 @@ class SequenceReplayBuffer:
     def _sample_windows(self, uniforms: np.ndarray, beta: float, batch: dict[str, np.ndarray]) -> np.ndarray:
         """Draw windows for ``uniforms`` ``[B]`` in [0, 1) and write them into ``batch``; return their slots
         (lock held)."""
-        t = self._tree
+        t = self._tree.arrays
         indices, weights = tree_kernels.sum_tree_sample_weighted(
-            t._sum, t._min, t._leaf_offset, t._depth, uniforms, beta)
+            t.sum_tree, t.min_tree, t.level_offsets, uniforms, beta)
         self._gather_windows(indices, batch)
         np.copyto(batch["indices"], indices)
         np.copyto(batch["weights"], weights)
@@ -333,9 +332,9 @@ class SequenceReplayBuffer:
             alive = self._valid[slots]
             if not alive.all():
                 slots, values = slots[alive], values[alive]
-            t = self._tree
+            t = self._tree.arrays
             largest = tree_kernels.priority_trees_update_scaled(
-                t._sum, t._min, t._leaf_offset, t._depth, slots, values, self.eps, self.alpha)
+                t.sum_tree, t.min_tree, t.level_offsets, slots, values, self.eps, self.alpha)
             self._max_priority = max(self._max_priority, largest)
 
     def update_states(self, indices: Any, **states: Any) -> None:

@@ -1,9 +1,11 @@
 """Tests for the flat-array kernels in ``r2d2kit.kernels.sumtree``, called directly (no validation).
 
-Trees are built by hand here: ``2 * leaf_offset`` float64 slots, node 1 the root, leaf i at node
-``leaf_offset + i``, node 0 unused. Node 0 starts as NaN in every test and must stay NaN: a kernel
-that walks one level too far would write it. Expectations come from hand-drawn trees or from the
-brute-force module ``tests/reference.py``.
+Trees are built by hand here, in the kernels' layout: 8 children per node, level 0 the root block
+(the root in slot 0), leaf i at slot ``leaf_offset + i`` (``layout``). Expected trees are drawn (or
+computed by ``tests/reference.py``) as binary trees and converted with ``reference.as_cacheline_tree``,
+which keeps every third binary level: the 8-children layout must hold exactly those nodes, bit for
+bit. Slots 1..7 of the root block are never read or written: they start as NaN in every test and
+must stay NaN (a kernel that walks one level too far would write them).
 """
 
 from __future__ import annotations
@@ -32,18 +34,40 @@ def assert_bitwise_equal(actual: np.ndarray, expected: np.ndarray) -> None:
     )
 
 
-def empty_trees(capacity: int) -> tuple[np.ndarray, np.ndarray, int, int]:
-    """A fresh (sum tree, min tree, leaf_offset, depth) with node 0 set to a NaN sentinel."""
-    leaf_offset, depth = reference.padded_layout(capacity)
-    sum_tree = np.zeros(2 * leaf_offset, dtype=np.float64)  # [2 * leaf_offset]
-    min_tree = np.full(2 * leaf_offset, np.inf, dtype=np.float64)  # [2 * leaf_offset]
-    sum_tree[0] = min_tree[0] = np.nan
-    return sum_tree, min_tree, leaf_offset, depth
+SUM, MIN = -0.0, INF  # what a sum / min tree holds in level 1's slots past the binary tree's width
 
 
-def from_levels(levels: list[list[float]]) -> np.ndarray:
-    """Flat tree from levels written root first, with the NaN sentinel in node 0."""
-    return np.array([np.nan] + [value for level in levels for value in level], dtype=np.float64)
+def layout(capacity: int) -> np.ndarray:
+    """``level_offsets`` of the 8-children layout, from the reference's level widths."""
+    widths = reference.cacheline_levels(capacity)
+    return np.concatenate([[0], np.cumsum(widths[:-1])]).astype(np.int64)
+
+
+def with_sentinels(tree: np.ndarray) -> np.ndarray:
+    """``tree`` with the NaN sentinels in slots 1..7 of the root block."""
+    tree = tree.copy()
+    tree[1:8] = np.nan
+    return tree
+
+
+def empty_trees(capacity: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A fresh (sum tree, min tree, level_offsets) with the NaN sentinels set."""
+    sum_tree = with_sentinels(reference.cacheline_sum_tree(np.zeros(capacity)))
+    min_tree = with_sentinels(reference.cacheline_min_tree(np.full(capacity, np.inf)))
+    return sum_tree, min_tree, layout(capacity)
+
+
+def from_levels(levels: list[list[float]], past_width: float) -> np.ndarray:
+    """The kernels' layout of a binary tree drawn level by level, root first (leaves padded to a
+    power of two), with the NaN sentinels; ``past_width``: ``SUM`` or ``MIN``."""
+    flat = np.array([np.nan] + [value for level in levels for value in level], dtype=np.float64)
+    return with_sentinels(reference.as_cacheline_tree(flat, len(levels[-1]), 0.0, past_width))
+
+
+def expected_trees(priorities: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sum and min tree of a priority tree, recomputed by the reference, with the NaN sentinels."""
+    return (with_sentinels(reference.cacheline_sum_tree(priorities)),
+            with_sentinels(reference.cacheline_min_tree(reference.priority_min_leaves(priorities))))
 
 
 def random_priorities(rng: np.random.Generator, capacity: int, zero_fraction: float = 0.25) -> np.ndarray:
@@ -151,23 +175,23 @@ def test_priority_trees_update_builds_the_drawn_tree(case: TreeCase) -> None:
     [brackets]: padding leaves 5..7, which must keep 0 (sum) and inf (min). All values are exact
     in binary, so every node is compared with ``==`` bit for bit.
     """
-    sum_tree, min_tree, leaf_offset, depth = empty_trees(case.capacity)
-    assert (leaf_offset, depth) == (8, 3)
+    sum_tree, min_tree, level_offsets = empty_trees(case.capacity)
+    assert level_offsets.tolist() == [0, 8]  # the root block, then the 8 leaves: one node
     for indices, values in case.batches:
-        kernels.priority_trees_update(sum_tree, min_tree, leaf_offset, depth,
+        kernels.priority_trees_update(sum_tree, min_tree, level_offsets,
                                       np.array(indices, dtype=np.int64), np.array(values, dtype=np.float64))
-    assert_bitwise_equal(sum_tree, from_levels(case.sum_levels))
-    assert_bitwise_equal(min_tree, from_levels(case.min_levels))
+    assert_bitwise_equal(sum_tree, from_levels(case.sum_levels, SUM))
+    assert_bitwise_equal(min_tree, from_levels(case.min_levels, MIN))
 
 
 @pytest.mark.parametrize("case", TREE_CASES, ids=[case.name for case in TREE_CASES])
 def test_sum_tree_update_builds_the_drawn_sum_tree(case: TreeCase) -> None:
     """``sum_tree_update`` alone gives the same sum tree as drawn in the test above."""
-    sum_tree, _, leaf_offset, depth = empty_trees(case.capacity)
+    sum_tree, _, level_offsets = empty_trees(case.capacity)
     for indices, values in case.batches:
-        kernels.sum_tree_update(sum_tree, leaf_offset, depth,
+        kernels.sum_tree_update(sum_tree, level_offsets,
                                 np.array(indices, dtype=np.int64), np.array(values, dtype=np.float64))
-    assert_bitwise_equal(sum_tree, from_levels(case.sum_levels))
+    assert_bitwise_equal(sum_tree, from_levels(case.sum_levels, SUM))
 
 
 def test_min_tree_update_builds_the_drawn_min_tree() -> None:
@@ -180,12 +204,12 @@ def test_min_tree_update_builds_the_drawn_min_tree() -> None:
               0             3
            2     0       3    [inf]
     """
-    _, min_tree, leaf_offset, depth = empty_trees(3)
-    assert (leaf_offset, depth) == (4, 2)
-    kernels.min_tree_update(min_tree, leaf_offset, depth, np.array([0, 1, 2]), np.array([2.0, 7.0, 0.5]))
-    assert_bitwise_equal(min_tree, from_levels([[0.5], [2.0, 0.5], [2.0, 7.0, 0.5, INF]]))
-    kernels.min_tree_update(min_tree, leaf_offset, depth, np.array([2, 1, 2]), np.array([9.0, 0.0, 3.0]))
-    assert_bitwise_equal(min_tree, from_levels([[0.0], [0.0, 3.0], [2.0, 0.0, 3.0, INF]]))
+    _, min_tree, level_offsets = empty_trees(3)
+    assert level_offsets.tolist() == [0, 8]
+    kernels.min_tree_update(min_tree, level_offsets, np.array([0, 1, 2]), np.array([2.0, 7.0, 0.5]))
+    assert_bitwise_equal(min_tree, from_levels([[0.5], [2.0, 0.5], [2.0, 7.0, 0.5, INF]], MIN))
+    kernels.min_tree_update(min_tree, level_offsets, np.array([2, 1, 2]), np.array([9.0, 0.0, 3.0]))
+    assert_bitwise_equal(min_tree, from_levels([[0.0], [0.0, 3.0], [2.0, 0.0, 3.0, INF]], MIN))
 
 
 @pytest.mark.parametrize("capacity", CAPACITIES)
@@ -193,21 +217,20 @@ def test_priority_trees_update_matches_recompute_from_leaves(capacity: int) -> N
     """Random batches with repeated indices carrying distinct values: leaves follow the last write,
     and every internal node equals the level-by-level recompute of the reference bit for bit."""
     rng = np.random.default_rng(capacity)
-    sum_tree, min_tree, leaf_offset, depth = empty_trees(capacity)
+    sum_tree, min_tree, level_offsets = empty_trees(capacity)
     naive = reference.NaiveSumTree(capacity)
     for _ in range(20):
         batch = int(rng.integers(1, 2 * capacity + 2))
         indices = rng.integers(0, capacity, batch)  # [batch], repeats likely
         values = random_priorities(rng, batch)  # [batch], positive values distinct (continuous draws)
-        kernels.priority_trees_update(sum_tree, min_tree, leaf_offset, depth, indices, values)
+        kernels.priority_trees_update(sum_tree, min_tree, level_offsets, indices, values)
         naive.update(indices, values)
-        expected_sum = reference.flat_sum_tree(naive.priorities)
-        expected_min = reference.flat_min_tree(reference.priority_min_leaves(naive.priorities))
-        assert_bitwise_equal(sum_tree[1:], expected_sum[1:])
-        assert_bitwise_equal(min_tree[1:], expected_min[1:])
-        assert np.isnan(sum_tree[0]) and np.isnan(min_tree[0])
-        assert math.isclose(sum_tree[1], naive.total(), rel_tol=1e-12, abs_tol=0.0)
-        assert min_tree[1] == naive.min()
+        expected_sum, expected_min = expected_trees(naive.priorities)
+        assert_bitwise_equal(sum_tree, expected_sum)
+        assert_bitwise_equal(min_tree, expected_min)
+        assert np.isnan(sum_tree[1:8]).all() and np.isnan(min_tree[1:8]).all()
+        assert math.isclose(sum_tree[0], naive.total(), rel_tol=1e-12, abs_tol=0.0)
+        assert min_tree[0] == naive.min()
 
 
 # =====================================================================================================
@@ -229,45 +252,48 @@ def test_priority_trees_fill_matches_per_index_update(capacity: int, value: floa
     """Filling ``[start, stop)`` with one value equals updating each index there (both trees, bit for bit)."""
     rng = np.random.default_rng(1000 + capacity)
     for start, stop in fill_ranges(capacity, rng):
-        sum_fill, min_fill, leaf_offset, depth = empty_trees(capacity)
+        sum_fill, min_fill, level_offsets = empty_trees(capacity)
         initial = random_priorities(rng, capacity)
-        kernels.priority_trees_update(sum_fill, min_fill, leaf_offset, depth, np.arange(capacity), initial)
+        kernels.priority_trees_update(sum_fill, min_fill, level_offsets, np.arange(capacity), initial)
         sum_update, min_update = sum_fill.copy(), min_fill.copy()
 
-        kernels.priority_trees_fill(sum_fill, min_fill, leaf_offset, start, stop, value)
+        kernels.priority_trees_fill(sum_fill, min_fill, level_offsets, start, stop, value)
         indices = np.arange(start, stop, dtype=np.int64)
-        kernels.priority_trees_update(sum_update, min_update, leaf_offset, depth, indices,
+        kernels.priority_trees_update(sum_update, min_update, level_offsets, indices,
                                       np.full(indices.shape[0], value))
 
         assert_bitwise_equal(sum_fill, sum_update)
         assert_bitwise_equal(min_fill, min_update)
         expected_leaves = initial.copy()
         expected_leaves[start:stop] = value
-        assert_bitwise_equal(sum_fill[1:], reference.flat_sum_tree(expected_leaves)[1:])
-        assert_bitwise_equal(min_fill[1:], reference.flat_min_tree(reference.priority_min_leaves(expected_leaves))[1:])
+        expected_sum, expected_min = expected_trees(expected_leaves)
+        assert_bitwise_equal(sum_fill, expected_sum)
+        assert_bitwise_equal(min_fill, expected_min)
 
 
 @pytest.mark.parametrize("capacity", CAPACITIES)
 def test_rebuild_recomputes_every_internal_node(capacity: int) -> None:
     """Leaves written directly, internal nodes full of garbage: a rebuild restores them all from the
-    leaves, leaves and padding untouched, node 0 untouched."""
+    leaves, padding and the sentinels untouched."""
     rng = np.random.default_rng(2000 + capacity)
-    leaf_offset, _ = reference.padded_layout(capacity)
+    level_offsets = layout(capacity)
     priorities = random_priorities(rng, capacity)
-    min_leaves = reference.priority_min_leaves(priorities)
 
-    sum_tree = reference.flat_sum_tree(priorities)
-    min_tree = reference.flat_min_tree(min_leaves)
+    sum_tree, min_tree = expected_trees(priorities)
     expected_sum, expected_min = sum_tree.copy(), min_tree.copy()
-    sum_tree[1:leaf_offset] = rng.normal(size=leaf_offset - 1)  # garbage internal nodes
-    min_tree[1:leaf_offset] = rng.normal(size=leaf_offset - 1)
+    internal = [0] if level_offsets.shape[0] > 1 else []  # slots of internal nodes (padding excluded)
+    for level in range(1, level_offsets.shape[0] - 1):
+        nodes = -(-capacity // 8 ** (level_offsets.shape[0] - 1 - level))
+        internal += range(level_offsets[level], level_offsets[level] + nodes)
+    sum_tree[internal] = rng.normal(size=len(internal))  # garbage internal nodes
+    min_tree[internal] = rng.normal(size=len(internal))
 
-    kernels.sum_tree_rebuild(sum_tree, leaf_offset)
-    kernels.min_tree_rebuild(min_tree, leaf_offset)
+    kernels.sum_tree_rebuild(sum_tree, level_offsets)
+    kernels.min_tree_rebuild(min_tree, level_offsets)
 
-    assert_bitwise_equal(sum_tree, expected_sum)  # node 0 is NaN in both
+    assert_bitwise_equal(sum_tree, expected_sum)  # the sentinels are NaN in both
     assert_bitwise_equal(min_tree, expected_min)
-    assert math.isclose(sum_tree[1], math.fsum(priorities.tolist()), rel_tol=1e-12, abs_tol=0.0)
+    assert math.isclose(sum_tree[0], math.fsum(priorities.tolist()), rel_tol=1e-12, abs_tol=0.0)
 
 
 def test_rebuild_by_hand() -> None:
@@ -277,12 +303,12 @@ def test_rebuild_by_hand() -> None:
                4         1               4          1
             4     0   1   [0]         4    inf   1   [inf]
     """
-    sum_tree = from_levels([[-1.0], [-1.0, -1.0], [4.0, 0.0, 1.0, 0.0]])
-    min_tree = from_levels([[-1.0], [-1.0, -1.0], [4.0, INF, 1.0, INF]])
-    kernels.sum_tree_rebuild(sum_tree, 4)
-    kernels.min_tree_rebuild(min_tree, 4)
-    assert_bitwise_equal(sum_tree, from_levels([[5.0], [4.0, 1.0], [4.0, 0.0, 1.0, 0.0]]))
-    assert_bitwise_equal(min_tree, from_levels([[1.0], [4.0, 1.0], [4.0, INF, 1.0, INF]]))
+    sum_tree = from_levels([[-1.0], [-1.0, -1.0], [4.0, 0.0, 1.0, 0.0]], SUM)
+    min_tree = from_levels([[-1.0], [-1.0, -1.0], [4.0, INF, 1.0, INF]], MIN)
+    kernels.sum_tree_rebuild(sum_tree, layout(3))
+    kernels.min_tree_rebuild(min_tree, layout(3))
+    assert_bitwise_equal(sum_tree, from_levels([[5.0], [4.0, 1.0], [4.0, 0.0, 1.0, 0.0]], SUM))
+    assert_bitwise_equal(min_tree, from_levels([[1.0], [4.0, 1.0], [4.0, INF, 1.0, INF]], MIN))
 
 
 # =====================================================================================================
@@ -313,9 +339,8 @@ def test_sum_tree_find_by_hand(name: str, leaves: list[float], prefix_sums: list
                                expected: list[int]) -> None:
     """Hand-written expectations: a prefix on a boundary belongs to the next leaf with mass, a prefix
     equal to the total to the last leaf with mass; zero-mass leaves and padding are never returned."""
-    sum_tree = reference.flat_sum_tree(np.array(leaves))
-    leaf_offset, depth = reference.padded_layout(len(leaves))
-    found = kernels.sum_tree_find(sum_tree, leaf_offset, depth, np.array(prefix_sums))
+    sum_tree = reference.cacheline_sum_tree(np.array(leaves))
+    found = kernels.sum_tree_find(sum_tree, layout(len(leaves)), np.array(prefix_sums))
     assert found.tolist() == expected
     assert found.tolist() == _naive(leaves).find(prefix_sums).tolist()
 
@@ -338,9 +363,8 @@ def test_sum_tree_find_matches_searchsorted_exactly_on_integer_priorities(capaci
             [0.0, total],
         ])
         prefix_sums = np.clip(prefix_sums, 0.0, total)
-        sum_tree = reference.flat_sum_tree(priorities)
-        leaf_offset, depth = reference.padded_layout(capacity)
-        found = kernels.sum_tree_find(sum_tree, leaf_offset, depth, prefix_sums)
+        sum_tree = reference.cacheline_sum_tree(priorities)
+        found = kernels.sum_tree_find(sum_tree, layout(capacity), prefix_sums)
         np.testing.assert_array_equal(found, naive.find(prefix_sums))
         assert np.all(priorities[found] > 0.0)
 
@@ -350,16 +374,16 @@ def test_sum_tree_find_within_rounding_of_searchsorted_on_float_priorities(capac
     """Priorities spanning 1e-8..1e6: the descent lands on a leaf with mass, and on the reference leaf
     unless the prefix is within rounding error of a boundary (then on a neighbour with mass)."""
     rng = np.random.default_rng(4000 + capacity)
-    leaf_offset, depth = reference.padded_layout(capacity)
+    depth = reference.padded_layout(capacity)[1]
     for _ in range(5):
         priorities = random_priorities(rng, capacity)
         if not priorities.any():
             priorities[rng.integers(capacity)] = 1.0
         naive = _naive(priorities.tolist())
-        sum_tree = reference.flat_sum_tree(priorities)
-        total = sum_tree[1]
+        sum_tree = reference.cacheline_sum_tree(priorities)
+        total = sum_tree[0]
         prefix_sums = np.concatenate([rng.uniform(0.0, total, 500), [0.0, total]])
-        found = kernels.sum_tree_find(sum_tree, leaf_offset, depth, prefix_sums)
+        found = kernels.sum_tree_find(sum_tree, layout(capacity), prefix_sums)
         tolerance = 4.0 * (capacity + depth + 2) * np.finfo(np.float64).eps * total
         low, high = naive.find_bracket(prefix_sums, tolerance)
         assert np.all((low <= found) & (found <= high))
@@ -370,8 +394,8 @@ def test_sum_tree_find_within_rounding_of_searchsorted_on_float_priorities(capac
 def test_sum_tree_sample_by_hand() -> None:
     """Leaves [1, 0, 2, 0, 0] (total 3), three slices of mass 1: uniforms [0.5, 0.0, 0.999] give the
     prefix sums [0.5, 1.0, 2.999] and the leaves [0, 2, 2] (leaf 1 holds no mass)."""
-    sum_tree = reference.flat_sum_tree(np.array([1.0, 0.0, 2.0, 0.0, 0.0]))
-    found = kernels.sum_tree_sample(sum_tree, 8, 3, np.array([0.5, 0.0, 0.999]))
+    sum_tree = reference.cacheline_sum_tree(np.array([1.0, 0.0, 2.0, 0.0, 0.0]))
+    found = kernels.sum_tree_sample(sum_tree, layout(5), np.array([0.5, 0.0, 0.999]))
     assert found.tolist() == [0, 2, 2]
 
 
@@ -381,16 +405,16 @@ def test_sum_tree_sample_matches_stratified_reference(capacity: int, batch_size:
     """Draw i is ``find((i + u_i) * total / B)``: compared with the reference given the same uniforms,
     up to a few ulps of the total; the indices never decrease and never hit a leaf without mass."""
     rng = np.random.default_rng(5000 + capacity * 7 + batch_size)
-    leaf_offset, depth = reference.padded_layout(capacity)
+    depth = reference.padded_layout(capacity)[1]
     for make_priorities in (integer_priorities, random_priorities):
         priorities = make_priorities(rng, capacity)
         if not priorities.any():
             priorities[rng.integers(capacity)] = 1.0
         naive = _naive(priorities.tolist())
-        sum_tree = reference.flat_sum_tree(priorities)
+        sum_tree = reference.cacheline_sum_tree(priorities)
         uniforms = rng.random(batch_size)
-        found = kernels.sum_tree_sample(sum_tree, leaf_offset, depth, uniforms)
-        tolerance = 4.0 * (capacity + depth + 4) * np.finfo(np.float64).eps * sum_tree[1]
+        found = kernels.sum_tree_sample(sum_tree, layout(capacity), uniforms)
+        tolerance = 4.0 * (capacity + depth + 4) * np.finfo(np.float64).eps * sum_tree[0]
         low, high = naive.find_bracket(naive.stratified_prefix_sums(uniforms), tolerance)
         assert found.shape == (batch_size,)
         assert np.all((low <= found) & (found <= high))

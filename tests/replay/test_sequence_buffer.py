@@ -264,8 +264,8 @@ def naive_sample(buffer: SequenceReplayBuffer, batch_size: int) -> dict:
     """What ``sample`` returns, drawn with the buffer's own tree and random stream but gathered window by window."""
     from r2d2kit.kernels import sumtree as tree_kernels
 
-    t = buffer._tree
-    indices, weights = tree_kernels.sum_tree_sample_weighted(t._sum, t._min, t._leaf_offset, t._depth,
+    t = buffer._tree.arrays
+    indices, weights = tree_kernels.sum_tree_sample_weighted(t.sum_tree, t.min_tree, t.level_offsets,
                                                              buffer._rng.random(batch_size), 0.6)
     batch = {}
     for name, array in buffer._rows.items():
