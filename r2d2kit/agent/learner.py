@@ -52,6 +52,7 @@ class R2D2Learner:
             learning_rate=self.learning_rate_schedule(self.config), epsilon=self.config.adam_epsilon,
             global_clipnorm=self.config.max_gradient_norm)
         self.updates = 0
+        self._sample_memory: tuple[Any, dict[str, np.ndarray]] | None = None  # (replay, arrays train_from reuses)
         self._train_step = tf.function(self._step)
         self._sync_target = tf.function(self._update_target)
 
@@ -167,9 +168,14 @@ class R2D2Learner:
         """One R2D2 update from ``replay``: sample a batch by priority, train, write the priorities back.
 
         Returns :meth:`train`'s outputs. ``replay`` is typically
-        :func:`r2d2kit.training.builders.make_sequence_replay`'s.
+        :func:`r2d2kit.training.builders.make_sequence_replay`'s. Every update samples into the same
+        arrays (``replay.sample_buffers``): a batch is consumed before the next is drawn.
         """
-        batch = replay.sample(self.config.batch_size, beta=self.config.importance_exponent)
+        if self._sample_memory is None or self._sample_memory[0] is not replay:
+            # the batch is consumed before the next is drawn, so one set of arrays serves every update
+            self._sample_memory = (replay, replay.sample_buffers(self.config.batch_size))
+        batch = replay.sample(self.config.batch_size, beta=self.config.importance_exponent,
+                              out=self._sample_memory[1])
         out = self.train(batch)
         replay.update_priorities(batch["indices"], out["priorities"])
         return out

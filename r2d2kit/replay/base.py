@@ -92,22 +92,20 @@ class BaseReplayBuffer:
     # ----------------------------------------------------------------- sampling
     def sample(self, batch_size: int, beta: float = 0.4, *,
                out: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
-        """Sample ``batch_size`` items (with replacement), gathered into reused memory.
+        """Sample ``batch_size`` items (with replacement) into fresh arrays, or into ``out``.
 
-        The arrays come from a small :class:`~r2d2kit.replay.BatchPool` per batch size and are
-        written again only once nothing references them (the dict, an array, a view, a tensor
-        wrapping one): a batch you keep never changes. Fresh memory costs page faults once a
-        process has run a ``tf.data`` generator (TensorFlow then returns freed memory to the
-        kernel at once): ``sample(512)`` of 84x84 frames took 1.95 ms into fresh arrays and 0.50 ms
-        into reused ones (docs/performance.md).
+        Reusing memory is opt-in (``out``; see :mod:`r2d2kit.replay.batch_pool` for when it is
+        safe): fresh memory costs page faults, most once a process has run a ``tf.data`` generator
+        (TensorFlow then returns freed memory to the kernel at once): ``sample(512)`` of 84x84
+        frames took 1.95 ms into fresh arrays and 0.50 ms into reused ones.
 
         Args:
             batch_size: number of items.
             beta: importance-sampling exponent in ``[0, 1]`` (ignored by the uniform buffer, whose
                 weights are all 1).
             out: optional dict of arrays with :meth:`batch_spec`'s shapes and dtypes (e.g.
-                :meth:`sample_buffers`), filled in place and returned; the next ``sample`` into it
-                overwrites it.
+                :meth:`sample_buffers`, or a :class:`~r2d2kit.replay.BatchPool`'s ``acquire()``),
+                filled in place and returned; the next ``sample`` into it overwrites it.
 
         Returns:
             ``{field: [batch_size, *shape]}`` plus ``"indices"`` (int64, for
@@ -211,15 +209,16 @@ class BaseReplayBuffer:
         return buffer
 
     # ----------------------------------------------------------------- tf.data
-    def as_dataset(self, batch_size: int, beta: Beta = 0.4, prefetch: int = 2):
+    def as_dataset(self, batch_size: int, beta: Beta = 0.4, prefetch: int = 2, reuse_memory: bool = False):
         """A ``tf.data.Dataset`` of endless ``sample(batch_size, beta)`` batches with a fixed spec.
 
         ``beta`` may be a float or a callable ``beta(sample_count)`` such as
-        :class:`~r2d2kit.replay.LinearSchedule`. Imports TensorFlow on first use only.
+        :class:`~r2d2kit.replay.LinearSchedule`; ``reuse_memory``: see
+        :func:`~r2d2kit.replay.dataset.buffer_dataset`. Imports TensorFlow on first use only.
         """
         from r2d2kit.replay.dataset import buffer_dataset
 
-        return buffer_dataset(self, batch_size, beta=beta, prefetch=prefetch)
+        return buffer_dataset(self, batch_size, beta=beta, prefetch=prefetch, reuse_memory=reuse_memory)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(capacity={self.capacity}, size={len(self)}, fields={list(self.fields)})"

@@ -1,19 +1,22 @@
-"""Sampled batches gathered into reused memory, written again only once nobody holds them.
+"""Sample memory: fresh arrays by default, reused memory when the caller opts in.
 
-Why: ``SequenceReplayBuffer.sample(64)`` of R2D2 Atari windows gathers 57 MB (64 x 125 rows of
-84x84 uint8). Into fresh memory that costs about twice a memcpy of the bytes, because the kernel
-must fault in and zero every new page; into memory touched before it costs about 1.1x (docs/performance.md).
+Why opt in. ``SequenceReplayBuffer.sample(64)`` of R2D2 Atari windows gathers 57 MB (64 x 125 rows
+of 84x84 uint8). Into fresh memory that costs about 1.7x a memcpy of the bytes, because the kernel
+must fault in and zero every new page; into memory touched before about 1.1x
+(``benchmarks/bench_window_gather.py``). But memory written again is only safe when nothing still
+uses the previous batch, which a buffer cannot know for sure, so ``sample()`` returns fresh arrays
+unless told otherwise. Two ways to opt in:
 
-Lifetime, the safety rule. A :class:`BatchPool` hands out the arrays of one of its slots only when
-nothing outside the pool references them: not the dict ``sample`` returned, not one of its arrays,
-not a view of one (a view references its base), not a TensorFlow tensor that wraps one without a
-copy (``tf.data.Dataset.from_generator`` does that for 64-byte-aligned arrays and keeps the array
-referenced while the tensor lives). So a batch you keep is never overwritten; a batch you drop is
-recycled. Where every slot is held, the pool allocates a new slot (what ``sample`` did before) and
-lets go of the held one, which stays valid for as long as it is referenced. Only raw pointers
-taken past Python (``array.ctypes.data``, ``__array_interface__``) escape the count.
-
-The count is CPython's reference count, compared with the one each slot had when it was built.
+* ``sample(n, out=arrays)`` with arrays you own (``buffer.sample_buffers(n)``): the next sample into
+  them overwrites the batch. Safe when each batch is consumed before the next is drawn, as a
+  synchronous training step does (``R2D2Learner.train_from``, and so the trainer, works this way).
+* ``sample(n, out=pool.acquire())`` with a :class:`BatchPool`: a slot is handed out again only once
+  nothing outside the pool references its arrays (the dict, an array, a view, a TensorFlow tensor
+  that wraps one without a copy, as ``tf.data`` does for 64-byte-aligned arrays). The count is
+  CPython's reference count, so raw pointers taken past Python (``array.ctypes.data``, a C extension
+  that wraps memory without a reference) escape it, and reference counts behave differently on
+  free-threaded CPython: use it only where every consumer holds Python references
+  (``as_dataset(..., reuse_memory=True)`` does, for TensorFlow's tensors).
 """
 
 from __future__ import annotations
@@ -165,24 +168,14 @@ class BatchPool:
 
 
 class SampleMemory:
-    """What a buffer's ``sample`` writes into: the caller's ``out``, else a :class:`BatchPool` per batch size.
-
-    Why per size: a spec fixes the batch size. Pools of the ``max_sizes`` most recent sizes are kept
-    (a caller cycling through many sizes only loses reuse, never safety). Not thread-safe: call
-    ``batch`` under the buffer's lock.
+    """What a buffer's ``sample`` writes into: the caller's ``out``, else fresh arrays.
 
     Args:
         spec_of: ``batch_size -> {name: (shape, dtype)}``, the buffer's ``batch_spec``.
-        slots: slots per pool; 2 lets a loop ``batch = buffer.sample(n)`` (which still holds the
-            previous batch during the call) reuse memory every time.
-        max_sizes: batch sizes whose pools are kept.
     """
 
-    def __init__(self, spec_of: Callable[[int], BatchSpec], slots: int = 2, max_sizes: int = 4) -> None:
+    def __init__(self, spec_of: Callable[[int], BatchSpec]) -> None:
         self._spec_of = spec_of
-        self.slots = check_positive_int("slots", slots)
-        self.max_sizes = check_positive_int("max_sizes", max_sizes)
-        self.pools: dict[int, BatchPool] = {}
 
     def check_out(self, batch_size: int, out: Any) -> None:
         """Raise naming the field unless ``out`` is ``None`` or fits ``batch_size`` (see :func:`check_batch_out`)."""
@@ -195,12 +188,7 @@ class SampleMemory:
         return allocate_batch(self._spec_of(check_positive_int("batch_size", batch_size)))
 
     def batch(self, batch_size: int, out: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
-        """``out`` (checked by :meth:`check_out`) as a dict, else free reused arrays for ``batch_size``."""
+        """``out`` (checked by :meth:`check_out`) as a dict, else fresh 64-byte aligned arrays for ``batch_size``."""
         if out is not None:
             return out if isinstance(out, dict) else dict(out)
-        pool = self.pools.get(batch_size)
-        if pool is None:
-            if len(self.pools) >= self.max_sizes:
-                del self.pools[next(iter(self.pools))]  # the oldest size
-            pool = self.pools[batch_size] = BatchPool(self._spec_of(batch_size), self.slots)
-        return pool.acquire()
+        return allocate_batch(self._spec_of(batch_size), touch=False)  # the gather writes every page

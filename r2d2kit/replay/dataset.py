@@ -5,10 +5,9 @@ Two pieces let any Keras/TensorFlow training loop use an r2d2kit buffer:
 * :func:`buffer_dataset` (``buffer.as_dataset``): an endless dataset of sampled batches with a
   fixed element spec and prefetch. Prefetched batches were sampled before the newest priority
   updates; with ``prefetch=2`` that is at most two steps of staleness, which PER tolerates.
-  Buffers that take ``sample(..., out=)`` gather into a :class:`~r2d2kit.replay.BatchPool` of
-  ``prefetch + 3`` batches, which TensorFlow wraps without a copy; a batch is recycled only once
-  no tensor wraps it any more (the prefetch buffer's, the one in your hands, one tf.data may still
-  hold while the next is drawn, the one being drawn).
+  Each batch is sampled into fresh arrays; with ``reuse_memory=True`` into a
+  :class:`~r2d2kit.replay.BatchPool` of ``prefetch + 3`` batches instead, which TensorFlow wraps
+  without a copy; a batch is recycled only once no tensor wraps it any more.
 * :func:`priority_updater`: a function usable inside ``tf.function`` that writes new priorities
   back into the buffer (through ``tf.numpy_function``), so the update can live in the compiled
   train step.
@@ -34,7 +33,7 @@ class SampledBuffer(Protocol):
 
     def sample(self, batch_size: int, beta: float = ...) -> dict[str, np.ndarray]: ...
 
-    # optional: ``sample_buffers(batch_size)`` and ``sample(..., out=)``, to gather into reused memory
+    # optional: ``sample_buffers(batch_size)`` and ``sample(..., out=)``, for ``reuse_memory=True``
 
     def update_priorities(self, indices: Any, priorities: Any) -> None: ...
 
@@ -47,7 +46,8 @@ def element_spec(buffer: SampledBuffer, batch_size: int) -> dict[str, tf.TensorS
     }
 
 
-def buffer_dataset(buffer: SampledBuffer, batch_size: int, beta: Beta = 0.4, prefetch: int = 2) -> tf.data.Dataset:
+def buffer_dataset(buffer: SampledBuffer, batch_size: int, beta: Beta = 0.4, prefetch: int = 2,
+                   reuse_memory: bool = False) -> tf.data.Dataset:
     """An endless ``tf.data.Dataset`` of ``buffer.sample(batch_size, beta)`` batches.
 
     Args:
@@ -56,6 +56,9 @@ def buffer_dataset(buffer: SampledBuffer, batch_size: int, beta: Beta = 0.4, pre
         beta: a float, or a callable ``beta(sample_count)`` (e.g. ``LinearSchedule``) evaluated
             at each draw.
         prefetch: batches sampled ahead in a background thread (0 disables prefetching).
+        reuse_memory: gather into a pool of reused arrays instead of fresh ones (for buffers with
+            ``sample_buffers``): about 1.7x faster for large batches of images, safe as long as
+            every consumer of the batches holds Python references to them, as TensorFlow's tensors do.
 
     Notes:
         * The dataset holds the buffer weakly (``tf.data`` keeps generators alive for the whole
@@ -64,11 +67,11 @@ def buffer_dataset(buffer: SampledBuffer, batch_size: int, beta: Beta = 0.4, pre
           ``iter(dataset)``; Keras ``fit`` re-creates iterators per epoch, which restarts it.
         * Drop iterators before the interpreter exits: a prefetching iterator alive at exit can
           hang TensorFlow's shutdown (tensorflow#22632).
-        * A buffer with ``sample_buffers`` (every r2d2kit buffer that gathers large batches) is
-          sampled into a :class:`~r2d2kit.replay.BatchPool` of ``prefetch + 3`` slots per
-          iterator: the batches in the prefetch buffer, the one in your hands, one that tf.data
-          can still reference while the next is drawn (with ``prefetch + 2`` slots, one run in
-          five fell back to fresh memory for it), and the one being drawn. Tensors wrap those
+        * With ``reuse_memory``, the buffer is sampled into a :class:`~r2d2kit.replay.BatchPool`
+          of ``prefetch + 3`` slots per iterator: the batches in the prefetch buffer, the one in
+          your hands, one that tf.data can still reference while the next is drawn (with
+          ``prefetch + 2`` slots, one run in five fell back to fresh memory for it), and the one
+          being drawn. Tensors wrap those
           arrays without a copy; a slot is written again only once no tensor references it, so
           a batch you keep stays intact (it just costs a new slot).
     """
@@ -84,7 +87,12 @@ def buffer_dataset(buffer: SampledBuffer, batch_size: int, beta: Beta = 0.4, pre
     signature_shapes = {name: (tuple(spec.shape), spec.dtype.as_numpy_dtype) for name, spec in signature.items()}
     buffer_ref = weakref.ref(buffer)
 
-    reuses_memory = callable(getattr(buffer, "sample_buffers", None))
+    if not isinstance(reuse_memory, bool):
+        raise TypeError(f"reuse_memory must be True or False, got {reuse_memory!r}")
+    if reuse_memory and not callable(getattr(buffer, "sample_buffers", None)):
+        raise ValueError(f"reuse_memory=True needs a buffer with sample_buffers() and sample(..., out=); "
+                         f"{type(buffer).__name__} has none: pass reuse_memory=False")
+    reuses_memory = reuse_memory
 
     def batches():
         pool = BatchPool(signature_shapes, prefetch + 3) if reuses_memory else None

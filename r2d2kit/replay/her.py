@@ -514,7 +514,8 @@ class HerReplayBuffer:
         return spec
 
     def as_dataset(self, batch_size: int, beta: Beta = 0.4, prefetch: int = 2):
-        """A ``tf.data.Dataset`` of endless ``sample(batch_size, beta)`` batches (imports TensorFlow)."""
+        """A ``tf.data.Dataset`` of endless ``sample(batch_size, beta)`` batches (imports TensorFlow), each
+        into fresh arrays."""
         from r2d2kit.replay.dataset import buffer_dataset
 
         return buffer_dataset(self, batch_size, beta=beta, prefetch=prefetch)

@@ -247,17 +247,14 @@ class SequenceReplayBuffer:
     # ------------------------------------------------------------------ sampling
     def sample(self, batch_size: int, beta: float = 0.6, *,
                out: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
-        """Sample windows in proportion to priority, gathered into reused memory.
+        """Sample windows in proportion to priority, into fresh arrays or into ``out``.
 
         Memory. A batch of R2D2 Atari windows is 57 MB; gathered into fresh memory it costs about
-        twice a memcpy, into memory touched before about 1.1x (docs/performance.md). So by default the batch
-        comes from a small :class:`~r2d2kit.replay.BatchPool` kept per batch size (2 slots), whose
-        arrays are written again only once nothing references them any more: a batch you keep
-        (the dict, an array, a view, a tensor wrapping one) is never overwritten; one you drop is
-        recycled. The pool keeps up to two batches per batch size between calls (114 MB for the
-        R2D2 Atari batch; not counted in :attr:`nbytes`). With ``out`` (e.g.
-        ``buffer.sample_buffers(batch_size)``) the batch is written into your arrays instead, with
-        no such check: the next ``sample`` into them overwrites it.
+        1.7x a memcpy, into memory touched before about 1.1x. Reuse is opt-in: with ``out`` (e.g.
+        ``buffer.sample_buffers(batch_size)``, kept across calls, or a
+        :class:`~r2d2kit.replay.BatchPool`'s ``acquire()``) the batch is written into those arrays
+        and the next ``sample`` into them overwrites it (:mod:`r2d2kit.replay.batch_pool` says when
+        that is safe; ``R2D2Learner.train_from`` does it).
 
         Args:
             batch_size: windows per batch.
@@ -379,11 +376,12 @@ class SequenceReplayBuffer:
         spec["weights"] = ((batch_size,), np.dtype(np.float32))
         return spec
 
-    def as_dataset(self, batch_size: int, beta: Any = 0.6, prefetch: int = 2):
-        """An endless ``tf.data.Dataset`` of ``sample(batch_size, beta)`` (imports TensorFlow)."""
+    def as_dataset(self, batch_size: int, beta: Any = 0.6, prefetch: int = 2, reuse_memory: bool = False):
+        """An endless ``tf.data.Dataset`` of ``sample(batch_size, beta)`` (imports TensorFlow); arguments as for
+        :func:`~r2d2kit.replay.dataset.buffer_dataset`."""
         from r2d2kit.replay.dataset import buffer_dataset
 
-        return buffer_dataset(self, batch_size, beta=beta, prefetch=prefetch)
+        return buffer_dataset(self, batch_size, beta=beta, prefetch=prefetch, reuse_memory=reuse_memory)
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | os.PathLike) -> None:

@@ -307,8 +307,8 @@ class SequenceHerReplayBuffer(SequenceReplayBuffer):
                out: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
         """Sample windows in proportion to priority and relabel those of finished episodes in hindsight.
 
-        Memory and ``out`` work as for ``SequenceReplayBuffer.sample`` (reused arrays, never one
-        still referenced; ``out`` from :meth:`sample_buffers` is filled in place).
+        Memory and ``out`` work as for ``SequenceReplayBuffer.sample`` (fresh arrays, or ``out`` filled
+        in place).
 
         Returns:
             What ``SequenceReplayBuffer.sample`` returns (``obs``, ``reward`` and ``prev_reward``

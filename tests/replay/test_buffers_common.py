@@ -239,7 +239,7 @@ def check_sample(buf, model: ReferenceBuffer, sample: dict[str, np.ndarray], bet
 )
 # found by hypothesis: at alpha = 0 a zero priority (eps = 0) still has no mass, not 0^0 = 1
 @example(kind="per", capacity=1, alpha=0.0, eps=0.0, sort_every=None, seed=0, ops=[("add",), ("update", [0], [0.0])])
-# reused memory: the dropped batch's slot serves the third sample, the kept one is never written
+# a kept batch is never written by later samples, dropped ones or samples into a junk-filled out
 @example(kind="uniform", capacity=3, alpha=0.0, eps=0.0, sort_every=None, seed=0,
          ops=[("add_batch", 3), ("sample", 4, 0.4, "keep"), ("sample", 4, 0.4, "drop"), ("add",),
               ("sample", 4, 0.4, "drop"), ("sample", 4, 0.4, "out"), ("sample", 4, 0.4, "out")])

@@ -25,8 +25,14 @@ import reference
 import tensorflow as tf
 from dataset_checks import draw, to_numpy
 
-from r2d2kit.replay import LinearSchedule, PrioritizedReplayBuffer, RankBasedReplayBuffer, ReplayBuffer
-from r2d2kit.replay.dataset import priority_updater
+from r2d2kit.replay import (
+    HerReplayBuffer,
+    LinearSchedule,
+    PrioritizedReplayBuffer,
+    RankBasedReplayBuffer,
+    ReplayBuffer,
+)
+from r2d2kit.replay.dataset import buffer_dataset, priority_updater
 
 FIELDS = {
     "obs": ((3,), "float32"),
@@ -288,7 +294,7 @@ def _held_batches_survive(monkeypatch, prefetch: int, guard: bool) -> tuple[bool
     if not guard:
         monkeypatch.setattr(batch_pool._Slot, "held_elsewhere", lambda slot: False)
     buffer = filled(PrioritizedReplayBuffer, capacity=64, count=64)
-    batches = iter(buffer.as_dataset(16, beta=0.5, prefetch=prefetch))
+    batches = iter(buffer.as_dataset(16, beta=0.5, prefetch=prefetch, reuse_memory=True))
     try:
         for _ in range(10):
             next(batches)
@@ -301,6 +307,21 @@ def _held_batches_survive(monkeypatch, prefetch: int, guard: bool) -> tuple[bool
     finally:
         del batches
     return intact, pools
+
+
+def test_the_dataset_samples_into_fresh_arrays_unless_reuse_is_asked_for(monkeypatch):
+    import r2d2kit.replay.dataset as dataset_module
+
+    built = []
+    monkeypatch.setattr(dataset_module, "BatchPool", lambda *args: built.append(args) or None)
+    buffer = filled(PrioritizedReplayBuffer, capacity=64, count=64)
+    batches = iter(buffer.as_dataset(16, beta=0.5, prefetch=0))
+    next(batches)
+    del batches
+    assert built == []  # no pool: every batch was sampled into arrays of its own
+    her = HerReplayBuffer(64, ((2,), "float32"), ((2,), "float32"), compute_reward=lambda a, d, i: -np.ones(len(a)))
+    with pytest.raises(ValueError, match=r"reuse_memory=True needs a buffer with sample_buffers.*HerReplayBuffer"):
+        buffer_dataset(her, 16, reuse_memory=True)
 
 
 @pytest.mark.parametrize("prefetch", [0, 1, 3])

@@ -205,20 +205,18 @@ def test_zero_priority_windows_have_no_mass_at_alpha_zero_on_add_and_update():
 
 
 # =====================================================================================================
-# Gathering into reused memory (issue 21)
+# Sample memory: fresh arrays by default, reuse opt-in
 # =====================================================================================================
 
 
-def test_sample_reuses_its_memory_once_the_batch_is_dropped():
+def test_sample_returns_fresh_arrays_unless_given_out():
     buffer, _ = drive(2, 2, 4, 1, 2, capacity=50, steps=60, seed=3, check_every=1000)
-    addresses = set()
-    for _ in range(6):
-        batch = buffer.sample(8)  # the previous batch is still bound during the call: two slots serve
-        addresses.add(batch["obs"].ctypes.data)
-    pool = buffer._sample_memory.pools[8]
-    assert len(addresses) == 2 and pool.allocated == 2 and pool.reused == 4
-    kept = [buffer.sample(8) for _ in range(3)]  # all kept: each needs memory of its own
-    assert len({b["obs"].ctypes.data for b in kept}) == 3 and pool.allocated >= 4
+    batches = [buffer.sample(8) for _ in range(4)]  # dropped or kept, each batch has memory of its own
+    for i, first in enumerate(batches):
+        for second in batches[i + 1:]:
+            assert not any(np.shares_memory(first[name], second[name]) for name in first)
+    out = buffer.sample_buffers(8)
+    assert all(buffer.sample(8, out=out)[name] is out[name] for name in out)  # opted in: written in place
 
 
 @settings(deadline=None, max_examples=40)
