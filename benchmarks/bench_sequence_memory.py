@@ -10,23 +10,18 @@ size (observation + action + reward) and what dense per-window storage would nee
 
 from __future__ import annotations
 
-import argparse
 import time
 
+import harness
 import numpy as np
 from harness import atari_sequence_buffer, atari_windows, table
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--envs", type=int, default=4)
-    parser.add_argument("--units", type=int, default=512)
-    args = parser.parse_args(argv)
-
+    args = harness.arg_parser(__doc__, "quick").parse_args(argv)
     capacity = 5_000 if args.quick else 50_000
     burn_in, trace, n_step, period = 40, 80, 5, 40
-    obs_shape, units, envs = (84, 84), args.units, args.envs
+    obs_shape, units, envs = (84, 84), 512, 4
     buffer = atari_sequence_buffer(capacity, units)
     steps = 2 * capacity // envs  # the ring wraps about twice
     add_seconds, windows, windows_seen = 0.0, 0, False

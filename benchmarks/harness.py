@@ -190,10 +190,6 @@ def run_script(script: str | Path, args: list[str], quiet: bool = False, env: di
                     wall_seconds=wall, peak_rss_mb=rss)
 
 
-def write_child_result(path: str, result: Any) -> None:
-    Path(path).write_text(json.dumps(result, default=str))
-
-
 def run_job(script: str | Path, job: dict, quiet: bool = False, env: dict[str, str] | None = None) -> dict:
     """:func:`run_script` of ``python script --job JSON``: the child's :func:`serve_job` runs ``job``."""
     return run_script(script, ["--job", json.dumps(job)], quiet, env)
