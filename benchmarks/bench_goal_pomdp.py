@@ -4,19 +4,13 @@
     python benchmarks/bench_goal_pomdp.py --json goal.json --resume   # only the (agent, seed) runs not in goal.json
     python benchmarks/bench_goal_pomdp.py --quick               # smoke run: seed 0, 3k env steps, about a minute
 
-Scores the greedy success rate every ``--eval-every`` env steps; every run is its own subprocess, its
-output in ``run.log`` of its run directory. The task, the agents and the method: benchmarks/README.md.
+Scores the greedy success rate every ``--eval-every`` env steps; every run is its own subprocess. The
+task, the agents and the method: benchmarks/README.md.
 """
 
 from __future__ import annotations
 
-import csv
-import json
 import os
-import shutil
-import sys
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import harness
@@ -36,67 +30,38 @@ QUICK = dict(steps=3_000, eval_every=1_000, eval_episodes=8, seeds=[0])
 # one run = one subprocess
 
 
-def r2d2_command(run_dir: Path, seed: int, her: bool, args) -> list[str]:
-    """``python -m r2d2kit.train`` with the benchmark's budget and evaluation; ``--set`` values go in
-    before ``replay.her=null``, so no override turns relabelling back on for the ``r2d2`` agent."""
-    overrides = [f"run.seed={seed}", f"run.total_env_steps={args.steps}", f"run.eval_every={args.eval_every}",
-                 f"run.eval_episodes={args.eval_episodes}", "logging.progress=false", "logging.tensorboard=false",
-                 "checkpoints.every_env_steps=0"] + args.set + ([] if her else ["replay.her=null"])
-    return [sys.executable, "-m", "r2d2kit.train", str(CONFIG), "--run-dir", str(run_dir)] + [
-        part for override in overrides for part in ("--set", override)]
-
-
-def dqn_argv(run_dir: Path, seed: int, args) -> list[str]:
-    """``agents/her_dqn.py`` flags: the benchmark's budget and evaluation, no early stop."""
-    return ["--env-id", ENV_ID, "--seed", str(seed), "--total-steps", str(args.steps),
-            "--eval-every", str(args.eval_every), "--eval-episodes", str(args.eval_episodes),
-            "--no-stop-at-target", "--no-progress", "--out", str(run_dir / "learning_curve.png")]
-
-
-def dqn_worker(argv: list[str]) -> dict:
-    """``agents/her_dqn.py``'s ``main(argv)`` in this process: its curve and timings."""
-    metrics = harness.load_module(REPO_ROOT / "agents" / "her_dqn.py", "agents_her_dqn").main(argv)
-    return {key: metrics[key] for key in ("eval_curve", "train_seconds", "global_step", "train_steps")}
-
-
-def read_run(agent: str, run_dir: Path) -> dict[str, Any]:
-    """The curve [(env steps, success)], training seconds, env steps and updates of a finished run."""
-    if agent == "dqn-her":
-        result = json.loads((run_dir / "result.json").read_text())
-        return dict(curve=[(int(s), float(v)) for s, v in result["eval_curve"]],
-                    train_seconds=result["train_seconds"], env_steps=result["global_step"],
-                    updates=result["train_steps"])
-    with open(run_dir / "metrics.csv", newline="") as handle:  # a trainer run: metrics.csv and summary.json
-        curve = [(int(float(row["env_steps"])), float(row["eval_success"])) for row in csv.DictReader(handle)]
-    summary = json.loads((run_dir / "summary.json").read_text())
-    return dict(curve=curve, train_seconds=summary["train_seconds"], env_steps=summary["env_steps"],
-                updates=summary["updates"])
+def child(job: dict) -> dict[str, Any]:
+    """One (agent, seed) run in this process: its curve [(env steps, success)], training seconds, env steps
+    and updates. R2D2: the Trainer with the benchmark's budget and evaluation, ``--set`` values before
+    ``replay.her=null`` (no override turns relabelling back on for ``r2d2``); DQN: ``agents/her_dqn.py``."""
+    seed, steps, every, episodes = job["seed"], job["steps"], job["eval_every"], job["eval_episodes"]
+    if job["agent"] == "dqn-her":  # its default settings, no early stop
+        agent = harness.load_module(REPO_ROOT / "agents" / "her_dqn.py", "agents_her_dqn")
+        m = agent.main(["--env-id", ENV_ID, "--seed", str(seed), "--total-steps", str(steps), "--eval-every",
+                        str(every), "--eval-episodes", str(episodes), "--no-stop-at-target", "--no-progress"])
+        return dict(curve=[(int(s), float(v)) for s, v in m["eval_curve"]], train_seconds=m["train_seconds"],
+                    env_steps=m["global_step"], updates=m["train_steps"])
+    evaluations = harness.evaluation_callback("  {steps:>7,} env steps: success {success:.2f}, {seconds:.0f} s")
+    _, summary, _ = harness.fit(CONFIG, [
+        f"run.seed={seed}", f"run.total_env_steps={steps}", f"run.eval_every={every}",
+        f"run.eval_episodes={episodes}", *job["overrides"]] + ([] if job["agent"] == "r2d2-her" else
+                                                              ["replay.her=null"]), [evaluations])
+    return dict(curve=[(row[0], row[5]) for row in evaluations.rows], train_seconds=summary["train_seconds"],
+                env_steps=summary["env_steps"], updates=summary["updates"])
 
 
 def run_one(agent: str, seed: int, args) -> dict[str, Any]:
     """One (agent, seed) run in a subprocess; its record (an ``error`` instead of a curve if it failed)."""
-    run_dir = Path(args.run_root) / f"{agent}-seed{seed}"
-    shutil.rmtree(run_dir, ignore_errors=True)  # the trainer refuses to write into an old run
-    run_dir.mkdir(parents=True)
-    if agent == "dqn-her":  # harness.serve_job runs dqn_worker in the child
-        command = [sys.executable, str(Path(__file__).resolve()), "--job", json.dumps(dqn_argv(run_dir, seed, args)),
-                   "--child-out", str(run_dir / "result.json")]
-    else:
-        command = r2d2_command(run_dir, seed, agent == "r2d2-her", args)
-    load_before = os.getloadavg()[0]
-    code, wall, rss = harness.run_child(command, run_dir / "run.log")
     record = dict(agent=agent, seed=seed, steps=args.steps, eval_every=args.eval_every,
                   eval_episodes=args.eval_episodes, overrides=args.set if agent != "dqn-her" else [],
-                  wall_seconds=round(wall, 1), peak_rss_mb=round(rss), load_before=round(load_before, 2),
-                  load_after=round(os.getloadavg()[0], 2), run_dir=str(run_dir), error=None)
-    try:
-        if code != 0:
-            raise RuntimeError(f"exit {code}: {harness.log_tail(run_dir / 'run.log', width=160)}")
-        record.update(read_run(agent, run_dir))
-        if not record["curve"]:
-            raise RuntimeError("no evaluation was recorded")
-    except (OSError, KeyError, ValueError, RuntimeError) as error:
-        record["error"] = f"{type(error).__name__}: {error}" if not isinstance(error, RuntimeError) else str(error)
+                  load_before=round(harness.load_average(), 2))
+    result = harness.run_job(__file__, record, quiet=True)
+    record.update(result, wall_seconds=round(result["wall_seconds"], 1), peak_rss_mb=round(result["peak_rss_mb"]),
+                  load_after=round(harness.load_average(), 2), error=result.get("error"))
+    if not record["error"] and not record["curve"]:
+        record["error"] = "no evaluation was recorded"
+    if record["error"]:
+        print(f"  {agent} seed {seed}: its output ends\n{record.pop('log_tail', '')}", flush=True)
     return record
 
 
@@ -133,18 +98,14 @@ def report(records: list[dict[str, Any]], agents: list[str], markdown: bool) -> 
     """The per-run table, the per-agent table (mean ± std over seeds) and the target lines."""
     rows = []
     for r in records:
-        load = f"{r['load_before']:.1f} / {r['load_after']:.1f}"
-        if r["error"]:
-            rows.append([AGENTS[r["agent"]], str(r["seed"]), "n/a", "n/a", "n/a", "n/a", f"{r['wall_seconds']:.0f} s",
-                         f"{r['peak_rss_mb']:,} MB", load])
-            continue
-        rows.append([AGENTS[r["agent"]], str(r["seed"]), f"{r['curve'][-1][1]:.2f}",
-                     f"{max(s for _, s in r['curve']):.2f}", fmt_steps(first_at(r["curve"], TARGET)),
-                     f"{r['train_seconds']:.0f} s", f"{r['wall_seconds']:.0f} s", f"{r['peak_rss_mb']:,} MB", load])
+        curve = r.get("curve") or []
+        cells = ["n/a"] * 4 if r["error"] else [f"{curve[-1][1]:.2f}", f"{max(s for _, s in curve):.2f}",
+                                                fmt_steps(first_at(curve, TARGET)), f"{r['train_seconds']:.0f} s"]
+        rows.append([AGENTS[r["agent"]], str(r["seed"]), *cells, f"{r['wall_seconds']:.0f} s",
+                     f"{r['peak_rss_mb']:,} MB", f"{r['load_before']:.1f} / {r['load_after']:.1f}"])
     lines = ["per run:", table(["agent", "seed", "final success", "best success", f"first >= {TARGET}", "train time",
                                 "wall", "peak RSS", "load before / after"], rows, markdown)]
-    errors = [f"- {AGENTS[r['agent']]} seed {r['seed']} failed: {r['error']} (log: {r['run_dir']}/run.log)"
-              for r in records if r["error"]]
+    errors = [f"- {AGENTS[r['agent']]} seed {r['seed']} failed: {r['error']}" for r in records if r["error"]]
     lines += ([""] + errors) if errors else []
     rows, finals = [], {}
     for agent in agents:
@@ -163,10 +124,8 @@ def report(records: list[dict[str, Any]], agents: list[str], markdown: bool) -> 
               "", "targets (final success, mean over seeds, at the same budget):"]
     for agent, values in finals.items():
         mean, seeds = float(np.mean(values)), f"({len(values)} seed{'s' if len(values) > 1 else ''})"
-        if agent == "r2d2-her":
-            lines.append(f"- {AGENTS[agent]}: {mean:.2f} >= {TARGET}? {'yes' if mean >= TARGET else 'NO'} {seeds}")
-        else:
-            lines.append(f"- {AGENTS[agent]}: {mean:.2f} <= {CEILING}? {'yes' if mean <= CEILING else 'NO'} {seeds}")
+        test, bound, met = (">=", TARGET, mean >= TARGET) if agent == "r2d2-her" else ("<=", CEILING, mean <= CEILING)
+        lines.append(f"- {AGENTS[agent]}: {mean:.2f} {test} {bound}? {'yes' if met else 'NO'} {seeds}")
     return lines
 
 
@@ -216,14 +175,13 @@ def parse_args(argv: list[str] | None = None):
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
-    harness.serve_job(dqn_worker)
+    harness.serve_job(child)
     args = parse_args(argv)
     began, load_start = harness.start(("numpy", "numba", "tensorflow", "keras", "gymnasium"))
-    args.run_root = tempfile.mkdtemp(prefix="bench_goal_pomdp-")  # removed at the end unless a run failed
     print(f"{ENV_ID}: {args.steps:,} env steps per run; greedy success over {args.eval_episodes} episodes every "
           f"{args.eval_every:,} env steps; agents {', '.join(args.agents)}; seeds {' '.join(map(str, args.seeds))}; "
-          f"R2D2 config {CONFIG.relative_to(REPO_ROOT)}" + (f" with {' '.join(args.set)}" if args.set else "")
-          + f"; runs under {args.run_root}", flush=True)
+          f"R2D2 config {CONFIG.relative_to(REPO_ROOT)}" + (f" with {' '.join(args.set)}" if args.set else ""),
+          flush=True)
     results = Results(args.json, lambda r: (r["agent"], r["seed"]), args.resume, lambda: dict(
         machine=harness.machine_line(("numpy", "numba", "tensorflow", "keras", "gymnasium")), env_id=ENV_ID,
         target=TARGET, ceiling=CEILING))
@@ -256,8 +214,6 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         print(f"curves written to {args.png}")
     if args.json and todo:
         print(f"records written to {args.json}")
-    if not any(r["error"] for r in records):
-        shutil.rmtree(args.run_root, ignore_errors=True)
     return records
 
 

@@ -176,23 +176,19 @@ def run_child(command: list[str], log: Path, stdout_to_log: bool = True,
     return os.waitstatus_to_exitcode(status), time.perf_counter() - began, usage.ru_maxrss / 1024
 
 
-def run_script(script: str | Path, args: list[str], quiet: bool = False, env: dict[str, str] | None = None) -> dict:
-    """Run ``python script *args --child-out FILE`` and return the JSON it wrote with ``wall_seconds`` and
-    ``peak_rss_mb``; a failure returns ``error`` (exit reason and last line of stderr) and ``log_tail`` (its
-    last 20 lines). ``quiet``: the child's stdout goes to that log too."""
+def run_job(script: str | Path, job: dict, quiet: bool = False, env: dict[str, str] | None = None) -> dict:
+    """Run ``python script --job JSON --child-out FILE`` (the child's :func:`serve_job` runs ``job`` and writes
+    FILE) and return FILE's JSON with ``wall_seconds`` and ``peak_rss_mb``; a failure returns ``error`` (exit
+    reason and last line of stderr) and ``log_tail`` (its last 20 lines). ``quiet``: the child's stdout goes to
+    that log too."""
     with tempfile.TemporaryDirectory(prefix="bench-child-") as scratch:
         out, log = Path(scratch) / "result.json", Path(scratch) / "log.txt"
-        command = [sys.executable, str(script), *args, "--child-out", str(out)]
+        command = [sys.executable, str(script), "--job", json.dumps(job), "--child-out", str(out)]
         code, wall, rss = run_child(command, log, stdout_to_log=quiet, env=env)
         if code == 0 and out.exists():
             return dict(json.loads(out.read_text()), wall_seconds=wall, peak_rss_mb=rss)
         return dict(error=f"{exit_reason(code)}: {log_tail(log)}", log_tail=log_tail(log, 20),
                     wall_seconds=wall, peak_rss_mb=rss)
-
-
-def run_job(script: str | Path, job: dict, quiet: bool = False, env: dict[str, str] | None = None) -> dict:
-    """:func:`run_script` of ``python script --job JSON``: the child's :func:`serve_job` runs ``job``."""
-    return run_script(script, ["--job", json.dumps(job)], quiet, env)
 
 
 def serve_job(handler: Callable[[dict], Any]) -> None:
@@ -257,8 +253,8 @@ def fit(config_path: str | Path, overrides: list[str], callbacks: list) -> tuple
 
 def evaluation_callback(line: str, stop: Callable[[list], bool] | None = None):
     """A Trainer callback that keeps a row (env steps, mean, std, training seconds, mean return of the last
-    100 training episodes) per evaluation in ``.rows``, prints ``line`` (a format of steps, mean, std,
-    seconds, train_return, updates) and stops the run when ``stop(rows)`` is true."""
+    100 training episodes, success rate or None) per evaluation in ``.rows``, prints ``line`` (a format of
+    steps, mean, std, seconds, train_return, success, updates) and stops the run when ``stop(rows)`` is true."""
     from r2d2kit.runners.callbacks import Callback
 
     class Evaluations(Callback):
@@ -267,10 +263,9 @@ def evaluation_callback(line: str, stop: Callable[[list], bool] | None = None):
 
         def on_evaluation(self, trainer, row: dict) -> bool:
             self.rows.append((int(row["env_steps"]), row["eval_mean"], row["eval_std"], row["seconds"],
-                              row.get("train_return")))
-            print(line.format(steps=row["env_steps"], mean=row["eval_mean"], std=row["eval_std"],
-                              seconds=row["seconds"], train_return=row.get("train_return"), updates=row["updates"]),
-                  flush=True)
+                              row.get("train_return"), row.get("eval_success")))
+            print(line.format(**dict(zip(("steps", "mean", "std", "seconds", "train_return", "success"),
+                                         self.rows[-1])), updates=row["updates"]), flush=True)
             return not (stop and stop(self.rows))
 
     return Evaluations()
