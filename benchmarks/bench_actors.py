@@ -162,9 +162,10 @@ def rate(first: tuple, last: tuple) -> float:
     return (s1 - s0) / (t1 - t0) if t1 > t0 else float("nan")
 
 
-def run_actors(setup: dict, backend: str, num_actors: int, steps: int) -> dict:
-    """One Trainer run (the README command's loop) with an idle learner; env steps/s after start-up, CPU
-    shares, actor RSS. The actors use the backend users get (``auto``: numpy for this network)."""
+def run_actors(num_actors: int, envs_per_actor: int, steps: int, runner: str = "processes") -> dict:
+    """One Trainer run (the README command's loop) with an idle learner on ``runner``'s actor pool; env steps/s
+    after start-up, CPU shares, actor RSS (spawned actor processes only: not Ray's). The actors use the
+    backend users get (``auto``: numpy for this network)."""
     from r2d2kit.runners.callbacks import Callback
 
     marks: list[tuple[float, int]] = []  # (perf_counter, env steps) each time the count changes
@@ -184,14 +185,14 @@ def run_actors(setup: dict, backend: str, num_actors: int, steps: int) -> dict:
 
     load_before, started = load_average(), time.perf_counter()
     summary, windows = harness.idle_learner_run(CONFIG, [
-        "actors.runner=processes", f"actors.num_actors={num_actors}", f"env.num_envs={setup['envs']}",
-        f"run.total_env_steps={steps}"], Progress())
+        f"actors.runner={runner}", f"actors.num_actors={num_actors}", f"env.num_envs={envs_per_actor}",
+        f"run.total_env_steps={steps}", f"actors.ray_num_cpus={os.cpu_count()}"], Progress())
     ended = time.perf_counter()
     if len(marks) < 2 or "half" not in cpu or "end" not in cpu:
         raise RuntimeError(f"only {len(marks)} progress report(s) with env steps; raise the budget")
     (t0, own0, kids0, s0), (t1, own1, kids1, s1) = cpu["half"], cpu["end"]
     actor_cpu = [(kids1[pid] - kids0[pid]) / (t1 - t0) for pid in kids0.keys() & kids1.keys()] if t1 > t0 else []
-    return dict(backend=backend, actors=num_actors, envs=num_actors * setup["envs"],
+    return dict(runner=runner, backend="auto", actors=num_actors, envs=num_actors * envs_per_actor,
                 env_steps=summary["env_steps"], actor_rss_mb=float(np.nanmax(rss)) if rss else float("nan"),
                 windows=windows, startup_s=marks[0][0] - started, stepping_s=marks[-1][0] - marks[0][0],
                 shutdown_s=ended - marks[-1][0], steps_per_s=rate(marks[0], marks[-1]),
@@ -208,7 +209,7 @@ def actor_rows(setup: dict, cfg: dict) -> list[dict]:
     for round_ in range(1, cfg["rounds"] + 1):
         for num_actors in (cfg["actor_counts"] if round_ % 2 else cfg["actor_counts"][::-1]):
             try:
-                rows.append(dict(run_actors(setup, "auto", num_actors, cfg["steps"]), round=round_))
+                rows.append(dict(run_actors(num_actors, setup["envs"], cfg["steps"]), round=round_))
             except Exception as error:  # noqa: BLE001  (report, go on with the other part)
                 rows.append(dict(backend="auto", actors=num_actors, round=round_,
                                  error=f"{type(error).__name__}: {error}"))

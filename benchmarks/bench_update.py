@@ -404,16 +404,6 @@ def twin_replay(spec: dict, capacity: int):
         alpha=lrn["priority_exponent"], seed=0)
 
 
-def set_torch_threads(threads: int) -> None:
-    import torch
-
-    torch.set_num_threads(threads)
-    try:
-        torch.set_num_interop_threads(threads)
-    except RuntimeError:  # already set in this process
-        pass
-
-
 def torch_child(job: dict) -> dict:
     import torch
 
@@ -562,7 +552,10 @@ def child(job: dict) -> dict:
 
         setup_tensorflow(threads=job["threads"])
     if job["kind"] != "keras":
-        set_torch_threads(job["threads"])
+        import torch
+
+        torch.set_num_threads(job["threads"])
+        torch.set_num_interop_threads(job["threads"])  # before any torch work in this fresh process
     if job["kind"] == "check":
         return {"checks": [check_one(Path(config)) for config in job["configs"]]}
     return (keras_child if job["kind"] == "keras" else torch_child)(job)
