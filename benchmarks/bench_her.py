@@ -11,7 +11,6 @@ of env steps or training seconds. Rows, settings and method: benchmarks/README.m
 
 from __future__ import annotations
 
-import importlib.util
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
@@ -215,7 +214,6 @@ def main(argv: list[str] | None = None) -> list[Run]:
     print(f"load average at start: {load_start}; config {CONFIG.relative_to(REPO_ROOT)}; "
           f"{EVAL_EPISODES} greedy eval episodes per point; target {TARGET}; threads: TensorFlow default (2), "
           f"torch {args.torch_threads}")
-    sb3_note = None if importlib.util.find_spec("stable_baselines3") else "stable-baselines3 is not installed"
     runs: list[Run] = []
     for n_bits in n_bits_list:
         b = budgets.get(n_bits, DEFAULT_BUDGET)
@@ -228,8 +226,7 @@ def main(argv: list[str] | None = None) -> list[Run]:
             for job in jobs:
                 job.update(n_bits=n_bits, seed=seed, seconds=b["seconds"], eval_every=b["eval_every"],
                            torch_threads=args.torch_threads)
-                no_sb3 = job["method"] == "SB3 HER" and sb3_note
-                runs.append(Run(job["method"], n_bits, seed, error=sb3_note) if no_sb3 else run_job(job))
+                runs.append(run_job(job))
                 run = runs[-1]
                 print(f"  n_bits={n_bits} {run.method} seed {seed}: "
                       + (f"n/a ({run.error})" if run.error else
@@ -259,8 +256,6 @@ def main(argv: list[str] | None = None) -> list[Run]:
             print(f"n_bits={n_bits}: SB3 / r2d2kit wall time to {TARGET} = "
                   f"{statistics.median(peer) / statistics.median(ours):.2f} (median seconds "
                   f"{statistics.median(peer):.1f} vs {statistics.median(ours):.1f})")
-    if sb3_note:
-        print(f"note: SB3 rows n/a: {sb3_note}")
     print(harness.load_footer(began, load_start))
     if args.json:
         harness.write_json(args.json, [asdict(r) for r in runs])

@@ -450,13 +450,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default=None, help="comma-separated subset of: buffer, add, tree, import")
     parser.add_argument("--without", default="", metavar="PEERS",
                         help=f"comma-separated peers to leave out, of: {', '.join(PEERS)}")
-    parser.add_argument("--torch-threads", type=int, default=1, metavar="N",
-                        help="torch intra-op threads for TorchRL (default 1: every library on one core)")
     args = parser.parse_args(argv)
     without = {name for name in args.without.split(",") if name}
     if without - set(PEERS):
         parser.error(f"--without: unknown peer(s) {sorted(without - set(PEERS))}; choose from {PEERS}")
-    cfg = dict(QUICK if args.quick else FULL, torch_threads=args.torch_threads)
+    cfg = dict(QUICK if args.quick else FULL, torch_threads=1)  # torch on one core, as every library
 
     started, load_start = harness.start(DISTS)
     rows, errors, notes = run(cfg, args.quick, set(args.only.split(",")) if args.only else None, without)

@@ -650,9 +650,8 @@ def report(rows: list[dict], checks: dict, markdown: bool) -> str:
                      if "seconds" in by["float32"][side] and "seconds" in by["mixed_bfloat16"][side]]
             lines += [f"- {SIZES[key]['name']}: float32 s / mixed_bfloat16 s (above 1: bf16 faster): "
                       + ", ".join(parts)] if parts else []
-    if checks:
-        lines.append(f"- equivalence check: {checks['error']}" if "error" in checks else
-                     f"- equivalence check: its child process (TF and torch) took {checks['wall_seconds']:.0f} s")
+    lines.append(f"- equivalence check: {checks['error']}" if "error" in checks else
+                 f"- equivalence check: its child process (TF and torch) took {checks['wall_seconds']:.0f} s")
     for c in checks.get("checks", []):
         lines.append(
             f"- equivalence, float32 ({c['config']}, small instance {c['small']}; Keras weights copied into the twin, "
@@ -682,7 +681,6 @@ def main(argv=None) -> dict:
                    help="TF intra/inter-op and torch threads (default: the cores this process may use)")
     p.add_argument("--warmup", type=int, default=None, help="untimed updates first (default: Pong 1, CartPole 3)")
     p.add_argument("--updates", type=int, default=None, help="timed updates (default: Pong 3, CartPole 20)")
-    p.add_argument("--no-check", action="store_true", help="skip the Keras-vs-twin equivalence check")
     p.add_argument("--omp-wait-policy", choices=("passive", "active"), default=None,
                    help="OMP_WAIT_POLICY for the twin's process (default: torch's own; passive is steadier on a "
                         "loaded machine, slower on small updates)")
@@ -696,10 +694,8 @@ def main(argv=None) -> dict:
           f"torch{'; twin OMP_WAIT_POLICY=' + args.omp_wait_policy.upper() if args.omp_wait_policy else ''}; "
           f"load average at start {format_load()} on {os.cpu_count()} CPUs", flush=True)
     keys = [args.only] if args.only else list(SIZES)
-    checks: dict = {}
-    if not args.no_check:
-        print("equivalence check (Keras weights into the twin, small instances) ...", flush=True)
-        checks = run_child(dict(kind="check", threads=args.threads, configs=[str(SIZES[k]["config"]) for k in keys]))
+    print("equivalence check (Keras weights into the twin, small instances) ...", flush=True)
+    checks = run_child(dict(kind="check", threads=args.threads, configs=[str(SIZES[k]["config"]) for k in keys]))
     rows = [measure_size(key, precision, args) for key in keys for precision in dict.fromkeys(args.precision)]
     print()
     print(report(rows, checks, args.markdown))
