@@ -1,101 +1,61 @@
 """Actors: time per vector step by part, env steps/s for 1 and 2 actor processes, weight-broadcast latency.
 
-    python benchmarks/bench_actors.py              # full run: about 6 minutes on 2 cores
-    python benchmarks/bench_actors.py --quick      # smoke run: about 2 minutes
-    python benchmarks/bench_actors.py --markdown   # markdown tables (for docs)
+    python benchmarks/bench_actors.py --quick      # smoke run: about 2 minutes (full: about 6)
     python benchmarks/bench_actors.py --only step --backends keras,numpy
-    python benchmarks/bench_actors.py --only broadcast --reps 500 --mb 40
+    python benchmarks/bench_actors.py --only broadcast --reps 500 --mb 40 --markdown
 
-Three parts: a vector step by part (network call, LSTM state work, env step) in an actor-like spawned
-process, for the ``keras`` and ``numpy`` actor backends side by side; the Trainer's env steps/s with
-1 and 2 actor processes and an idle learner; the latency of broadcasting a weight vector through
-shared memory against a ``multiprocessing`` Queue. Method: benchmarks/README.md.
+A vector step by part for the ``keras`` and ``numpy`` actor backends in an actor-like process; the
+Trainer's env steps/s with 1 and 2 actor processes and an idle learner; a weight vector broadcast
+through shared memory against a ``multiprocessing`` Queue. Method: benchmarks/README.md.
 """
 
 from __future__ import annotations
 
-import argparse
 import functools
 import gc
-import json
 import os
-import secrets
-import shlex
-import sys
 import time
 import zlib
-from multiprocessing import shared_memory
 from pathlib import Path
 
 import harness
 import numpy as np
-import yaml
-from harness import REPO_ROOT, cores, load_average, load_footer, machine_line, start, table
+from harness import REPO_ROOT, cores, load_average, table
 
 CONFIG = REPO_ROOT / "configs" / "cartpole_pomdp.yaml"
 FULL = dict(actor_counts=(1, 2), rounds=2, steps=30_000, reps=200, warmup=5, mb=10.0, vector_steps=3_000)
 QUICK = dict(actor_counts=(1, 2), rounds=1, steps=6_000, reps=25, warmup=2, mb=10.0, vector_steps=500)
 PARTS = ("step", "actors", "broadcast")
 BACKENDS = ("keras", "numpy")
+DISTS = ("numpy", "tensorflow", "keras", "gymnasium", "r2d2kit")
 
 
 # ---------------------------------------------------------------------------------------------
 # part 1: a vector step by part, in a spawned process set up like an actor process
 
 
-class TimedActor:
-    """An actor whose calls record their seconds: ``network`` (q_values) and ``state`` (get_state, reset)."""
+class Timed:
+    """``inner`` with every attribute passed through; calls of the ``methods`` append their seconds to
+    ``self.seconds[method]``."""
 
-    def __init__(self, actor) -> None:
-        self.actor, self.network, self.state = actor, [], []
+    def __init__(self, inner, *methods: str) -> None:
+        self.inner, self.seconds = inner, {method: [] for method in methods}
 
-    def q_values(self, obs, prev_action, prev_reward):
-        t0 = time.perf_counter()
-        q = self.actor.q_values(obs, prev_action, prev_reward)
-        self.network.append(time.perf_counter() - t0)
-        return q
+    def __getattr__(self, name: str):
+        attribute = getattr(self.inner, name)
+        if name not in self.seconds:
+            return attribute
 
-    def get_state(self):
-        t0 = time.perf_counter()
-        state = self.actor.get_state()
-        self.state.append(time.perf_counter() - t0)
-        return state
+        def timed(*args, **kwargs):
+            began = time.perf_counter()
+            out = attribute(*args, **kwargs)
+            self.seconds[name].append(time.perf_counter() - began)
+            return out
 
-    def reset(self, mask=None) -> None:
-        t0 = time.perf_counter()
-        self.actor.reset(mask)
-        self.state[-1] += time.perf_counter() - t0  # one entry per vector step: get_state + reset
+        return timed
 
 
-class TimedEnvs:
-    """A vector env whose ``step`` records its seconds."""
-
-    def __init__(self, envs) -> None:
-        self.envs, self.num_envs, self.step_s = envs, envs.num_envs, []
-
-    def reset(self, **kwargs):
-        return self.envs.reset(**kwargs)
-
-    def step(self, action):
-        t0 = time.perf_counter()
-        out = self.envs.step(action)
-        self.step_s.append(time.perf_counter() - t0)
-        return out
-
-
-def median_call_s(call, calls: int) -> float:
-    """Median seconds of ``call()`` over ``calls`` calls (after 50 untimed ones)."""
-    for _ in range(50):
-        call()
-    times = np.empty(calls)
-    for i in range(calls):
-        t0 = time.perf_counter()
-        call()
-        times[i] = time.perf_counter() - t0
-    return float(np.median(times))
-
-
-def step_profile(make_network, make_env, config, num_envs: int, backend: str, vector_steps: int, seed: int) -> dict:
+def step_profile(backend: str, vector_steps: int) -> dict:
     """Body of the spawned process, set up as an actor process (one TensorFlow thread): ``vector_steps`` timed
     ``ActingLoop.step`` calls by part (seconds per step), the floors and this process's peak RSS."""
     from r2d2kit.runners.acting import limit_threads
@@ -109,30 +69,33 @@ def step_profile(make_network, make_env, config, num_envs: int, backend: str, ve
     from r2d2kit.runners.acting import ActingLoop
 
     setup_tensorflow(threads=1)
-    network = make_network()
-    actor = TimedActor(network.actor(num_envs, follow_weights=False))
-    envs = TimedEnvs(gym.vector.SyncVectorEnv([make_env] * num_envs))
+    network, make_env, settings = actor_parts(backend)
+    num_envs, config = settings.env.num_envs, settings.learner
+    actor = Timed(network.actor(num_envs, follow_weights=False), "q_values", "get_state", "reset")
+    envs = Timed(gym.vector.SyncVectorEnv([make_env] * num_envs), "step")
     builder = SequenceBuilder(num_envs, config.burn_in, config.trace_length, config.n_step, config.period)
-    loop = ActingLoop(envs, actor, builder, np.full(num_envs, 0.5), seed)
+    loop = ActingLoop(envs, actor, builder, np.full(num_envs, 0.5), settings.run.seed)
     warmup = min(200, vector_steps)
     whole = np.empty(vector_steps)
     for i in range(warmup + vector_steps):
         if i == warmup:
-            actor.network.clear(), actor.state.clear(), envs.step_s.clear()
-        t0 = time.perf_counter()
+            for seconds in (*actor.seconds.values(), *envs.seconds.values()):
+                seconds.clear()
+        began = time.perf_counter()
         loop.step()
         if i >= warmup:
-            whole[i - warmup] = time.perf_counter() - t0
-    envs.envs.close()
+            whole[i - warmup] = time.perf_counter() - began
+    envs.inner.close()
     empty = tf.function(lambda: tf.constant(0.0))
     a = np.random.default_rng(0).standard_normal((512, 512), dtype=np.float32)
-    sgemm_s = median_call_s(lambda: a @ a, 50)
     weights = sum(int(np.prod(v.shape)) for v in network.variables)
+    seconds = {name: np.asarray(values) for name, values in actor.seconds.items()}
     # VmHWM, not ru_maxrss: a spawned process's ru_maxrss starts from its parent's peak
-    rss_mb = harness.process_peak_rss_mb(os.getpid())
-    return dict(backend=actor.actor.backend, network=np.asarray(actor.network), state=np.asarray(actor.state),
-                env=np.asarray(envs.step_s), whole=whole, empty_tf_function_s=median_call_s(empty, 2000),
-                sgemm_flops=2 * 512 ** 3 / sgemm_s, forward_flops=2 * num_envs * weights, rss_mb=rss_mb)
+    return dict(backend=actor.inner.backend, network=seconds["q_values"], state=seconds["get_state"]
+                + seconds["reset"], env=np.asarray(envs.seconds["step"]), whole=whole,
+                empty_tf_function_s=harness.median_s(empty, 2000, warmup=50),
+                sgemm_flops=2 * 512 ** 3 / harness.median_s(lambda: a @ a, 50, warmup=50),
+                forward_flops=2 * num_envs * weights, rss_mb=harness.process_peak_rss_mb(os.getpid()))
 
 
 def step_rows(setup: dict, cfg: dict, backends: tuple[str, ...]) -> list[dict]:
@@ -140,16 +103,14 @@ def step_rows(setup: dict, cfg: dict, backends: tuple[str, ...]) -> list[dict]:
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
-    context = mp.get_context("spawn")
     rows = []
     for round_ in range(1, cfg["rounds"] + 1):
         for backend in (backends if round_ % 2 else backends[::-1]):
-            with ProcessPoolExecutor(1, mp_context=context) as pool:
-                out = pool.submit(step_profile, setup["make_network"][backend], setup["make_env"], setup["config"],
-                                  setup["envs_per_actor"], backend, cfg["vector_steps"], setup["seed"]).result()
+            with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as pool:
+                out = pool.submit(step_profile, backend, cfg["vector_steps"]).result()
             if out["backend"] != backend:
                 raise RuntimeError(f"asked for the {backend} actor, got {out['backend']}")
-            rows.append(dict(out, round=round_, envs=setup["envs_per_actor"], load=load_average()))
+            rows.append(dict(out, round=round_, envs=setup["envs"], load=load_average()))
     return sorted(rows, key=lambda r: (r["round"], backends.index(r["backend"])))
 
 
@@ -157,79 +118,42 @@ def step_rows(setup: dict, cfg: dict, backends: tuple[str, ...]) -> list[dict]:
 # part 2: actor throughput (the Trainer with an idle learner)
 
 
-def build_network(obs_shape: tuple[int, ...], num_actions: int, obs_dtype: str, model: dict,
-                  actor_backend: str = "auto"):
-    """The Q-network of a config's ``model:`` section (MLP encoder), its actors on ``actor_backend``; module
-    level (in a ``functools.partial``) so spawned processes can unpickle it."""
-    from r2d2kit.models import MLPModel, QNetwork
+def actor_parts(backend: str = "auto") -> tuple:
+    """(Q-network, env factory, settings) of ``CONFIG``, built as the Trainer builds them, the network's actors
+    on ``backend``; module level, so that a spawned process can run it."""
+    from r2d2kit.training.builders import build_network, make_env
+    from r2d2kit.training.config import load_config
 
-    encoder = MLPModel(tuple(model.get("hidden", (64,))), input_scale=model.get("input_scale"))
-    network = QNetwork(obs_shape, num_actions, encoder, obs_dtype=obs_dtype,
-                       lstm_units=model.get("lstm_units", 512), dueling=model.get("dueling", True),
-                       head_units=model.get("head_units", 512),
-                       prev_action_reward=model.get("prev_action_reward", True))
-    if actor_backend != "auto":
-        network.actor = functools.partial(network.actor, backend=actor_backend)  # this instance only
-    return network
+    settings = load_config(CONFIG)
+    network = build_network(settings)
+    if backend != "auto":
+        network.actor = functools.partial(network.actor, backend=backend)  # this instance only
+    return network, functools.partial(make_env, settings), settings
 
 
-def make_env(env_id: str):
-    """One env; imports ``r2d2kit.envs`` so the id is registered in a fresh (spawned) process."""
-    import gymnasium as gym
-
-    import r2d2kit.envs  # noqa: F401  (registers CartPoleNoVel-v1)
-
-    return gym.make(env_id)
-
-
-def actor_setup(config_path: Path, envs_per_actor: int | None) -> dict:
-    """Factories, R2D2Config and plumbing from the YAML config."""
-    from r2d2kit.agent.config import R2D2Config
-
-    data = yaml.safe_load(config_path.read_text()) or {}
-    env_id = data.get("env", {}).get("id", "CartPoleNoVel-v1")
-    model = dict(data.get("model", {}))
-    if model.get("encoder", "mlp") != "mlp":
-        raise SystemExit(f"{config_path}: this benchmark builds the MLP encoder only")
-    probe = make_env(env_id)
-    obs_shape, num_actions = tuple(probe.observation_space.shape), int(probe.action_space.n)
-    obs_dtype = str(probe.observation_space.dtype)
-    probe.close()
-    make_network = {backend: functools.partial(build_network, obs_shape, num_actions, obs_dtype, model, backend)
-                    for backend in BACKENDS}
-    network = make_network["keras"]()  # imports TensorFlow here, before any timed run, and counts the weights
-    weights = int(sum(int(np.prod(v.shape)) for v in network.variables))
-    del network
-    return dict(env_id=env_id, config_path=config_path, make_env=functools.partial(make_env, env_id),
-                make_network=make_network, config=R2D2Config(**data.get("learner", {})),
-                envs_per_actor=envs_per_actor or int(data.get("env", {}).get("num_envs", 4)),
-                seed=int(data.get("run", {}).get("seed", 0)), weights=weights, model=model)
+def actor_setup() -> dict:
+    """What the printed headers say of the config; imports TensorFlow here, before any timed run."""
+    network, _, settings = actor_parts()
+    model = settings.model
+    return dict(env_id=settings.env.id, envs=settings.env.num_envs, weights=int(sum(int(np.prod(v.shape))
+                                                                                    for v in network.variables)),
+                network=f"MLP {list(model.hidden)} -> LSTM {model.lstm_units} -> dueling head {model.head_units}")
 
 
 def spawned_children_cpu() -> dict[int, float]:
     """CPU seconds (user + system) of each spawned child of this process (``spawn_main`` in its command line:
     not multiprocessing's resource tracker), from Linux /proc; empty elsewhere."""
     out: dict[int, float] = {}
-    if not Path("/proc/self/stat").exists():
-        return out
     me, tick = os.getpid(), os.sysconf("SC_CLK_TCK")
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    for entry in Path("/proc").glob("[0-9]*"):
         try:
             stat = (entry / "stat").read_text()
             fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) ": state, ppid, ...
-            if int(fields[1]) != me or b"spawn_main" not in (entry / "cmdline").read_bytes():
-                continue
-            out[int(entry.name)] = (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+            if int(fields[1]) == me and b"spawn_main" in (entry / "cmdline").read_bytes():
+                out[int(entry.name)] = (int(fields[11]) + int(fields[12])) / tick  # utime + stime
         except (OSError, ValueError, IndexError):  # the process ended meanwhile
             continue
     return out
-
-
-def snapshot() -> tuple[float, float, dict[int, float]]:
-    """(wall clock, this process's CPU seconds, CPU seconds per spawned child)."""
-    return time.perf_counter(), time.process_time(), spawned_children_cpu()
 
 
 def rate(first: tuple, last: tuple) -> float:
@@ -238,13 +162,14 @@ def rate(first: tuple, last: tuple) -> float:
     return (s1 - s0) / (t1 - t0) if t1 > t0 else float("nan")
 
 
-def run_actors(setup: dict, backend: str, num_actors: int, steps: int) -> dict:
-    """One Trainer run (the README command's loop) with an idle learner; env steps/s after start-up, CPU
-    shares, actor RSS. The actors use the backend users get (``auto``: numpy for this network)."""
+def run_actors(num_actors: int, envs_per_actor: int, steps: int, runner: str = "processes") -> dict:
+    """One Trainer run (the README command's loop) with an idle learner on ``runner``'s actor pool; env steps/s
+    after start-up, CPU shares, actor RSS (spawned actor processes only: not Ray's). The actors use the
+    backend users get (``auto``: numpy for this network)."""
     from r2d2kit.runners.callbacks import Callback
 
     marks: list[tuple[float, int]] = []  # (perf_counter, env steps) each time the count changes
-    cpu: dict[str, tuple] = {}  # snapshots where the count first reaches steps / 2 and steps (the last report)
+    cpu: dict[str, tuple] = {}  # (time, own CPU s, CPU s per spawned child, env steps) at steps / 2 and steps
     rss: list[float] = []  # peak RSS of each actor process, MB
 
     class Progress(Callback):
@@ -254,44 +179,42 @@ def run_actors(setup: dict, backend: str, num_actors: int, steps: int) -> dict:
                 marks.append((time.perf_counter(), env_steps))
                 for name, threshold in (("half", steps / 2), ("end", steps)):
                     if name not in cpu and env_steps >= threshold:
-                        cpu[name] = snapshot() + (env_steps,)
+                        cpu[name] = (time.perf_counter(), time.process_time(), spawned_children_cpu(), env_steps)
                         if name == "end":  # the actors are still alive here: read their peak RSS
                             rss.extend(harness.process_peak_rss_mb(pid) for pid in cpu[name][2])
 
-    load_before = load_average()
-    started = time.perf_counter()
-    summary, windows = harness.idle_learner_run(setup["config_path"], [
-        "actors.runner=processes", f"actors.num_actors={num_actors}", f"env.num_envs={setup['envs_per_actor']}",
-        f"run.total_env_steps={steps}"], Progress())
+    load_before, started = load_average(), time.perf_counter()
+    summary, windows = harness.idle_learner_run(CONFIG, [
+        f"actors.runner={runner}", f"actors.num_actors={num_actors}", f"env.num_envs={envs_per_actor}",
+        f"run.total_env_steps={steps}", f"actors.ray_num_cpus={os.cpu_count()}"], Progress())
     ended = time.perf_counter()
     if len(marks) < 2 or "half" not in cpu or "end" not in cpu:
-        raise RuntimeError(f"only {len(marks)} progress report(s) with env steps; raise --steps")
+        raise RuntimeError(f"only {len(marks)} progress report(s) with env steps; raise the budget")
     (t0, own0, kids0, s0), (t1, own1, kids1, s1) = cpu["half"], cpu["end"]
-    common = kids0.keys() & kids1.keys()
-    actor_cpu = [(kids1[pid] - kids0[pid]) / (t1 - t0) for pid in common] if t1 > t0 else []
-    return dict(backend=backend, actors=num_actors, envs=num_actors * setup["envs_per_actor"],
+    actor_cpu = [(kids1[pid] - kids0[pid]) / (t1 - t0) for pid in kids0.keys() & kids1.keys()] if t1 > t0 else []
+    return dict(runner=runner, backend="auto", actors=num_actors, envs=num_actors * envs_per_actor,
                 env_steps=summary["env_steps"], actor_rss_mb=float(np.nanmax(rss)) if rss else float("nan"),
                 windows=windows, startup_s=marks[0][0] - started, stepping_s=marks[-1][0] - marks[0][0],
-                shutdown_s=ended - marks[-1][0], total_s=ended - started,
-                steps_per_s=rate(marks[0], marks[-1]), last_half_steps_per_s=rate((t0, s0), (t1, s1)),
+                shutdown_s=ended - marks[-1][0], steps_per_s=rate(marks[0], marks[-1]),
+                last_half_steps_per_s=rate((t0, s0), (t1, s1)),
                 learner_cpu=(own1 - own0) / (t1 - t0) if t1 > t0 else float("nan"),
-                actor_cpu=float(np.mean(actor_cpu)) if actor_cpu else float("nan"), actor_cpu_count=len(actor_cpu),
+                actor_cpu=float(np.mean(actor_cpu)) if actor_cpu else float("nan"),
                 load_before=load_before, load_after=load_average())
 
 
-def actor_rows(setup: dict, cfg: dict, backends: tuple[str, ...]) -> list[dict]:
-    """``rounds`` rounds of one run per (backend, actor count), in ABBA order so drift hits every run alike."""
+def actor_rows(setup: dict, cfg: dict) -> list[dict]:
+    """``rounds`` rounds of one run per actor count, in ABBA order so drift hits every run alike; the actors
+    use the backend the Trainer's users get (``auto``)."""
     rows = []
-    runs = [(backend, count) for backend in backends for count in cfg["actor_counts"]]
     for round_ in range(1, cfg["rounds"] + 1):
-        for backend, num_actors in (runs if round_ % 2 else runs[::-1]):
+        for num_actors in (cfg["actor_counts"] if round_ % 2 else cfg["actor_counts"][::-1]):
             try:
-                rows.append(dict(run_actors(setup, backend, num_actors, cfg["steps"]), round=round_))
+                rows.append(dict(run_actors(num_actors, setup["envs"], cfg["steps"]), round=round_))
             except Exception as error:  # noqa: BLE001  (report, go on with the other part)
-                rows.append(dict(backend=backend, actors=num_actors, round=round_,
+                rows.append(dict(backend="auto", actors=num_actors, round=round_,
                                  error=f"{type(error).__name__}: {error}"))
             gc.collect()
-    return sorted(rows, key=lambda r: (r["round"], r["actors"], backends.index(r["backend"])))
+    return sorted(rows, key=lambda r: (r["round"], r["actors"]))
 
 
 def steps_per_actor_cpu_second(row: dict) -> float:
@@ -301,50 +224,26 @@ def steps_per_actor_cpu_second(row: dict) -> float:
 
 # ---------------------------------------------------------------------------------------------
 # part 3: weight-broadcast latency, shared memory against a multiprocessing Queue. Per message, through a
-# control block of int64 slots: the publisher writes KIND and bumps COMMAND; the reader sets ARMED and waits
-# on that transport; 1 ms later the publisher sends; the reader, holding a full copy, writes its clock to
-# T_DONE, then DONE (the ack); then, outside any timing, it CRC-32s its copy into CRC and sets VERIFIED.
+# control block of int64 slots (a RawArray): the publisher writes KIND and bumps COMMAND; the reader sets
+# ARMED and waits on that transport; 1 ms later the publisher sends; the reader, holding a full copy, writes
+# its clock to T_DONE, then DONE (the ack); then, outside any timing, it CRC-32s its copy into CRC and sets
+# VERIFIED.
 
 PING, SHM, QUEUE, STOP = 0, 1, 2, 3
 KIND_NAMES = {PING: "ack channel alone", SHM: "shared memory", QUEUE: "mp.Queue"}
 COMMAND, KIND, ARMED, DONE, T_DONE, VERIFIED, CRC, VERSION, PING_VALUE = range(9)
-SLOTS = 16  # one 128-byte block
+SLOTS = 16
 SETTLE_S = 0.001  # publisher's pause between ARMED and the send: the reader is waiting by then
 PUBLISHER_POLL_S = 20e-6  # publisher's sleep while waiting for the ack (Linux rounds it up to ~60-80 us)
 TIMEOUT_S = 60.0
 
 
-class ControlBlock:
-    """A private shared-memory block of ``SLOTS`` int64 slots; the creator unlinks it on ``close``."""
-
-    def __init__(self) -> None:
-        self._block = shared_memory.SharedMemory(name=f"r2d2kit_bench_{secrets.token_hex(6)}", create=True,
-                                                 size=SLOTS * 8)
-        self.name = self._block.name
-        self.slots = np.ndarray((SLOTS,), dtype=np.int64, buffer=self._block.buf)
-        self.slots[:] = 0
-
-    def close(self) -> None:  # unlink even if the detach fails (a view still held)
-        self.slots = None
-        try:
-            self._block.close()
-        finally:
-            self._block.unlink()
-
-    def __enter__(self) -> "ControlBlock":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
-def broadcast_reader(control_name: str, broadcast_name: str, size: int, messages) -> None:
+def broadcast_reader(control, broadcast_name: str, size: int, messages) -> None:
     """Reader process: wait for each message on the transport the publisher names, ack, verify."""
     from r2d2kit.runners.shm import WeightBroadcast
 
-    control = shared_memory.SharedMemory(name=control_name)  # the parent's resource tracker unregisters it
     broadcast = WeightBroadcast.attach(broadcast_name, size)  # as an actor attaches
-    slots = np.ndarray((SLOTS,), dtype=np.int64, buffer=control.buf)
+    slots = np.frombuffer(control, dtype=np.int64)  # [SLOTS]
     handled, version = 0, 0
     try:
         while True:
@@ -372,9 +271,7 @@ def broadcast_reader(control_name: str, broadcast_name: str, size: int, messages
             slots[VERSION] = version if kind == SHM else 0
             slots[VERIFIED] = command
     finally:
-        del slots
         broadcast.close()
-        control.close()
 
 
 def wait_slot(slots: np.ndarray, slot: int, value: int, reader, poll_s: float) -> None:
@@ -394,20 +291,19 @@ def measure_broadcast(size: int, reps: int, warmup: int) -> dict:
     from r2d2kit.runners.shm import WeightBroadcast
 
     context = mp.get_context("spawn")
-    rng = np.random.default_rng(0)
-    base = rng.standard_normal(size, dtype=np.float32)  # [size]
+    base = np.random.default_rng(0).standard_normal(size, dtype=np.float32)  # [size]
     samples = {kind: dict(one_way=[], round_trip=[], blocked=[], verified=0, checked=0) for kind in KIND_NAMES}
-    with WeightBroadcast.create(size) as broadcast, ControlBlock() as control:
-        control_name, slots = control.name, control.slots
+    control = context.RawArray("q", SLOTS)  # the control block: int64 slots in shared memory, zeroed
+    slots = np.frombuffer(control, dtype=np.int64)  # [SLOTS]
+    with WeightBroadcast.create(size) as broadcast:
         messages = context.Queue()
-        reader = context.Process(target=broadcast_reader, args=(control_name, broadcast.name, size, messages),
+        reader = context.Process(target=broadcast_reader, args=(control, broadcast.name, size, messages),
                                  daemon=True, name="bench-broadcast-reader")  # daemon: reaped if we are killed
         reader.start()
         command = 0
         try:
             for rep in range(warmup + reps):
-                order = (PING, SHM, QUEUE) if rep % 2 == 0 else (QUEUE, SHM, PING)  # alternate: drift hits all
-                for kind in order:
+                for kind in (PING, SHM, QUEUE) if rep % 2 == 0 else (QUEUE, SHM, PING):  # alternate: drift hits all
                     command += 1
                     if kind != PING:
                         payload = base + np.float32(command)  # [size]: distinct contents for every message
@@ -447,21 +343,14 @@ def measure_broadcast(size: int, reps: int, warmup: int) -> dict:
                 reader.join(timeout=5)
             messages.close()
             messages.join_thread()
-            del slots  # the control block's view: it cannot be detached while this is held
-        names = (broadcast.name, control_name)
-    left = [name for name in names if Path("/dev/shm", name).exists()]
-    return dict(samples=samples, left_behind=left)
-
-
-def summarize_broadcast(measured: dict) -> dict:
-    out = {}
-    for kind, entry in measured["samples"].items():
+    summary = {}
+    for kind, entry in samples.items():
         row = dict(n=len(entry["one_way"]), verified=entry["verified"], checked=entry["checked"])
         for key in ("one_way", "round_trip", "blocked"):
             values = np.asarray(entry[key], dtype=np.float64) / 1e9
             row[key] = (float(np.median(values)), float(np.percentile(values, 90))) if values.size else None
-        out[KIND_NAMES[kind]] = row
-    return out
+        summary[KIND_NAMES[kind]] = row
+    return dict(rows=summary, left_behind=[name for name in [broadcast.name] if Path("/dev/shm", name).exists()])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -471,29 +360,27 @@ def summarize_broadcast(measured: dict) -> dict:
 def fmt_seconds(seconds: float) -> str:
     if seconds >= 0.1:
         return f"{seconds * 1e3:,.0f} ms"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.2f} ms"
-    return f"{seconds * 1e6:.0f} us"
+    return f"{seconds * 1e3:.2f} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.0f} us"
+
+
+def percent(share: float) -> str:
+    return "n/a" if np.isnan(share) else f"{100 * share:.0f}%"
 
 
 def actor_table(rows: list[dict], markdown: bool) -> str:
     header = ["actor processes", "backend", "round", "envs", "env steps", "start-up", "steps/s (first report -> end)",
               "steps/s (2nd half)", "per actor", "vs 1 actor (same round)", "CPU: learner", "CPU: each actor",
               "steps per actor CPU-s", "actor peak RSS"]
-    base = {(r["round"], r["backend"]): r["last_half_steps_per_s"] for r in rows
-            if r["actors"] == 1 and "error" not in r}
+    base = {r["round"]: r["last_half_steps_per_s"] for r in rows if r["actors"] == 1 and "error" not in r}
     body = []
     for r in rows:
         if "error" in r:
             body.append([str(r["actors"]), r["backend"], str(r["round"]), "-", "-", "-", "failed"] + ["-"] * 7)
             continue
-        steady = r["last_half_steps_per_s"]
-        percent = (lambda share: "n/a" if np.isnan(share) else f"{100 * share:.0f}%")
-        per_cpu = steps_per_actor_cpu_second(r)
-        key = (r["round"], r["backend"])
+        steady, per_cpu = r["last_half_steps_per_s"], steps_per_actor_cpu_second(r)
         body.append([str(r["actors"]), r["backend"], str(r["round"]), str(r["envs"]), f"{r['env_steps']:,}",
                      f"{r['startup_s']:.1f} s", f"{r['steps_per_s']:,.0f}", f"{steady:,.0f}",
-                     f"{steady / r['actors']:,.0f}", f"{steady / base[key]:.2f}x" if key in base else "-",
+                     f"{steady / r['actors']:,.0f}", f"{steady / base[r['round']]:.2f}x" if r["round"] in base else "-",
                      percent(r["learner_cpu"]), percent(r["actor_cpu"]),
                      "n/a" if np.isnan(per_cpu) else f"{per_cpu:,.0f}", f"{r['actor_rss_mb']:,.0f} MB"])
     return table(header, body, markdown, left=3)
@@ -504,32 +391,30 @@ def step_table(rows: list[dict], markdown: bool) -> str:
               "env step", "vector step: median", "mean", "env steps/s (1 / mean)", "peak RSS"]
     body = []
     for r in rows:
-        mean = lambda key, r=r: fmt_seconds(float(np.mean(r[key])))  # noqa: E731
+        mean = {key: fmt_seconds(float(np.mean(r[key]))) for key in ("network", "state", "env", "whole")}
         body.append([r["backend"], str(r["round"]), str(r["envs"]), fmt_seconds(float(np.median(r["network"]))),
-                     mean("network"), fmt_seconds(float(np.percentile(r["network"], 90))), mean("state"), mean("env"),
-                     fmt_seconds(float(np.median(r["whole"]))), mean("whole"),
+                     mean["network"], fmt_seconds(float(np.percentile(r["network"], 90))), mean["state"], mean["env"],
+                     fmt_seconds(float(np.median(r["whole"]))), mean["whole"],
                      f"{r['envs'] / float(np.mean(r['whole'])):,.0f}", f"{r['rss_mb']:,.0f} MB"])
     return table(header, body, markdown, left=2)
 
 
-def ratio_line(rows: list[dict], key: str, slow: str, fast: str, reduce=np.mean) -> str:
-    """``slow / fast`` of ``reduce(row[key])`` per round, as "a.aax (round 1), b.bbx (round 2)"."""
+def ratio_line(rows: list[dict], key: str, reduce=np.mean) -> str:
+    """keras / numpy of ``reduce(row[key])`` per round, as "a.aax (round 1), b.bbx (round 2)"."""
     parts = []
     for round_ in sorted({r["round"] for r in rows}):
         pair = {r["backend"]: float(reduce(r[key])) for r in rows if r["round"] == round_}
-        if slow in pair and fast in pair:
-            parts.append(f"{pair[slow] / pair[fast]:.2f}x (round {round_})")
+        if len(pair) == 2:
+            parts.append(f"{pair['keras'] / pair['numpy']:.2f}x (round {round_})")
     return ", ".join(parts) or "n/a"
 
 
 def broadcast_table(summary: dict, markdown: bool) -> str:
     header = ["transport", "latency median", "p90", "round trip (ack seen) median", "p90",
               "publisher blocked median", "copies = published (CRC-32)"]
-    body = []
-    for name, row in summary.items():
-        checks = "-" if name == KIND_NAMES[PING] else f"{row['verified']}/{row['checked']}"
-        body.append([name, *(fmt_seconds(row[k][i]) for k in ("one_way", "round_trip") for i in (0, 1)),
-                     fmt_seconds(row["blocked"][0]), checks])
+    body = [[name, *(fmt_seconds(row[k][i]) for k in ("one_way", "round_trip") for i in (0, 1)),
+             fmt_seconds(row["blocked"][0]), "-" if name == KIND_NAMES[PING] else f"{row['verified']}/{row['checked']}"]
+            for name, row in summary.items()]
     return table(header, body, markdown)
 
 
@@ -537,125 +422,102 @@ def broadcast_table(summary: dict, markdown: bool) -> str:
 # main
 
 
-DISTS = ("numpy", "tensorflow", "keras", "gymnasium", "r2d2kit")
+def print_step_part(srows: list[dict], setup: dict, cfg: dict, markdown: bool) -> None:
+    print(f"\nVector step by part: {setup['env_id']}, {setup['envs']} envs, Q-network of "
+          f"{os.path.relpath(CONFIG)}: {setup['network']} ({setup['weights']:,} weights); ActingLoop, epsilon 0.5; "
+          f"{cfg['vector_steps']:,} timed vector steps (after 200) per run, each run in a spawned process with "
+          f"1 TF thread (as an actor process), {cfg['rounds']} round(s), backends in ABBA order\n")
+    print(step_table(srows, markdown) + "\n")
+    floor = srows[0]
+    print(f"- floors: an empty tf.function call costs {fmt_seconds(floor['empty_tf_function_s'])} here (no "
+          f"compiled Keras call can cost less); the forward's arithmetic ({floor['forward_flops'] / 1e3:,.0f} "
+          f"kFLOP) at numpy's sgemm rate here ({floor['sgemm_flops'] / 1e9:.0f} GFLOP/s, "
+          f"512x512) takes {fmt_seconds(floor['forward_flops'] / floor['sgemm_flops'])}: the rest of a call is "
+          "per-operation overhead")
+    if len({r["backend"] for r in srows}) == 2:
+        print(f"- keras / numpy, network call (mean): {ratio_line(srows, 'network')}; (median): "
+              f"{ratio_line(srows, 'network', np.median)}; whole vector step (mean): {ratio_line(srows, 'whole')}")
+    print("- peak RSS: VmHWM of the spawned process; load average after each run: "
+          + ", ".join(f"{r['backend']} r{r['round']} {r['load']:.2f}" for r in srows))
+
+
+def print_actor_part(rows: list[dict], setup: dict, cfg: dict, markdown: bool) -> None:
+    print(f"\nActor throughput: {setup['env_id']}, {setup['envs']} envs per actor, "
+          f"{cfg['steps']:,} env steps per run, {cfg['rounds']} round(s); learner idle (updates_per_env_step=0: "
+          f"it only drains the rings into replay); Q-network of {os.path.relpath(CONFIG)}: "
+          f"{setup['network']}, {setup['weights']:,} float32 weights ({setup['weights'] * 4 / 1e3:.0f} kB per "
+          "broadcast)\n", flush=True)
+    print(actor_table(rows, markdown) + "\n")
+    for r in rows:
+        print(f"- {r['actors']} actor(s), {r['backend']}, round {r['round']}: " + (
+            f"failed: {r['error']}" if "error" in r else
+            f"start-up {r['startup_s']:.1f} s (until the first env steps reported), stepping {r['stepping_s']:.1f} s, "
+            f"shutdown {r['shutdown_s']:.1f} s; {r['windows']:,} windows drained; load average "
+            f"{r['load_before']:.2f} -> {r['load_after']:.2f}"))
+    ok = [r for r in rows if "error" not in r]
+    best = {n: max((r for r in ok if r["actors"] == n), key=lambda r: r["last_half_steps_per_s"], default=None)
+            for n in (1, 2)}
+    if best[1] and best[2]:
+        overall = [max(r["steps_per_s"] for r in ok if r["actors"] == n) for n in (2, 1)]
+        per_cpu = steps_per_actor_cpu_second(best[2]) / steps_per_actor_cpu_second(best[1])
+        print(f"- auto: scaling, 2 actors / 1 actor, best round of each: "
+              f"{best[2]['last_half_steps_per_s'] / best[1]['last_half_steps_per_s']:.2f}x (2nd half), "
+              f"{overall[0] / overall[1]:.2f}x (first report -> end); steps per actor CPU-second, 2 actors / 1 "
+              f"actor (same runs): {per_cpu:.2f}x")
+    print(f"- CPU: CPU s / wall s over the 2nd half, a share of one core; {cores()} cores here, shared by "
+          f"{max(cfg['actor_counts'])} actors, the learner and any other work (benchmarks/README.md)")
+
+
+def print_broadcast_part(measured: dict, size: int, cfg: dict, markdown: bool) -> None:
+    summary = measured["rows"]
+    print(f"\nWeight broadcast: {size * 4 / 1e6:.1f} MB ({size:,} float32), publisher here, one spawned reader; "
+          f"{cfg['reps']} messages per transport (after {cfg['warmup']} warm-up rounds), transports interleaved\n")
+    print(broadcast_table(summary, markdown) + "\n")
+    shm, que, ack = (summary[KIND_NAMES[kind]] for kind in (SHM, QUEUE, PING))
+    if shm["one_way"] and que["one_way"]:
+        print(f"- Queue / shared memory latency: {que['one_way'][0] / shm['one_way'][0]:.2f}x (medians), "
+              f"{que['one_way'][1] / shm['one_way'][1]:.2f}x (p90)")
+    print("- latency: publish() / put() called -> the reader holds a full copy, on the reader's clock "
+          f"({time.get_clock_info('perf_counter').implementation}, shared by all processes)")
+    print(f"- the ack channel (one int64 in shared memory) costs {fmt_seconds(ack['one_way'][0])} one way "
+          f"(median); the round-trip column adds it and the publisher's polling ({PUBLISHER_POLL_S * 1e6:.0f} "
+          f"us sleeps): {fmt_seconds(ack['round_trip'][0])} with no payload")
+    checks = [f"{name} {row['verified']}/{row['checked']}" for name, row in summary.items() if row["checked"]]
+    print(f"- every copy compared by CRC-32 (and version) with what was published: {', '.join(checks)}")
+    print(f"- shared memory left in /dev/shm by this part: {measured['left_behind'] or 'none'}")
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="a smoke run: 6k env steps per run, 25 broadcasts")
-    parser.add_argument("--markdown", action="store_true", help="print the tables as markdown")
-    parser.add_argument("--only", default=None, help=f"one part: {' or '.join(PARTS)} (default: all)")
+    parser = harness.arg_parser(__doc__, "quick", "markdown", "json")
+    parser.add_argument("--only", choices=PARTS, default=None, help="one part (default: all)")
     parser.add_argument("--backends", default=",".join(BACKENDS),
-                        help=f"actor backends to compare, comma-separated, of {BACKENDS} (default: both)")
-    parser.add_argument("--vector-steps", type=int, default=None, help="timed vector steps per run of the step part")
-    parser.add_argument("--config", type=Path, default=CONFIG, help="YAML config of env, model and learner")
-    parser.add_argument("--steps", type=int, default=None, help="env steps per actor run (all actors together)")
-    parser.add_argument("--rounds", type=int, default=None, help="runs per actor count, in ABBA order")
-    parser.add_argument("--envs-per-actor", type=int, default=None, help="default: env.num_envs of the config")
+                        help=f"actor backends of the step part, comma-separated, of {BACKENDS} (default: both)")
     parser.add_argument("--reps", type=int, default=None, help="broadcasts timed per transport")
     parser.add_argument("--mb", type=float, default=None, help="broadcast size in MB (10^6 bytes; default 10)")
-    parser.add_argument("--json", default=None, metavar="PATH", help="also write the results to PATH")
     args = parser.parse_args(argv)
-    if args.only is not None and args.only not in PARTS:
-        parser.error(f"--only: choose one of {PARTS}")
     backends = tuple(b.strip() for b in args.backends.split(",") if b.strip())
     if not backends or any(b not in BACKENDS for b in backends):
         parser.error(f"--backends {args.backends!r}: choose from {BACKENDS}, comma-separated")
     cfg = dict(QUICK if args.quick else FULL)
-    given = dict(steps=args.steps, rounds=args.rounds, reps=args.reps, mb=args.mb, vector_steps=args.vector_steps)
-    cfg.update({key: value for key, value in given.items() if value is not None})
+    cfg.update({key: value for key, value in dict(reps=args.reps, mb=args.mb).items() if value is not None})
     size = int(cfg["mb"] * 1e6) // 4  # float32 values
 
-    print("command: " + shlex.join([Path(sys.executable).name, *sys.argv]), flush=True)
-    started, load_start = start(DISTS)
-    results: dict = dict(machine=machine_line(DISTS), config={k: list(v) if isinstance(v, tuple) else v
-                                                                for k, v in cfg.items()})
-
-    setup = actor_setup(args.config, args.envs_per_actor) if args.only in (None, "step", "actors") else None
+    started, load_start = harness.start(DISTS)
+    results: dict = dict(machine=harness.machine_line(DISTS), config=cfg)
+    setup = actor_setup() if args.only in (None, "step", "actors") else None
     if args.only in (None, "step"):
-        model = setup["model"]
-        print(f"\nVector step by part: {setup['env_id']}, {setup['envs_per_actor']} envs, Q-network of "
-              f"{os.path.relpath(args.config)}: MLP {model.get('hidden')} -> LSTM {model.get('lstm_units')} -> dueling "
-              f"head {model.get('head_units')} ({setup['weights']:,} weights); ActingLoop, epsilon 0.5; "
-              f"{cfg['vector_steps']:,} timed vector steps (after 200) per run, each run in a spawned process with "
-              f"1 TF thread (as an actor process), {cfg['rounds']} round(s), backends in ABBA order\n", flush=True)
         srows = step_rows(setup, cfg, backends)
-        results["step"] = [{k: (dict(mean=float(np.mean(v)), median=float(np.median(v))) if isinstance(v, np.ndarray)
-                               else v) for k, v in r.items()} for r in srows]
-        print(step_table(srows, args.markdown))
-        print()
-        floor = srows[0]
-        print(f"- floors: an empty tf.function call costs {fmt_seconds(floor['empty_tf_function_s'])} here (no "
-              f"compiled Keras call can cost less); the forward's arithmetic ({floor['forward_flops'] / 1e3:,.0f} "
-              f"kFLOP) at numpy's sgemm rate here ({floor['sgemm_flops'] / 1e9:.0f} GFLOP/s, "
-              f"512x512) takes {fmt_seconds(floor['forward_flops'] / floor['sgemm_flops'])}: the rest of a call is "
-              "per-operation overhead")
-        if {"keras", "numpy"} <= set(backends):
-            print(f"- keras / numpy, network call (mean): {ratio_line(srows, 'network', 'keras', 'numpy')}; "
-                  f"(median): {ratio_line(srows, 'network', 'keras', 'numpy', np.median)}; whole vector step "
-                  f"(mean): {ratio_line(srows, 'whole', 'keras', 'numpy')}")
-        print("- peak RSS: VmHWM of the spawned process; load average after each run: "
-              + ", ".join(f"{r['backend']} r{r['round']} {r['load']:.2f}" for r in srows))
-
+        results["step"] = [{k: dict(mean=float(np.mean(v)), median=float(np.median(v))) if isinstance(v, np.ndarray)
+                            else v for k, v in r.items()} for r in srows]
+        print_step_part(srows, setup, cfg, args.markdown)
     if args.only in (None, "actors"):
-        rows = actor_rows(setup, cfg, ("auto",))  # the Trainer's actors: the backend users get
-        results["actors"] = rows
-        model = setup["model"]
-        print(f"\nActor throughput: {setup['env_id']}, {setup['envs_per_actor']} envs per actor, "
-              f"{cfg['steps']:,} env steps per run, {cfg['rounds']} round(s); learner idle (updates_per_env_step=0: "
-              f"it only drains the rings into replay); Q-network of {os.path.relpath(args.config)}: "
-              f"MLP {model.get('hidden')} -> LSTM {model.get('lstm_units')} -> dueling head {model.get('head_units')}, "
-              f"{setup['weights']:,} float32 weights ({setup['weights'] * 4 / 1e3:.0f} kB per broadcast)\n",
-              flush=True)
-        print(actor_table(rows, args.markdown))
-        print()
-        for r in rows:
-            if "error" in r:
-                print(f"- {r['actors']} actor(s), {r['backend']}, round {r['round']}: failed: {r['error']}")
-            else:
-                print(f"- {r['actors']} actor(s), {r['backend']}, round {r['round']}: start-up {r['startup_s']:.1f} s "
-                      f"(until the first env steps reported), stepping {r['stepping_s']:.1f} s, shutdown "
-                      f"{r['shutdown_s']:.1f} s; {r['windows']:,} windows drained; load average "
-                      f"{r['load_before']:.2f} -> {r['load_after']:.2f}")
-        ok = [r for r in rows if "error" not in r]
-        best = {n: max((r for r in ok if r["actors"] == n), key=lambda r: r["last_half_steps_per_s"], default=None)
-                for n in (1, 2)}
-        if best[1] and best[2]:
-            overall = [max(r["steps_per_s"] for r in ok if r["actors"] == n) for n in (2, 1)]
-            per_cpu = steps_per_actor_cpu_second(best[2]) / steps_per_actor_cpu_second(best[1])
-            print(f"- auto: scaling, 2 actors / 1 actor, best round of each: "
-                  f"{best[2]['last_half_steps_per_s'] / best[1]['last_half_steps_per_s']:.2f}x (2nd half), "
-                  f"{overall[0] / overall[1]:.2f}x (first report -> end); steps per actor CPU-second, 2 actors / 1 "
-                  f"actor (same runs): {per_cpu:.2f}x")
-        print(f"- CPU: CPU s / wall s over the 2nd half, a share of one core; {cores()} cores here, shared by "
-              f"{max(cfg['actor_counts'])} actors, the learner and any other work (benchmarks/README.md)")
-
+        results["actors"] = actor_rows(setup, cfg)
+        print_actor_part(results["actors"], setup, cfg, args.markdown)
     if args.only in (None, "broadcast"):
-        measured = measure_broadcast(size, cfg["reps"], cfg["warmup"])
-        summary = summarize_broadcast(measured)
-        results["broadcast"] = dict(size_values=size, rows=summary, left_behind=measured["left_behind"])
-        print(f"\nWeight broadcast: {size * 4 / 1e6:.1f} MB ({size:,} float32), publisher here, one spawned "
-              f"reader; {cfg['reps']} messages per transport (after {cfg['warmup']} warm-up rounds), "
-              "transports interleaved\n", flush=True)
-        print(broadcast_table(summary, args.markdown))
-        print()
-        shm, que = summary[KIND_NAMES[SHM]], summary[KIND_NAMES[QUEUE]]
-        ack = summary[KIND_NAMES[PING]]
-        if shm["one_way"] and que["one_way"]:
-            print(f"- Queue / shared memory latency: {que['one_way'][0] / shm['one_way'][0]:.2f}x (medians), "
-                  f"{que['one_way'][1] / shm['one_way'][1]:.2f}x (p90)")
-        print("- latency: publish() / put() called -> the reader holds a full copy, on the reader's clock "
-              f"({time.get_clock_info('perf_counter').implementation}, shared by all processes)")
-        print(f"- the ack channel (one int64 in shared memory) costs {fmt_seconds(ack['one_way'][0])} one way "
-              f"(median); the round-trip column adds it and the publisher's polling ({PUBLISHER_POLL_S * 1e6:.0f} "
-              f"us sleeps): {fmt_seconds(ack['round_trip'][0])} with no payload")
-        checks = [f"{name} {row['verified']}/{row['checked']}" for name, row in summary.items() if row["checked"]]
-        print(f"- every copy compared by CRC-32 (and version) with what was published: {', '.join(checks)}")
-        print(f"- shared memory left in /dev/shm by this part: {measured['left_behind'] or 'none'}")
-
-    print(load_footer(started, load_start))
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2, default=str))
+        results["broadcast"] = dict(measure_broadcast(size, cfg["reps"], cfg["warmup"]), size_values=size)
+        print_broadcast_part(results["broadcast"], size, cfg, args.markdown)
+    print(harness.load_footer(started, load_start))
+    harness.write_json(args.json, results)
     return results
 
 

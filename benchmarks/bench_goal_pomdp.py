@@ -1,31 +1,21 @@
 """Memory and hindsight on PointMassGoal-v0: R2D2 + recurrent HER, R2D2 without HER, feed-forward DQN + HER.
 
-    python benchmarks/bench_goal_pomdp.py                       # 3 agents x seeds 0 1 2, 100k env steps each
-    python benchmarks/bench_goal_pomdp.py --json goal.json --png goal.png --markdown
+    python benchmarks/bench_goal_pomdp.py --json goal.json --png goal.png --markdown  # 3 agents x seeds 0 1 2
     python benchmarks/bench_goal_pomdp.py --json goal.json --resume   # only the (agent, seed) runs not in goal.json
     python benchmarks/bench_goal_pomdp.py --quick               # smoke run: seed 0, 3k env steps, about a minute
 
-Scores the greedy success rate every ``--eval-every`` env steps; every run is its own subprocess
-(its own peak RSS; a crash is a row of the table), its output in ``run.log`` of its run directory.
-The task, the agents and the method: benchmarks/README.md.
+Scores the greedy success rate every ``--eval-every`` env steps; every run is its own subprocess. The
+task, the agents and the method: benchmarks/README.md.
 """
 
 from __future__ import annotations
 
-import argparse
-import csv
-import json
 import os
-import shutil
-import sys
-import tempfile
-import time
-from pathlib import Path
 from typing import Any
 
 import harness
 import numpy as np
-from harness import REPO_ROOT, Results, format_load, load_footer, log_tail, machine_line, run_child, table
+from harness import REPO_ROOT, Results, table
 
 ENV_ID = "PointMassGoal-v0"
 CONFIG = REPO_ROOT / "configs" / "point_goal_her.yaml"
@@ -40,72 +30,42 @@ QUICK = dict(steps=3_000, eval_every=1_000, eval_episodes=8, seeds=[0])
 # one run = one subprocess
 
 
-def r2d2_command(run_dir: Path, seed: int, her: bool, args: argparse.Namespace) -> list[str]:
-    """``python -m r2d2kit.train`` with the benchmark's budget and evaluation; ``--set`` values go in
-    before ``replay.her=null``, so no override turns relabelling back on for the ``r2d2`` agent."""
-    overrides = [f"run.seed={seed}", f"run.total_env_steps={args.steps}", f"run.eval_every={args.eval_every}",
-                 f"run.eval_episodes={args.eval_episodes}", "logging.progress=false", "logging.tensorboard=false",
-                 "checkpoints.every_env_steps=0"] + args.set + ([] if her else ["replay.her=null"])
-    return [sys.executable, "-m", "r2d2kit.train", str(args.config), "--run-dir", str(run_dir)] + [
-        part for override in overrides for part in ("--set", override)]
+def child(job: dict) -> dict[str, Any]:
+    """One (agent, seed) run in this process: its curve [(env steps, success)], training seconds, env steps
+    and updates. R2D2: the Trainer with the benchmark's budget and evaluation, ``--set`` values before
+    ``replay.her=null`` (no override turns relabelling back on for ``r2d2``); DQN: ``agents/her_dqn.py``."""
+    seed, steps, every, episodes = job["seed"], job["steps"], job["eval_every"], job["eval_episodes"]
+    if job["agent"] == "dqn-her":  # its default settings, no early stop
+        agent = harness.load_module(REPO_ROOT / "agents" / "her_dqn.py", "agents_her_dqn")
+        m = agent.main(["--env-id", ENV_ID, "--seed", str(seed), "--total-steps", str(steps), "--eval-every",
+                        str(every), "--eval-episodes", str(episodes), "--no-stop-at-target", "--no-progress"])
+        return dict(curve=[(int(s), float(v)) for s, v in m["eval_curve"]], train_seconds=m["train_seconds"],
+                    env_steps=m["global_step"], updates=m["train_steps"])
+    evaluations = harness.evaluation_callback("  {steps:>7,} env steps: success {success:.2f}, {seconds:.0f} s")
+    _, summary, _ = harness.fit(CONFIG, [
+        f"run.seed={seed}", f"run.total_env_steps={steps}", f"run.eval_every={every}",
+        f"run.eval_episodes={episodes}", *job["overrides"]] + ([] if job["agent"] == "r2d2-her" else
+                                                              ["replay.her=null"]), [evaluations])
+    return dict(curve=[(row[0], row[5]) for row in evaluations.rows], train_seconds=summary["train_seconds"],
+                env_steps=summary["env_steps"], updates=summary["updates"])
 
 
-def dqn_argv(run_dir: Path, seed: int, args: argparse.Namespace) -> list[str]:
-    """``agents/her_dqn.py`` flags: the benchmark's budget and evaluation, no early stop."""
-    return ["--env-id", ENV_ID, "--seed", str(seed), "--total-steps", str(args.steps),
-            "--eval-every", str(args.eval_every), "--eval-episodes", str(args.eval_episodes),
-            "--no-stop-at-target", "--no-progress", "--out", str(run_dir / "learning_curve.png")]
-
-
-def dqn_worker(argv: list[str], out: str) -> None:
-    """Run ``agents/her_dqn.py``'s ``main(argv)`` in this process; write its curve and timings to ``out``."""
-    metrics = harness.load_module(REPO_ROOT / "agents" / "her_dqn.py", "agents_her_dqn").main(argv)
-    Path(out).write_text(json.dumps({key: metrics[key] for key in ("eval_curve", "train_seconds", "global_step",
-                                                                   "train_steps")}))
-
-
-def read_run(agent: str, run_dir: Path) -> dict[str, Any]:
-    """The curve [(env steps, success)], training seconds, env steps and updates of a finished run."""
-    if agent == "dqn-her":
-        result = json.loads((run_dir / "result.json").read_text())
-        return dict(curve=[(int(s), float(v)) for s, v in result["eval_curve"]],
-                    train_seconds=result["train_seconds"], env_steps=result["global_step"],
-                    updates=result["train_steps"])
-    with open(run_dir / "metrics.csv", newline="") as handle:  # a trainer run: metrics.csv and summary.json
-        curve = [(int(float(row["env_steps"])), float(row["eval_success"])) for row in csv.DictReader(handle)]
-    summary = json.loads((run_dir / "summary.json").read_text())
-    return dict(curve=curve, train_seconds=summary["train_seconds"], env_steps=summary["env_steps"],
-                updates=summary["updates"])
-
-
-def run_one(agent: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
+def run_one(agent: str, seed: int, args) -> dict[str, Any]:
     """One (agent, seed) run in a subprocess; its record (an ``error`` instead of a curve if it failed)."""
-    run_dir = Path(args.run_root) / f"{agent}-seed{seed}"
-    shutil.rmtree(run_dir, ignore_errors=True)  # the trainer refuses to write into an old run
-    run_dir.mkdir(parents=True)
-    if agent == "dqn-her":
-        job = json.dumps(dict(argv=dqn_argv(run_dir, seed, args), out=str(run_dir / "result.json")))
-        command = [sys.executable, str(Path(__file__).resolve()), "--worker", job]
-    else:
-        command = r2d2_command(run_dir, seed, agent == "r2d2-her", args)
-    load_before = os.getloadavg()[0]
-    code, wall, rss = run_child(command, run_dir / "run.log")
     record = dict(agent=agent, seed=seed, steps=args.steps, eval_every=args.eval_every,
                   eval_episodes=args.eval_episodes, overrides=args.set if agent != "dqn-her" else [],
-                  wall_seconds=round(wall, 1), peak_rss_mb=round(rss), load_before=round(load_before, 2),
-                  load_after=round(os.getloadavg()[0], 2), run_dir=str(run_dir), error=None)
-    try:
-        if code != 0:
-            raise RuntimeError(f"exit {code}: {log_tail(run_dir / 'run.log', width=160)}")
-        record.update(read_run(agent, run_dir))
-        if not record["curve"]:
-            raise RuntimeError("no evaluation was recorded")
-    except (OSError, KeyError, ValueError, RuntimeError) as error:
-        record["error"] = f"{type(error).__name__}: {error}" if not isinstance(error, RuntimeError) else str(error)
+                  load_before=round(harness.load_average(), 2))
+    result = harness.run_job(__file__, record, quiet=True)
+    record.update(result, wall_seconds=round(result["wall_seconds"], 1), peak_rss_mb=round(result["peak_rss_mb"]),
+                  load_after=round(harness.load_average(), 2), error=result.get("error"))
+    if not record["error"] and not record["curve"]:
+        record["error"] = "no evaluation was recorded"
+    if record["error"]:
+        print(f"  {agent} seed {seed}: its output ends\n{record.pop('log_tail', '')}", flush=True)
     return record
 
 
-def same_setup(record: dict[str, Any], args: argparse.Namespace) -> bool:
+def same_setup(record: dict[str, Any], args) -> bool:
     """Whether a stored record ran with this invocation's budget, evaluation and R2D2 overrides."""
     overrides = args.set if record["agent"] != "dqn-her" else []
     return (not record["error"] and record["steps"] == args.steps and record["eval_every"] == args.eval_every
@@ -138,18 +98,14 @@ def report(records: list[dict[str, Any]], agents: list[str], markdown: bool) -> 
     """The per-run table, the per-agent table (mean ± std over seeds) and the target lines."""
     rows = []
     for r in records:
-        load = f"{r['load_before']:.1f} / {r['load_after']:.1f}"
-        if r["error"]:
-            rows.append([AGENTS[r["agent"]], str(r["seed"]), "n/a", "n/a", "n/a", "n/a", f"{r['wall_seconds']:.0f} s",
-                         f"{r['peak_rss_mb']:,} MB", load])
-            continue
-        rows.append([AGENTS[r["agent"]], str(r["seed"]), f"{r['curve'][-1][1]:.2f}",
-                     f"{max(s for _, s in r['curve']):.2f}", fmt_steps(first_at(r["curve"], TARGET)),
-                     f"{r['train_seconds']:.0f} s", f"{r['wall_seconds']:.0f} s", f"{r['peak_rss_mb']:,} MB", load])
+        curve = r.get("curve") or []
+        cells = ["n/a"] * 4 if r["error"] else [f"{curve[-1][1]:.2f}", f"{max(s for _, s in curve):.2f}",
+                                                fmt_steps(first_at(curve, TARGET)), f"{r['train_seconds']:.0f} s"]
+        rows.append([AGENTS[r["agent"]], str(r["seed"]), *cells, f"{r['wall_seconds']:.0f} s",
+                     f"{r['peak_rss_mb']:,} MB", f"{r['load_before']:.1f} / {r['load_after']:.1f}"])
     lines = ["per run:", table(["agent", "seed", "final success", "best success", f"first >= {TARGET}", "train time",
                                 "wall", "peak RSS", "load before / after"], rows, markdown)]
-    errors = [f"- {AGENTS[r['agent']]} seed {r['seed']} failed: {r['error']} (log: {r['run_dir']}/run.log)"
-              for r in records if r["error"]]
+    errors = [f"- {AGENTS[r['agent']]} seed {r['seed']} failed: {r['error']}" for r in records if r["error"]]
     lines += ([""] + errors) if errors else []
     rows, finals = [], {}
     for agent in agents:
@@ -168,10 +124,8 @@ def report(records: list[dict[str, Any]], agents: list[str], markdown: bool) -> 
               "", "targets (final success, mean over seeds, at the same budget):"]
     for agent, values in finals.items():
         mean, seeds = float(np.mean(values)), f"({len(values)} seed{'s' if len(values) > 1 else ''})"
-        if agent == "r2d2-her":
-            lines.append(f"- {AGENTS[agent]}: {mean:.2f} >= {TARGET}? {'yes' if mean >= TARGET else 'NO'} {seeds}")
-        else:
-            lines.append(f"- {AGENTS[agent]}: {mean:.2f} <= {CEILING}? {'yes' if mean <= CEILING else 'NO'} {seeds}")
+        test, bound, met = (">=", TARGET, mean >= TARGET) if agent == "r2d2-her" else ("<=", CEILING, mean <= CEILING)
+        lines.append(f"- {AGENTS[agent]}: {mean:.2f} {test} {bound}? {'yes' if met else 'NO'} {seeds}")
     return lines
 
 
@@ -196,9 +150,8 @@ def plot(records: list[dict[str, Any]], agents: list[str], path: str, steps: int
 # main
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--worker", default=None, help=argparse.SUPPRESS)  # internal: one her_dqn run, JSON job
+def parse_args(argv: list[str] | None = None):
+    p = harness.arg_parser(__doc__, "quick", "markdown")
     p.add_argument("--agents", nargs="+", default=list(AGENTS), choices=list(AGENTS), help="agents to run")
     p.add_argument("--seeds", nargs="+", type=int, default=None, help="default: 0 1 2 (--quick: 0)")
     p.add_argument("--steps", type=int, default=None, help="env steps per run, every agent (default 100000; "
@@ -207,44 +160,31 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    "--quick: 1000); a multiple of 8 keeps R2D2's 8 envs on the same points as the DQN agent")
     p.add_argument("--eval-episodes", type=int, default=None, help="greedy episodes per evaluation, every agent "
                    "(default 50; --quick: 8)")
-    p.add_argument("--config", default=str(CONFIG), help="the R2D2 agents' config")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="override an R2D2 config value for both R2D2 agents, e.g. replay.her.n_sampled_goal=8")
-    p.add_argument("--quick", action="store_true", help="smoke run: seed 0, 3k env steps, about a minute")
     p.add_argument("--json", default=None, help="write every run's record here, after each run")
     p.add_argument("--resume", action="store_true", help="with --json: keep its finished (agent, seed) runs "
                    "of the same budget and evaluation, run only the others")
     p.add_argument("--png", default=None, help="success-rate curves: mean over seeds, min-max band")
-    p.add_argument("--markdown", action="store_true", help="print the tables as markdown")
-    p.add_argument("--run-root", default=None, help="run directories go here (default: a temporary folder, "
-                   "removed at the end unless a run failed)")
     args = p.parse_args(argv)
-    defaults = QUICK if args.quick else FULL
-    for key in ("steps", "eval_every", "eval_episodes", "seeds"):
-        if getattr(args, key) is None:
-            setattr(args, key, defaults[key])
+    for key, value in (QUICK if args.quick else FULL).items():
+        setattr(args, key, value if getattr(args, key) is None else getattr(args, key))
     if args.resume and not args.json:
         p.error("--resume reads the runs of --json FILE; give one")
     return args
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
+    harness.serve_job(child)
     args = parse_args(argv)
-    if args.worker:
-        job = json.loads(args.worker)
-        dqn_worker(job["argv"], job["out"])
-        return []
-    began, load_start = time.perf_counter(), format_load()
-    temporary = args.run_root is None
-    args.run_root = args.run_root or tempfile.mkdtemp(prefix="bench_goal_pomdp-")
-    machine = machine_line(("numpy", "numba", "tensorflow", "keras", "gymnasium"))
-    print(machine, flush=True)
+    began, load_start = harness.start(("numpy", "numba", "tensorflow", "keras", "gymnasium"))
     print(f"{ENV_ID}: {args.steps:,} env steps per run; greedy success over {args.eval_episodes} episodes every "
           f"{args.eval_every:,} env steps; agents {', '.join(args.agents)}; seeds {' '.join(map(str, args.seeds))}; "
-          f"R2D2 config {os.path.relpath(args.config, REPO_ROOT)}" + (f" with {' '.join(args.set)}" if args.set else "")
-          + f"; runs under {args.run_root}; load average at start {load_start}", flush=True)
-    results = Results(args.json, lambda r: (r["agent"], r["seed"]), args.resume,
-                      lambda: dict(machine=machine, env_id=ENV_ID, target=TARGET, ceiling=CEILING))
+          f"R2D2 config {CONFIG.relative_to(REPO_ROOT)}" + (f" with {' '.join(args.set)}" if args.set else ""),
+          flush=True)
+    results = Results(args.json, lambda r: (r["agent"], r["seed"]), args.resume, lambda: dict(
+        machine=harness.machine_line(("numpy", "numba", "tensorflow", "keras", "gymnasium")), env_id=ENV_ID,
+        target=TARGET, ceiling=CEILING))
     if args.resume:
         kept = sum(same_setup(r, args) for r in results.runs)
         print(f"resuming: {kept} finished run(s) of this setup in {args.json} ({results.stored - kept} other or "
@@ -268,14 +208,12 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     print(f"\nSuccess: greedy, {args.eval_episodes} episodes per evaluation; final = at {args.steps:,} env steps. "
           "Train time: evaluations excluded. Peak RSS: each run's own process. Load: 1-minute average on "
           f"{os.cpu_count()} CPUs before / after each run.")
-    print(load_footer(began, load_start))
+    print(harness.load_footer(began, load_start))
     if args.png:
         plot(records, args.agents, args.png, args.steps)
         print(f"curves written to {args.png}")
     if args.json and todo:
         print(f"records written to {args.json}")
-    if temporary and not any(r["error"] for r in records):
-        shutil.rmtree(args.run_root, ignore_errors=True)
     return records
 
 

@@ -1,9 +1,8 @@
 """Learning on BitFlip: r2d2kit's DQN+HER agent with and without HER, beside Stable-Baselines3 DQN + HER.
 
     python benchmarks/bench_her.py                    # n_bits 15, 30, 50: about 1.5 h on 2 CPU cores
-    python benchmarks/bench_her.py --n-bits 15 30 --no-her-n-bits 15 --markdown    # 15/30 with SB3: ~30 min
     python benchmarks/bench_her.py --quick            # smoke run: n_bits 8, small budgets, about a minute
-    python benchmarks/bench_her.py --n-bits 15 30 --sb3-n-bits 15 --seeds 1 --json her.json
+    python benchmarks/bench_her.py --n-bits 15 30 --sb3-n-bits 15 --seeds 1 --json her.json --markdown
 
 Every run (a fresh subprocess each) is scored by the greedy success rate over 100 random-goal
 episodes every ``eval_every`` env steps and stops at the first evaluation >= 0.95 or at its budget
@@ -12,19 +11,13 @@ of env steps or training seconds. Rows, settings and method: benchmarks/README.m
 
 from __future__ import annotations
 
-import argparse
-import importlib.util
-import json
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Any
 
 import harness
 import numpy as np
-from harness import REPO_ROOT, load_footer, load_module, run_script, start, table
-from peers import PeerUnavailable
+from harness import REPO_ROOT, table
 
 CONFIG = REPO_ROOT / "agents" / "her_dqn.yaml"
 TARGET = 0.95
@@ -60,42 +53,28 @@ class Run:
 
 
 # ---------------------------------------------------------------------------------------------
-# r2d2kit: agents/her_dqn.py, imported by path (agents/ is a folder of scripts)
+# the runs: r2d2kit's agents/her_dqn.py (imported by path: agents/ is a folder of scripts), SB3 DQN + HER
 
 
 def run_r2d2kit(agent, n_bits: int, seed: int, her: bool, steps: int, seconds: float, eval_every: int) -> Run:
-    method = "r2d2kit HER" if her else "r2d2kit no HER"
     argv = ["--config", str(CONFIG), "--n-bits", str(n_bits), "--seed", str(seed), "--total-steps", str(steps),
             "--max-seconds", str(seconds), "--eval-every", str(eval_every), "--eval-episodes", str(EVAL_EPISODES),
             "--success-target", str(TARGET), "--stop-at-target", "--her" if her else "--no-her", "--no-progress"]
     start = time.perf_counter()
     m = agent.main(argv)
-    wall = time.perf_counter() - start
-    m.pop("buffer", None)
-    return Run(method, n_bits, seed, [(int(s), float(v)) for s, v in m["eval_curve"]], m["steps_to_target"],
-               m["seconds_to_target"], m["global_step"], m["train_seconds"], wall, f"{steps:,} steps / {seconds:.0f} s")
-
-
-# ---------------------------------------------------------------------------------------------
-# Stable-Baselines3 DQN + HerReplayBuffer (benchmark-only peer)
-
-
-def load_sb3():
-    try:
-        import stable_baselines3
-        import torch  # noqa: F401
-        from stable_baselines3 import DQN, HerReplayBuffer
-        from stable_baselines3.common.callbacks import BaseCallback
-    except Exception as error:  # noqa: BLE001 - any import failure makes the peer unavailable
-        raise PeerUnavailable(f"{type(error).__name__}: {error}".splitlines()[0][:110]) from error
-    return stable_baselines3, DQN, HerReplayBuffer, BaseCallback
+    curve = [(int(s), float(v)) for s, v in m["eval_curve"]]
+    return Run("r2d2kit HER" if her else "r2d2kit no HER", n_bits, seed, curve, m["steps_to_target"],
+               m["seconds_to_target"], m["global_step"], m["train_seconds"], time.perf_counter() - start,
+               f"{steps:,} steps / {seconds:.0f} s")
 
 
 def run_sb3(agent, n_bits: int, seed: int, steps: int, seconds: float, eval_every: int, threads: int) -> Run:
+    """SB3's DQN + HerReplayBuffer (a benchmark-only peer) on r2d2kit's BitFlip-v0 and evaluation goals."""
     import gymnasium as gym
     import torch
+    from stable_baselines3 import DQN, HerReplayBuffer
+    from stable_baselines3.common.callbacks import BaseCallback
 
-    _, DQN, HerReplayBuffer, BaseCallback = load_sb3()
     torch.set_num_threads(threads)
     run = Run("SB3 HER", n_bits, seed, budget=f"{steps:,} steps / {seconds:.0f} s")
     eval_envs = agent.make_eval_envs(n_bits, EVAL_EPISODES, seed + 10_000)  # the r2d2kit agent's goals
@@ -107,16 +86,13 @@ def run_sb3(agent, n_bits: int, seed: int, steps: int, seconds: float, eval_ever
             super().__init__()
             self.start, self.eval_seconds = start, 0.0
 
-        def _policy(self, obs: dict[str, np.ndarray]) -> np.ndarray:
-            return self.model.predict(obs, deterministic=True)[0]
-
         def _on_step(self) -> bool:
             train_seconds = time.perf_counter() - self.start - self.eval_seconds
             out_of_time = train_seconds >= seconds
             if self.num_timesteps % eval_every and not out_of_time and self.num_timesteps < steps:
                 return True
             eval_start = time.perf_counter()
-            success = agent.evaluate(eval_envs, self._policy)
+            success = agent.evaluate(eval_envs, lambda obs: self.model.predict(obs, deterministic=True)[0])
             self.eval_seconds += time.perf_counter() - eval_start
             run.curve.append((self.num_timesteps, success))
             run.steps, run.train_seconds = self.num_timesteps, train_seconds
@@ -138,6 +114,29 @@ def run_sb3(agent, n_bits: int, seed: int, steps: int, seconds: float, eval_ever
     env.close()
     eval_envs.close()
     return run
+
+
+def worker(job: dict) -> dict:
+    """One run in this process (a fresh interpreter: TensorFlow and torch never share a process)."""
+    agent = harness.load_module(REPO_ROOT / "agents" / "her_dqn.py", "agents_her_dqn")
+    if job["method"] != "SB3 HER":
+        run = run_r2d2kit(agent, job["n_bits"], job["seed"], job["method"] == "r2d2kit HER", job["steps"],
+                          job["seconds"], job["eval_every"])
+    else:
+        try:
+            run = run_sb3(agent, job["n_bits"], job["seed"], job["steps"], job["seconds"], job["eval_every"],
+                          job["torch_threads"])
+        except ImportError as error:
+            run = Run(job["method"], job["n_bits"], job["seed"], error=f"{type(error).__name__}: {error}"[:110])
+    return {"run": asdict(run)}
+
+
+def run_job(job: dict) -> Run:
+    """:func:`worker` in a fresh interpreter, with that process's own peak RSS."""
+    result = harness.run_job(__file__, job, quiet=True)
+    if "run" not in result:
+        return Run(job["method"], job["n_bits"], job["seed"], error=f"worker {result['error'][:140]}")
+    return Run(**dict(result["run"], peak_rss_mb=result["peak_rss_mb"]))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -175,67 +174,27 @@ def summarise(runs: list[Run], checkpoints: list[int]) -> list[str]:
         else:
             numbers = [1.0 if v == "done" else v for v in values]  # a seed already past the target counts 1
             cells.append(f"{np.mean(numbers):.2f}")
-    reached = [r for r in runs if r.steps_to_target is not None]
-    seeds = len(runs)
+    reached, seeds = [r for r in runs if r.steps_to_target is not None], len(runs)
     if reached:
-        steps = statistics.median(r.steps_to_target for r in reached)
-        secs = statistics.median(r.seconds_to_target for r in reached)
-        spread = "" if seeds == 1 else (f" ({fmt_steps(min(r.steps_to_target for r in reached))}-"
-                                        f"{fmt_steps(max(r.steps_to_target for r in reached))})")
-        cells.append(fmt_steps(steps) + spread + ("" if len(reached) == seeds else f" [{len(reached)}/{seeds}]"))
-        tspread = "" if seeds == 1 else (f" ({min(r.seconds_to_target for r in reached):.1f}-"
-                                         f"{max(r.seconds_to_target for r in reached):.1f})")
-        cells.append(f"{secs:.1f}{tspread}")
+        steps, secs = ([r.steps_to_target for r in reached], [r.seconds_to_target for r in reached])
+        cells += [fmt_steps(statistics.median(steps)) + ("" if seeds == 1 else
+                                                           f" ({fmt_steps(min(steps))}-{fmt_steps(max(steps))})")
+                  + ("" if len(reached) == seeds else f" [{len(reached)}/{seeds}]"),
+                  f"{statistics.median(secs):.1f}" + ("" if seeds == 1 else f" ({min(secs):.1f}-{max(secs):.1f})")]
     else:
         cells += ["not reached", "-"]
-    final = [r.curve[-1][1] if r.curve else 0.0 for r in runs]
-    cells.append(f"{np.mean(final):.2f}")
-    cells.append(f"{fmt_steps(statistics.median(r.steps for r in runs))} / "
-                 f"{statistics.median(r.train_seconds for r in runs):.0f} s  "
-                 f"(seeds {','.join(str(r.seed) for r in runs)})")
-    cells.append(f"{max(r.peak_rss_mb for r in runs):,.0f} MB")
-    return cells
-
-
-def her_table(rows: list[list[str]], checkpoints: list[int], markdown: bool) -> str:
-    header = (["n_bits", "method"] + [f"@{fmt_steps(c)}" for c in checkpoints]
-              + [f"env steps to {TARGET}", f"train s to {TARGET}", "last success", "ran (steps / train s, seeds)",
-                 "peak RSS"])
-    return table(header, rows, markdown, left=2)
-
-
-def run_job(job: dict[str, Any]) -> Run:
-    """One run in a fresh interpreter (``--worker``): TensorFlow and torch never share a process."""
-    result = run_script(__file__, ["--worker", json.dumps(job)], quiet=True)
-    if "run" not in result:
-        return Run(job["method"], job["n_bits"], job["seed"], error=f"worker {result['error'][:140]}")
-    return Run(**dict(result["run"], peak_rss_mb=result["peak_rss_mb"]))  # the worker's own peak RSS
-
-
-def worker(job: dict[str, Any], out: str) -> None:
-    """Run one job in this process and write its result to ``out``."""
-    agent = load_module(REPO_ROOT / "agents" / "her_dqn.py", "agents_her_dqn")
-    if job["method"] == "SB3 HER":
-        try:
-            run = run_sb3(agent, job["n_bits"], job["seed"], job["steps"], job["seconds"], job["eval_every"],
-                          job["torch_threads"])
-        except PeerUnavailable as error:
-            run = Run(job["method"], job["n_bits"], job["seed"], error=str(error))
-    else:
-        run = run_r2d2kit(agent, job["n_bits"], job["seed"], job["method"] == "r2d2kit HER", job["steps"],
-                          job["seconds"], job["eval_every"])
-    harness.write_child_result(out, {"run": asdict(run)})
+    return cells + [f"{np.mean([r.curve[-1][1] if r.curve else 0.0 for r in runs]):.2f}",
+                    f"{fmt_steps(statistics.median(r.steps for r in runs))} / "
+                    f"{statistics.median(r.train_seconds for r in runs):.0f} s  "
+                    f"(seeds {','.join(str(r.seed) for r in runs)})", f"{max(r.peak_rss_mb for r in runs):,.0f} MB"]
 
 
 DISTS = ("numpy", "numba", "tensorflow", "keras", "gymnasium", "torch", "stable-baselines3")
 
 
 def main(argv: list[str] | None = None) -> list[Run]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)  # internal: one run, JSON in and out
-    parser.add_argument("--child-out", default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--quick", action="store_true", help="smoke run: n_bits 8, small budgets")
-    parser.add_argument("--markdown", action="store_true", help="print the table as markdown")
+    harness.serve_job(worker)
+    parser = harness.arg_parser(__doc__, "quick", "markdown", "json")
     parser.add_argument("--n-bits", type=int, nargs="+", default=None, help="default: 15 30 50 (--quick: 8)")
     parser.add_argument("--sb3-n-bits", type=int, nargs="*", default=None,
                         help="n_bits with an SB3 row (default: 15 30; --quick: 8); none: no SB3 rows")
@@ -243,47 +202,32 @@ def main(argv: list[str] | None = None) -> list[Run]:
                         help="n_bits with an r2d2kit no-HER row (default: all)")
     parser.add_argument("--seeds", type=int, default=None, help="seeds per row for every n_bits "
                         "(default: 3 at n_bits 15 and 30, 1 at 50)")
-    parser.add_argument("--budget-scale", type=float, default=1.0, help="multiply every step and time budget")
     parser.add_argument("--torch-threads", type=int, default=1,
                         help="torch intra-op threads for SB3 (2 collapsed under this machine's background load)")
-    parser.add_argument("--json", default=None, help="also write every run's curve and timings here")
     args = parser.parse_args(argv)
-    if args.worker:
-        worker(json.loads(args.worker), args.child_out)
-        return []
     budgets = QUICK if args.quick else FULL
     n_bits_list = args.n_bits or list(budgets)
     sb3_bits = set(args.sb3_n_bits if args.sb3_n_bits is not None else ([8] if args.quick else [15, 30]))
     no_her_bits = set(args.no_her_n_bits if args.no_her_n_bits is not None else n_bits_list)
 
-    began, load_start = start(DISTS)
+    began, load_start = harness.start(DISTS)
     print(f"load average at start: {load_start}; config {CONFIG.relative_to(REPO_ROOT)}; "
           f"{EVAL_EPISODES} greedy eval episodes per point; target {TARGET}; threads: TensorFlow default (2), "
           f"torch {args.torch_threads}")
-    sb3_note = None if importlib.util.find_spec("stable_baselines3") else "stable-baselines3 is not installed"
-
     runs: list[Run] = []
-    groups: dict[tuple[int, str], list[Run]] = {}
     for n_bits in n_bits_list:
-        b = dict(budgets.get(n_bits, DEFAULT_BUDGET))
+        b = budgets.get(n_bits, DEFAULT_BUDGET)
         seeds = tuple(range(1, args.seeds + 1)) if args.seeds else b["seeds"]
-        scale = args.budget_scale
-        steps, seconds = int(b["steps"] * scale), b["seconds"] * scale
         for seed in seeds:  # interleaved, so that drift in machine load hits every method alike
-            jobs = [dict(method="r2d2kit HER", steps=steps)]
-            if n_bits in sb3_bits:
-                jobs.append(dict(method="SB3 HER", steps=int(b["sb3_steps"] * scale)))
+            jobs = [dict(method="r2d2kit HER", steps=b["steps"])]
+            jobs += [dict(method="SB3 HER", steps=b["sb3_steps"])] if n_bits in sb3_bits else []
             if n_bits in no_her_bits and seed == seeds[0]:  # one seed: it stays near 0
-                jobs.append(dict(method="r2d2kit no HER", steps=int(b["no_her_steps"] * scale)))
+                jobs.append(dict(method="r2d2kit no HER", steps=b["no_her_steps"]))
             for job in jobs:
-                job.update(n_bits=n_bits, seed=seed, seconds=seconds, eval_every=b["eval_every"],
+                job.update(n_bits=n_bits, seed=seed, seconds=b["seconds"], eval_every=b["eval_every"],
                            torch_threads=args.torch_threads)
-                if job["method"] == "SB3 HER" and sb3_note:
-                    run = Run(job["method"], n_bits, seed, error=sb3_note)
-                else:
-                    run = run_job(job)
-                runs.append(run)
-                groups.setdefault((n_bits, run.method), []).append(run)
+                runs.append(run_job(job))
+                run = runs[-1]
                 print(f"  n_bits={n_bits} {run.method} seed {seed}: "
                       + (f"n/a ({run.error})" if run.error else
                          (f"{TARGET} at {fmt_steps(run.steps_to_target)} env steps, {run.seconds_to_target:.1f} s; "
@@ -294,29 +238,27 @@ def main(argv: list[str] | None = None) -> list[Run]:
     max_steps = max((r.steps for r in runs if not r.error), default=0)
     checkpoints = [c for c in CHECKPOINTS if c <= max_steps] or [CHECKPOINTS[0]]
     order = {"r2d2kit HER": 0, "SB3 HER": 1, "r2d2kit no HER": 2}
-    rows = [summarise(group, checkpoints) for _, group in sorted(groups.items(), key=lambda kv: (kv[0][0],
-                                                                                                order[kv[0][1]]))]
-    print()
-    print(her_table(rows, checkpoints, args.markdown))
+    groups: dict[tuple[int, str], list[Run]] = {}
+    for run in sorted(runs, key=lambda r: (r.n_bits, order[r.method])):
+        groups.setdefault((run.n_bits, run.method), []).append(run)
+    header = (["n_bits", "method"] + [f"@{fmt_steps(c)}" for c in checkpoints]
+              + [f"env steps to {TARGET}", f"train s to {TARGET}", "last success", "ran (steps / train s, seeds)",
+                 "peak RSS"])
+    print("\n" + table(header, [summarise(group, checkpoints) for group in groups.values()], args.markdown, left=2))
     print(f"\nCells @N: greedy success over {EVAL_EPISODES} random-goal episodes at N env steps (mean over seeds); "
           f"'done': stopped after reaching {TARGET} earlier; empty: beyond the run's budget. Steps and seconds to "
           f"{TARGET}: median over seeds (min-max); [k/n]: seeds that reached it. Seconds: training wall time, "
           f"evaluations excluded.")
     for n_bits in n_bits_list:
-        ours = groups.get((n_bits, "r2d2kit HER"), [])
-        peer = groups.get((n_bits, "SB3 HER"), [])
-        if ours and peer and not peer[0].error:
-            a = [r.seconds_to_target for r in ours if r.seconds_to_target is not None]
-            p = [r.seconds_to_target for r in peer if r.seconds_to_target is not None]
-            if a and p:
-                print(f"n_bits={n_bits}: SB3 / r2d2kit wall time to {TARGET} = "
-                      f"{statistics.median(p) / statistics.median(a):.2f} (median seconds {statistics.median(p):.1f} "
-                      f"vs {statistics.median(a):.1f})")
-    if sb3_note:
-        print(f"note: SB3 rows n/a: {sb3_note}")
-    print(load_footer(began, load_start))
+        ours = [r.seconds_to_target for r in groups.get((n_bits, "r2d2kit HER"), []) if r.seconds_to_target is not None]
+        peer = [r.seconds_to_target for r in groups.get((n_bits, "SB3 HER"), []) if r.seconds_to_target is not None]
+        if ours and peer:
+            print(f"n_bits={n_bits}: SB3 / r2d2kit wall time to {TARGET} = "
+                  f"{statistics.median(peer) / statistics.median(ours):.2f} (median seconds "
+                  f"{statistics.median(peer):.1f} vs {statistics.median(ours):.1f})")
+    print(harness.load_footer(began, load_start))
     if args.json:
-        Path(args.json).write_text(json.dumps([asdict(r) for r in runs], indent=1))
+        harness.write_json(args.json, [asdict(r) for r in runs])
     return runs
 
 

@@ -1,7 +1,6 @@
 """HER sampling: r2d2kit's HerReplayBuffer against the seed article's per-index Python relabelling.
 
-    python benchmarks/bench_her_sampling.py              # capacity 2^17 transitions, about a minute
-    python benchmarks/bench_her_sampling.py --quick      # capacity 2^14, about 15 s
+    python benchmarks/bench_her_sampling.py --quick      # capacity 2^14, about 15 s (full: 2^17, about a minute)
     python benchmarks/bench_her_sampling.py --markdown   # the table as markdown
 
 Median seconds of one ``sample(batch)`` call (a ratio above 1: r2d2kit is faster), both buffers holding
@@ -10,18 +9,19 @@ the same BitFlip-style episodes in a ring that has wrapped. Method: benchmarks/R
 
 from __future__ import annotations
 
-import argparse
 import gc
 from typing import Any, Callable
 
+import harness
 import numpy as np
-from harness import interleaved, load_footer, start, table, timed_ns
+from harness import interleaved, table, timed_ns
 
 from r2d2kit.envs import BitFlipEnv
 from r2d2kit.replay import HerReplayBuffer
 
 FULL = dict(capacity=2**17, fill=2**17 + 2**15, n_bits=15, batch=256, reps=2000, slow_reps=300, rounds=10, warmup=50)
 QUICK = dict(capacity=2**14, fill=2**14 + 2**12, n_bits=15, batch=256, reps=300, slow_reps=60, rounds=3, warmup=10)
+STEP_FIELDS = ("observation", "achieved_goal", "desired_goal")  # of obs; next_obs gives the next_ ones
 
 
 # ---------------------------------------------------------------------------------------------
@@ -35,23 +35,16 @@ class SeedStyleHerBuffer:
 
     def __init__(self, capacity: int, n_bits: int, n_sampled_goal: int, strategy: str,
                  compute_reward: Callable, seed: int = 0) -> None:
-        self.capacity = capacity
-        self.strategy = strategy
+        self.capacity, self.strategy, self.compute_reward = capacity, strategy, compute_reward
         self.her_ratio = 1.0 - 1.0 / (n_sampled_goal + 1)
-        self.compute_reward = compute_reward
         self.rng = np.random.default_rng(seed)
-        self.observation = np.zeros((capacity, n_bits), np.float32)
-        self.achieved_goal = np.zeros((capacity, n_bits), np.float32)
-        self.desired_goal = np.zeros((capacity, n_bits), np.float32)
-        self.action = np.zeros(capacity, np.int64)
-        self.reward = np.zeros(capacity, np.float32)
-        self.next_observation = np.zeros((capacity, n_bits), np.float32)
-        self.next_achieved_goal = np.zeros((capacity, n_bits), np.float32)
+        self.data = {name: np.zeros((capacity, n_bits), np.float32)
+                     for name in (*STEP_FIELDS, "next_observation", "next_achieved_goal")}
+        self.data.update(action=np.zeros(capacity, np.int64), reward=np.zeros(capacity, np.float32))
         self.index_episode_map = np.full(capacity, -1, np.int64)
         self.episode_end_indices: dict[int, int] = {}
         self.complete = np.zeros(capacity, bool)  # slot holds a step of a complete, unbroken episode
-        self.position, self.size, self.episode = 0, 0, 0
-        self.fallbacks = 0
+        self.position, self.episode, self.fallbacks = 0, 0, 0
 
     def add(self, obs: dict, action: int, reward: float, next_obs: dict, done: bool) -> None:
         i = self.position
@@ -64,17 +57,14 @@ class SeedStyleHerBuffer:
                 if j == end:
                     break
                 j = (j + 1) % self.capacity
-        self.observation[i] = obs["observation"]
-        self.achieved_goal[i] = obs["achieved_goal"]
-        self.desired_goal[i] = obs["desired_goal"]
-        self.action[i] = action
-        self.reward[i] = reward
-        self.next_observation[i] = next_obs["observation"]
-        self.next_achieved_goal[i] = next_obs["achieved_goal"]
+        for name in STEP_FIELDS:
+            self.data[name][i] = obs[name]
+        self.data["next_observation"][i] = next_obs["observation"]
+        self.data["next_achieved_goal"][i] = next_obs["achieved_goal"]
+        self.data["action"][i], self.data["reward"][i] = action, reward
         self.index_episode_map[i] = self.episode
         self.complete[i] = False
         self.position = (i + 1) % self.capacity
-        self.size = min(self.size + 1, self.capacity)
         if done:
             self.episode_end_indices[self.episode] = i
             j = i
@@ -102,18 +92,15 @@ class SeedStyleHerBuffer:
                 goal_indices[k] = end
             else:
                 goal_indices[k] = self.rng.integers(index, end + 1)
-        desired = self.desired_goal[indices]
-        desired[:her_count] = self.next_achieved_goal[goal_indices]
-        reward = self.reward[indices]
-        reward[:her_count] = self.compute_reward(self.next_achieved_goal[her_indices], desired[:her_count], {})
-        return {"observation": self.observation[indices], "achieved_goal": self.achieved_goal[indices],
-                "desired_goal": desired, "action": self.action[indices], "reward": reward,
-                "next_observation": self.next_observation[indices],
-                "next_achieved_goal": self.next_achieved_goal[indices]}
+        out = {name: array[indices] for name, array in self.data.items()}
+        next_achieved = self.data["next_achieved_goal"]
+        out["desired_goal"][:her_count] = next_achieved[goal_indices]
+        out["reward"][:her_count] = self.compute_reward(next_achieved[her_indices], out["desired_goal"][:her_count], {})
+        return out
 
 
 # ---------------------------------------------------------------------------------------------
-# data
+# data, timing
 
 
 def episodes(n_steps: int, n_bits: int, seed: int):
@@ -140,71 +127,56 @@ def episodes(n_steps: int, n_bits: int, seed: int):
 
 
 def build(cfg: dict, strategy: str, **kwargs: Any) -> tuple[HerReplayBuffer, SeedStyleHerBuffer]:
-    env = BitFlipEnv(cfg["n_bits"])
-    n = cfg["n_bits"]
+    env, n = BitFlipEnv(cfg["n_bits"]), cfg["n_bits"]
     ours = HerReplayBuffer(cfg["capacity"], ((n,), "float32"), ((n,), "float32"), num_envs=1, n_sampled_goal=4,
                            goal_selection_strategy=strategy, compute_reward=env.compute_reward, seed=0, **kwargs)
     seed_style = SeedStyleHerBuffer(cfg["capacity"], n, 4, strategy, env.compute_reward, seed=0)
-    batched = lambda x: np.asarray(x)[np.newaxis]  # noqa: E731
-    for obs, action, reward, next_obs, terminated, truncated in episodes(cfg["fill"], n, seed=1):
-        ours.add({k: v[np.newaxis] for k, v in obs.items()}, batched(action), batched(reward),
-                 {k: v[np.newaxis] for k, v in next_obs.items()}, batched(terminated), batched(truncated))
+
+    def one_env(x):  # a batch of one env
+        return {k: v[np.newaxis] for k, v in x.items()} if isinstance(x, dict) else np.asarray(x)[np.newaxis]
+
+    for step in episodes(cfg["fill"], n, seed=1):
+        ours.add(*map(one_env, step))
+        obs, action, reward, next_obs, terminated, truncated = step
         seed_style.add(obs, action, reward, next_obs, terminated or truncated)
     seed_style.freeze()
     return ours, seed_style
 
 
-# ---------------------------------------------------------------------------------------------
-# timing
-
-
-def measure(steps: dict[str, Callable[[], Any]], cfg: dict, slow: tuple[str, ...] = ()) -> dict[str, float]:
-    """Median seconds per call of each step, run in interleaved rounds with the collector off."""
+def median_seconds(steps: dict[str, Callable[[], Any]], cfg: dict) -> dict[str, float]:
+    """Median seconds per call of each step, in interleaved rounds with the collector off."""
     times = interleaved({name: lambda step=step: timed_ns(step) for name, step in steps.items()}, cfg["rounds"],
-                        cfg["reps"], cfg["warmup"], slow, cfg["slow_reps"])
+                        cfg["reps"], cfg["warmup"], ("seed-style",), cfg["slow_reps"])
     return {name: float(np.median(t)) / 1e9 for name, t in times.items()}
 
 
 def run(cfg: dict) -> tuple[list[list[str]], list[str]]:
-    b = cfg["batch"]
-    rows, notes = [], []
-
-    def row(label: str, ours: float, seed_style: float | None) -> None:
-        cells = [label, f"{ours * 1e6:,.1f} us"]
-        if seed_style is None:
-            cells += ["n/a", "-"]
-        else:
-            cells += [f"{seed_style * 1e6:,.1f} us", f"{seed_style / ours:.1f}x"]
-        rows.append(cells)
-
+    b, rows, notes = cfg["batch"], [], []
     for strategy in ("future", "final"):
         ours, seed_style = build(cfg, strategy)
-        t = measure({"r2d2kit": lambda: ours.sample(b), "seed-style": lambda: seed_style.sample(b)}, cfg,
-                    slow=("seed-style",))
-        row(f"sample({b}), {strategy}, k=4", t["r2d2kit"], t["seed-style"])
+        t = median_seconds({"r2d2kit": lambda: ours.sample(b), "seed-style": lambda: seed_style.sample(b)}, cfg)
+        rows.append([f"sample({b}), {strategy}, k=4", f"{t['r2d2kit'] * 1e6:,.1f} us",
+                     f"{t['seed-style'] * 1e6:,.1f} us", f"{t['seed-style'] / t['r2d2kit']:.1f}x"])
         if strategy == "future":
             notes.append(f"seed-style fell back from 'future' to 'final' for {seed_style.fallbacks:,} relabelled "
                          f"samples over the run (episodes wrapping the ring); r2d2kit: never, by construction")
         ours = seed_style = None
         gc.collect()
-
     for label, strategy, kwargs in [("episode, k=4", "episode", {}), ("random, k=4", "random", {}),
                                     ("future, k=4, PER", "future", {"prioritized": True}),
                                     ("future, k=4, n_step=3", "future", {"n_step": 3})]:
         ours, _ = build(cfg, strategy, **kwargs)
-        row(f"sample({b}), {label}", measure({"r2d2kit": lambda: ours.sample(b, beta=0.4)}, cfg)["r2d2kit"], None)
+        t = median_seconds({"r2d2kit": lambda: ours.sample(b, beta=0.4)}, cfg)
+        rows.append([f"sample({b}), {label}", f"{t['r2d2kit'] * 1e6:,.1f} us", "n/a", "-"])
         ours = None
         gc.collect()
     return rows, notes
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small buffer, few repeats (smoke run)")
-    parser.add_argument("--markdown", action="store_true", help="print the table as markdown")
-    args = parser.parse_args(argv)
+    args = harness.arg_parser(__doc__, "quick", "markdown").parse_args(argv)
     cfg = QUICK if args.quick else FULL
-    began, load_start = start(("numpy", "numba", "r2d2kit"))
+    began, load_start = harness.start(("numpy", "numba", "r2d2kit"))
     print(f"capacity {cfg['capacity']:,} transitions ({cfg['fill']:,} steps fed, ring wrapped), n_bits "
           f"{cfg['n_bits']}, one env; medians of {cfg['reps']} (seed-style: {cfg['slow_reps']}) calls; "
           f"load average {load_start}")
@@ -212,7 +184,7 @@ def main(argv: list[str] | None = None) -> None:
     print(table(["operation", "r2d2kit", "seed-style", "seed-style/r2d2kit"], rows, args.markdown))
     for note in notes:
         print(f"note: {note}")
-    print(load_footer(began, load_start))
+    print(harness.load_footer(began, load_start))
 
 
 if __name__ == "__main__":

@@ -6,26 +6,23 @@
     python benchmarks/bench_popgym.py --quick                          # smoke run: every env, seed 0, 2,048 steps
 
 MMER (POPGym's metric): the maximum over a run's greedy evaluations of the mean episodic return, in
-[-1, 1]. Each (agent, env, seed) run trains in its own subprocess (its own peak RSS; a crash is that
-run's failure); ``--json`` is rewritten after every run and ``--resume`` skips the runs it holds.
-Method, agents and hyper-parameters: benchmarks/README.md.
+[-1, 1]. Each (agent, env, seed) run trains in its own subprocess; ``--json`` is rewritten after every
+run. Method, agents and hyper-parameters: benchmarks/README.md.
 """
 
 from __future__ import annotations
 
-import argparse
 import functools
 import hashlib
 import json
 import os
-import tempfile
 import time
 from pathlib import Path
 
 import harness
 import numpy as np
 import yaml
-from harness import REPO_ROOT, Results, fmt, load_footer, machine_line, pyplot, seed_band, table
+from harness import REPO_ROOT, Results, fmt, table
 
 CONFIG_DIR = REPO_ROOT / "configs" / "popgym"
 ENVS = ("RepeatFirstEasy", "RepeatPreviousEasy", "RepeatPreviousMedium", "CountRecallEasy",
@@ -52,6 +49,10 @@ RECURRENT_PPO = dict(policy="MlpLstmPolicy", n_envs=8, n_steps=128, batch_size=2
                      policy_kwargs="dict(lstm_hidden_size=<model.lstm_units>, n_lstm_layers=1, "
                                    "enable_critic_lstm=True, net_arch=dict(pi=[<model.head_units>], "
                                    "vf=[<model.head_units>]), activation_fn=Tanh, ortho_init=True)")
+# The numeric RecurrentPPO settings --ppo-set may change (n_envs stays 8, so that both agents evaluate at the
+# same env steps; gamma defaults to the R2D2 config's).
+PPO_TUNABLE = {**{k: type(v) for k, v in RECURRENT_PPO.items()
+                  if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "n_envs"}, "gamma": float}
 
 
 def mmer(evaluations: list) -> float | None:
@@ -84,10 +85,6 @@ def read_config(env: str) -> dict:
     return yaml.safe_load(config_path(env).read_text()) or {}
 
 
-def config_budget(env: str) -> int:
-    return int(read_config(env)["run"]["total_env_steps"])
-
-
 def config_digest(env: str, agent: str) -> str:
     """A digest of what the config decides for ``agent`` on ``env``, so that ``--resume`` re-runs runs made
     before the config was edited: every R2D2 setting but the budget (set by ``--steps``), and only the model
@@ -100,12 +97,6 @@ def config_digest(env: str, agent: str) -> str:
         config = {"lstm_units": model.get("lstm_units"), "head_units": model.get("head_units"),
                   "gamma": config.get("learner", {}).get("gamma")}
     return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-# The numeric RecurrentPPO settings --ppo-set may change (n_envs stays 8, so that both agents evaluate at the
-# same env steps; gamma defaults to the R2D2 config's).
-PPO_TUNABLE = {**{k: type(v) for k, v in RECURRENT_PPO.items()
-                  if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "n_envs"}, "gamma": float}
 
 
 def ppo_hyperparameters(env: str, overrides: dict | None = None) -> dict:
@@ -141,11 +132,10 @@ def run_key(run: dict) -> tuple:
     return (run["agent"], run["env"], run["seed"])
 
 
-def same_settings(run: dict, steps: int, args: argparse.Namespace) -> bool:
+def same_settings(run: dict, steps: int, args) -> bool:
     """Whether a stored run was made with this sweep's budget, schedule, agent settings and config."""
     agent_settings = (run.get("overrides") == list(args.set) if run["agent"] == "r2d2"
-                      else run.get("ppo_prev_action") == (not args.ppo_no_prev_action)
-                      and run.get("ppo_overrides", []) == list(args.ppo_set))
+                      else run.get("ppo_overrides", []) == list(args.ppo_set))
     return (run.get("error") is None and run["steps"] == steps and run["eval_every"] == args.eval_every
             and run["eval_episodes"] == args.eval_episodes and agent_settings
             and run.get("config_digest") == config_digest(run["env"], run["agent"]))
@@ -155,41 +145,23 @@ def same_settings(run: dict, steps: int, args: argparse.Namespace) -> bool:
 # one run (child process)
 
 
-def run_r2d2(env: str, seed: int, steps: int, eval_every: int, eval_episodes: int, overrides: list[str],
-             run_dir: str | None) -> dict:
-    from r2d2kit.runners.callbacks import Callback
-    from r2d2kit.training import Trainer, load_config
-
-    config = load_config(config_path(env), [
-        f"run.total_env_steps={steps}", f"run.eval_every={eval_every}", f"run.eval_episodes={eval_episodes}",
-        f"run.seed={seed}", "logging.progress=false", "logging.tensorboard=false",
-        "checkpoints.every_env_steps=0", "checkpoints.keep=1", *overrides])
-
-    class Show(Callback):  # one line per evaluation, so a long run shows where it is
-        def on_evaluation(self, trainer, row):
-            print(f"  R2D2 {env} seed {seed} {row['env_steps']:>7,} env steps: eval {row['eval_mean']:+.3f} +- "
-                  f"{row['eval_std']:.3f}, training episodes {row['train_return']:+.3f}, {row['updates']:,} updates, "
-                  f"{row['seconds']:.0f} s", flush=True)
-
-    with tempfile.TemporaryDirectory(prefix="bench-popgym-") as scratch:
-        trainer = Trainer(config, Path(run_dir or scratch), callbacks=[Show()])
-        began = time.perf_counter()
-        summary = trainer.fit()
-        fit_seconds = time.perf_counter() - began
-        rows = trainer.log.rows()
-    # (env steps, eval mean, eval std, training seconds, mean return of the last 100 training episodes)
-    evaluations = [(int(r["env_steps"]), r["eval_mean"], r["eval_std"], r["seconds"], r.get("train_return"))
-                   for r in rows]
+def run_r2d2(job: dict) -> dict:
+    env, seed = job["env"], job["seed"]
+    line = (f"  R2D2 {env} seed {seed} " "{steps:>7,} env steps: eval {mean:+.3f} +- {std:.3f}, "
+            "training episodes {train_return:+.3f}, {updates:,} updates, {seconds:.0f} s")
+    evaluations = harness.evaluation_callback(line)
+    trainer, summary, fit_seconds = harness.fit(config_path(env), [
+        f"run.total_env_steps={job['steps']}", f"run.eval_every={job['eval_every']}", f"run.seed={seed}",
+        f"run.eval_episodes={job['eval_episodes']}", "checkpoints.keep=1", *job["overrides"]], [evaluations])
     train_seconds = float(summary["train_seconds"])
-    return dict(evaluations=evaluations, env_steps=int(summary["env_steps"]), train_seconds=train_seconds,
+    return dict(evaluations=evaluations.rows, env_steps=int(summary["env_steps"]), train_seconds=train_seconds,
                 eval_seconds=fit_seconds - train_seconds, updates=int(summary["updates"]),
-                config=dict(path=os.path.relpath(config_path(env), REPO_ROOT), overrides=list(overrides),
-                            model=vars(config.model), learner=vars(config.learner), run=vars(config.run),
-                            env=vars(config.env), actors=vars(config.actors), replay=vars(config.replay)))
+                config=dict(trainer.config.to_dict(), path=os.path.relpath(config_path(env), REPO_ROOT)))
 
 
-def make_ppo_env(env: str, prev_action: bool):
-    """POPGym env -> (PreviousAction) -> FlattenObservation: one-hot Discrete / MultiDiscrete parts."""
+def make_ppo_env(env: str):
+    """POPGym env -> PreviousAction (on the bare env, as its paper's runs) -> FlattenObservation: one-hot
+    Discrete / MultiDiscrete parts."""
     import gymnasium as gym
     from popgym.wrappers import PreviousAction
 
@@ -197,15 +169,12 @@ def make_ppo_env(env: str, prev_action: bool):
 
     env_id = f"popgym-{env}-v0"
     ensure_registered(env_id)
-    made = gym.make(env_id)
-    if prev_action:
-        made = PreviousAction(made.unwrapped)  # POPGym's wrappers take the bare env (as its paper's runs do)
-    return gym.wrappers.FlattenObservation(made)
+    return gym.wrappers.FlattenObservation(PreviousAction(gym.make(env_id).unwrapped))
 
 
-def run_ppo(env: str, seed: int, steps: int, eval_every: int, eval_episodes: int, torch_threads: int,
-            prev_action: bool, ppo_overrides: dict | None = None) -> dict:
-    hp = ppo_hyperparameters(env, ppo_overrides)
+def run_ppo(job: dict) -> dict:
+    env, seed = job["env"], job["seed"]
+    hp = ppo_hyperparameters(env, parse_ppo_overrides(job["ppo_set"]))
     keys = ("policy", "n_steps", "batch_size", "n_epochs", "learning_rate", "gamma", "gae_lambda", "clip_range",
             "ent_coef", "vf_coef", "max_grad_norm")
     kwargs = dict({k: hp[k] for k in keys}, policy_kwargs=dict(
@@ -214,42 +183,30 @@ def run_ppo(env: str, seed: int, steps: int, eval_every: int, eval_episodes: int
     line = (f"  RecurrentPPO {env} seed {seed} " "{steps:>7,} env steps: eval {mean:+.3f} +- {std:.3f}, "
             "training episodes {train_return:+.3f}, {seconds:.0f} s")
     result = harness.run_recurrent_ppo(
-        functools.partial(make_ppo_env, env, prev_action), kwargs, seed=seed, steps=steps, eval_every=eval_every,
-        eval_episodes=eval_episodes, n_envs=hp["n_envs"], torch_threads=torch_threads, line=line)
-    result["config"] = dict(hp, prev_action=prev_action, torch_threads=result.pop("torch_threads"))
+        functools.partial(make_ppo_env, env), kwargs, seed=seed, steps=job["steps"], eval_every=job["eval_every"],
+        eval_episodes=job["eval_episodes"], n_envs=hp["n_envs"], torch_threads=job["torch_threads"], line=line)
+    result["config"] = dict(hp, torch_threads=result.pop("torch_threads"))
     return result
 
 
-def child_main(args: argparse.Namespace) -> None:
-    """One (agent, env, seed) run in this process; its result is written to ``--child-out``."""
-    agent, env, seed = args.child[0], args.child[1], int(args.child[2])
-    steps = args.steps or config_budget(env)
+def child(job: dict) -> dict:
+    """One (agent, env, seed) run in this process."""
     began = time.perf_counter()
-    if agent == "r2d2":
-        result = run_r2d2(env, seed, steps, args.eval_every, args.eval_episodes, args.set, args.run_dir)
-    else:
-        result = run_ppo(env, seed, steps, args.eval_every, args.eval_episodes, args.torch_threads,
-                         not args.ppo_no_prev_action, args.ppo_overrides)
-    result.update(agent=agent, env=env, seed=seed, steps=steps, eval_every=args.eval_every,
-                  eval_episodes=args.eval_episodes, process_seconds=time.perf_counter() - began,
-                  mmer=mmer(result["evaluations"]), final=final_mean(result["evaluations"]), overrides=list(args.set),
-                  ppo_prev_action=not args.ppo_no_prev_action, ppo_overrides=list(args.ppo_set), error=None)
-    harness.write_child_result(args.child_out, result)
+    result = (run_r2d2 if job["agent"] == "r2d2" else run_ppo)(job)
+    return dict(result, process_seconds=time.perf_counter() - began, mmer=mmer(result["evaluations"]),
+                final=final_mean(result["evaluations"]), error=None)
 
 
-def run_one(args: argparse.Namespace, agent: str, env: str, seed: int, steps: int) -> dict:
+def run_one(args, agent: str, env: str, seed: int, steps: int) -> dict:
     """One (agent, env, seed) in a subprocess; a failure becomes a result with ``error`` set."""
-    command = ["--child", agent, env, str(seed), "--steps", str(steps), "--eval-every", str(args.eval_every),
-               "--eval-episodes", str(args.eval_episodes), "--torch-threads", str(args.torch_threads)]
-    command += [f"--set={o}" for o in args.set] + [f"--ppo-set={o}" for o in args.ppo_set]
-    command += ["--ppo-no-prev-action"] if args.ppo_no_prev_action else []
-    result = harness.run_script(__file__, command)
+    settings = dict(agent=agent, env=env, seed=seed, steps=steps, eval_every=args.eval_every,
+                    eval_episodes=args.eval_episodes, overrides=list(args.set), ppo_overrides=list(args.ppo_set))
+    result = harness.run_job(__file__, dict(settings, torch_threads=args.torch_threads, ppo_set=args.ppo_set))
     if result.get("error"):
         print(f"  {AGENT_NAMES[agent]} {env} seed {seed} failed ({result['error']}); stderr tail:\n"
               f"{result.pop('log_tail')}", flush=True)
-        result.update(agent=agent, env=env, seed=seed, steps=steps, eval_every=args.eval_every,
-                      eval_episodes=args.eval_episodes, evaluations=[], mmer=None, final=None)
-    return result
+        result.update(evaluations=[], mmer=None, final=None)
+    return dict(result, **settings)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -260,64 +217,47 @@ def fmt_ms(pair: tuple[float, float] | None, n: int) -> str:
     return "-" if pair is None else f"{pair[0]:+.3f} +- {pair[1]:.3f} ({n})"
 
 
-def summarize(runs: list[dict], envs: list[str]) -> dict[str, dict]:
-    """Per env and agent: MMERs, finals and times over the seeds that finished."""
-    out = {}
-    for env in envs:
-        out[env] = {}
-        for agent in AGENTS:
-            done = [r for r in runs if r["env"] == env and r["agent"] == agent and r.get("error") is None]
-            out[env][agent] = dict(
-                n=len(done), mmer=mean_std([r["mmer"] for r in done if r["mmer"] is not None]),
+def summarize(runs: list[dict], env: str, agent: str) -> dict:
+    """MMERs, finals and times over the seeds of ``agent`` on ``env`` that finished."""
+    done = [r for r in runs if r["env"] == env and r["agent"] == agent and r.get("error") is None]
+    return dict(n=len(done), mmer=mean_std([r["mmer"] for r in done if r["mmer"] is not None]),
                 final=mean_std([r["final"] for r in done if r["final"] is not None]),
                 train_seconds=mean_std([r["train_seconds"] for r in done]),
                 wall_seconds=mean_std([r["wall_seconds"] for r in done]),
                 peak_rss_mb=max((r["peak_rss_mb"] for r in done), default=None),
                 steps=done[0]["steps"] if done else None,
                 failed=sum(1 for r in runs if r["env"] == env and r["agent"] == agent and r.get("error")))
-    return out
 
 
 def report(runs: list[dict], envs: list[str], markdown: bool) -> str:
-    s = summarize(runs, envs)
+    s = {env: {agent: summarize(runs, env, agent) for agent in AGENTS} for env in envs}
     header = ["env", "env steps", "R2D2 MMER (seeds)", "RecurrentPPO MMER (seeds)", "R2D2 >= PPO",
               "paper PPO-GRU", "paper PPO-LSTM", "target (R2D2)", "met"]
-    rows, wins, judged = [], 0, 0
+    rows, beats = [], []
     for env in envs:
         r2, ppo = s[env]["r2d2"], s[env]["recurrent-ppo"]
-        beats = None
-        if r2["mmer"] and ppo["mmer"]:
-            beats = r2["mmer"][0] >= ppo["mmer"][0]
-            wins, judged = wins + beats, judged + 1
-        op, threshold = TARGETS[env]
+        beat = r2["mmer"][0] >= ppo["mmer"][0] if r2["mmer"] and ppo["mmer"] else None
+        beats += [] if beat is None else [beat]
         met = target_met(env, r2["mmer"][0] if r2["mmer"] else None)
-        paper = [fmt(PAPER_MMER[env][k]) if PAPER_MMER[env][k] is not None else "not found"
-                 for k in ("PPO-GRU", "PPO-LSTM")]
+        quoted = " (quoted paper best)" if env in QUOTED_PAPER_BEST else ""
         rows.append([env, fmt(r2["steps"] or ppo["steps"], ","), fmt_ms(r2["mmer"], r2["n"]),
-                     fmt_ms(ppo["mmer"], ppo["n"]), "-" if beats is None else ("yes" if beats else "no"), *paper,
-                     f"{op} {threshold:+.2f}" + (" (quoted paper best)" if env in QUOTED_PAPER_BEST else ""),
+                     fmt_ms(ppo["mmer"], ppo["n"]), "-" if beat is None else ("yes" if beat else "no"),
+                     *("not found" if value is None else fmt(value) for value in PAPER_MMER[env].values()),
+                     f"{TARGETS[env][0]} {TARGETS[env][1]:+.2f}{quoted}",
                      "-" if met is None else ("met" if met else "not met")])
     lines = [table(header, rows, markdown, right=range(1, 5)), ""]
-    header = ["env", "agent", "final mean return (seeds)", "training wall time", "process wall time",
-              "peak RSS (max over seeds)", "failed runs"]
     rows = []
     for env in envs:
-        for agent in AGENTS:
-            a = s[env][agent]
-            if not a["n"] and not a["failed"]:
-                continue
-            train = a["train_seconds"]
-            rows.append([env, AGENT_NAMES[agent], fmt_ms(a["final"], a["n"]),
-                         "-" if train is None else f"{train[0]:.0f} +- {train[1]:.0f} s",
-                         "-" if a["wall_seconds"] is None else f"{a['wall_seconds'][0]:.0f} s",
-                         "-" if a["peak_rss_mb"] is None else f"{a['peak_rss_mb']:,.0f} MB", str(a["failed"])])
-    lines += [table(header, rows, markdown, right=range(2, 7)), ""]
-    header = ["agent", "env", "seed", "MMER", "final", "best at (env steps)", "training s", "env steps/s",
-              "updates", "process s", "peak RSS"]
+        for agent, a in s[env].items():
+            if a["n"] or a["failed"]:
+                rows.append([env, AGENT_NAMES[agent], fmt_ms(a["final"], a["n"]),
+                             "-" if a["train_seconds"] is None else "{:.0f} +- {:.0f} s".format(*a["train_seconds"]),
+                             "-" if a["wall_seconds"] is None else f"{a['wall_seconds'][0]:.0f} s",
+                             "-" if a["peak_rss_mb"] is None else f"{a['peak_rss_mb']:,.0f} MB", str(a["failed"])])
+    lines += [table(["env", "agent", "final mean return (seeds)", "training wall time", "process wall time",
+                     "peak RSS (max over seeds)", "failed runs"], rows, markdown, right=range(2, 7)), ""]
     rows = []
-    for r in sorted(runs, key=lambda r: (envs.index(r["env"]) if r["env"] in envs else 99, r["agent"], r["seed"])):
-        if r["env"] not in envs:
-            continue
+    for r in sorted((r for r in runs if r["env"] in envs), key=lambda r: (envs.index(r["env"]), r["agent"], r["seed"])):
         if r.get("error"):
             rows.append([AGENT_NAMES[r["agent"]], r["env"], str(r["seed"]), "failed"] + ["-"] * 7)
             continue
@@ -326,14 +266,17 @@ def report(runs: list[dict], envs: list[str], markdown: bool) -> str:
                      fmt(r["final"], "+.3f"), fmt(best, ","), f"{r['train_seconds']:.0f}",
                      f"{r['env_steps'] / max(r['train_seconds'], 1e-9):.0f}",
                      f"{r['updates']:,}", f"{r['process_seconds']:.0f}", f"{r['peak_rss_mb']:,.0f} MB"])
-    lines += [table(header, rows, markdown, right=range(2, 11)), ""]
+    lines += [table(["agent", "env", "seed", "MMER", "final", "best at (env steps)", "training s", "env steps/s",
+                     "updates", "process s", "peak RSS"], rows, markdown, right=range(2, 11)), ""]
+    wins = sum(beats)
+    judged = (" (met)" if wins >= BEATS_PPO_ON else " (not met)" if len(beats) == len(ENVS)
+              else " (not judged: fewer envs)")
     lines.append("- MMER: max over evaluations of the mean greedy return (POPGym's metric, in [-1, 1]); mean +- std "
                  "over seeds, seed count in brackets. Training wall time excludes evaluations; process wall time is "
                  "the run's subprocess from start to end (imports, evaluations included); peak RSS is ru_maxrss of "
                  "that subprocess.")
-    lines.append(f"- target: R2D2's MMER >= RecurrentPPO's on >= {BEATS_PPO_ON} of 6 envs: {wins} of {judged} envs "
-                 f"with both agents here" + (" (met)" if wins >= BEATS_PPO_ON else
-                                              " (not met)" if judged == len(ENVS) else " (not judged: fewer envs)"))
+    lines.append(f"- target: R2D2's MMER >= RecurrentPPO's on >= {BEATS_PPO_ON} of 6 envs: {wins} of {len(beats)} "
+                 f"envs with both agents here{judged}")
     lines.append("- paper: the POPGym paper's appendix MMER table (Morad et al., ICLR 2023; PPO + GRU / LSTM, 15M "
                  "env steps) could not be read here, so its cells say 'not found'. CountRecallEasy 0.51 and "
                  "RepeatPreviousMedium -0.32 are quoted as the paper's best recurrent PPO; those are the targets "
@@ -342,15 +285,15 @@ def report(runs: list[dict], envs: list[str], markdown: bool) -> str:
 
 
 def plot(runs: list[dict], envs: list[str], path: str) -> None:
-    plt = pyplot()
+    plt = harness.pyplot()
     cols = min(3, len(envs))
     rows = -(-len(envs) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.4 * rows), squeeze=False)
     colors = {"r2d2": "tab:blue", "recurrent-ppo": "tab:orange"}
     for ax, env in zip(axes.flat, envs):
         for agent in AGENTS:
-            seed_band(ax, [r["evaluations"] for r in runs if r["env"] == env and r["agent"] == agent
-                           and r.get("error") is None], AGENT_NAMES[agent], colors[agent], ms=2.5)
+            harness.seed_band(ax, [r["evaluations"] for r in runs if r["env"] == env and r["agent"] == agent
+                                   and r.get("error") is None], AGENT_NAMES[agent], colors[agent], ms=2.5)
         ax.axhline(TARGETS[env][1], color="gray", ls="--", lw=1)
         ax.set_title(env, fontsize=10)
         ax.set(ylim=(-1.05, 1.05), xlabel="env steps")
@@ -368,14 +311,14 @@ def plot(runs: list[dict], envs: list[str], path: str) -> None:
 # main
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--envs", nargs="+", default=None, metavar="ENV",
+def parse_args(argv=None):
+    p = harness.arg_parser(__doc__, "quick", "markdown")
+    p.add_argument("--envs", nargs="+", default=ENVS, metavar="ENV",
                    help=f"POPGym tasks (default all six: {' '.join(ENVS)}; a popgym-...-v0 id works too)")
     p.add_argument("--seeds", nargs="+", type=int, default=None, help="default 0 1 2 (--quick: 0)")
     p.add_argument("--steps", type=int, default=None,
-                   help="env-step budget per env for both agents (default: each config's run.total_env_steps, "
-                        "100k; --quick: 2048)")
+                   help="env-step budget per env for both agents (default: each config's run.total_env_steps; "
+                        "--quick: 2048)")
     p.add_argument("--eval-every", type=int, default=None, help="env steps between evaluations (default 10000; "
                                                                 "--quick: 1024); a multiple of 8")
     p.add_argument("--eval-episodes", type=int, default=None, help="greedy episodes per evaluation (default 16; "
@@ -384,38 +327,23 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help=f"skip an agent: {' or '.join(AGENTS)} (repeatable, or comma-separated)")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="extra override of the R2D2 configs (YAML value), e.g. learner.learning_rate=5e-4")
-    p.add_argument("--quick", action="store_true",
-                   help="smoke run: seed 0, 2,048 env steps, evaluations every 1,024 of 4 episodes, R2D2 warm-up "
-                        "512 steps (so it updates)")
     p.add_argument("--json", default=None, help="results JSON, rewritten after every run")
     p.add_argument("--resume", action="store_true", help="keep the runs in --json made with these settings "
                    "(budget, schedule, --set, and the config as it is now) and run only the missing ones")
     p.add_argument("--png", default=None, help="PNG of the curves: one panel per env")
-    p.add_argument("--markdown", action="store_true", help="print the tables as markdown")
     p.add_argument("--torch-threads", type=int, default=1,
                    help="torch CPU threads for RecurrentPPO (default 1: on a 2-core machine more threads spin)")
-    p.add_argument("--ppo-no-prev-action", action="store_true",
-                   help="do not give RecurrentPPO the previous action (POPGym's PreviousAction wrapper)")
     p.add_argument("--ppo-set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a numeric RecurrentPPO hyper-parameter, e.g. gamma=0.5 (repeatable; keys: "
                         + ", ".join(PPO_TUNABLE) + "; gamma defaults to the R2D2 config's learner.gamma)")
-    p.add_argument("--run-dir", default=None, help=argparse.SUPPRESS)  # child: keep the R2D2 run directory
-    p.add_argument("--child", nargs=3, default=None, metavar=("AGENT", "ENV", "SEED"), help=argparse.SUPPRESS)
-    p.add_argument("--child-out", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     try:
-        args.ppo_overrides = parse_ppo_overrides(args.ppo_set)  # checked once, used by the child
+        parse_ppo_overrides(args.ppo_set)  # checked here, used by the child
     except ValueError as error:
         p.error(str(error))
-    if args.child:
-        return args
-    envs = []
-    for name in args.envs or ENVS:
-        name = name.removeprefix("popgym-").removesuffix("-v0")
-        if name not in ENVS:
-            p.error(f"unknown env {name!r}; choose from {', '.join(ENVS)}")
-        envs.append(name)
-    args.envs = envs
+    args.envs = [name.removeprefix("popgym-").removesuffix("-v0") for name in args.envs]
+    if set(args.envs) - set(ENVS):
+        p.error(f"unknown env(s) {sorted(set(args.envs) - set(ENVS))}; choose from {', '.join(ENVS)}")
     args.seeds = args.seeds if args.seeds is not None else ([0] if args.quick else [0, 1, 2])
     if args.quick:
         args.steps = args.steps or 2048
@@ -426,21 +354,18 @@ def parse_args(argv=None) -> argparse.Namespace:
         p.error("--eval-every must be a multiple of 8: both agents step 8 envs at a time, so only then do they "
                 "evaluate at the same env steps")
     args.without = {w.strip().lower() for item in args.without for w in item.split(",") if w.strip()}
-    unknown = args.without - set(AGENTS)
-    if unknown:
-        p.error(f"unknown agent(s) {sorted(unknown)} in --without; agents: {', '.join(AGENTS)}")
+    if args.without - set(AGENTS):
+        p.error(f"unknown agent(s) {sorted(args.without - set(AGENTS))} in --without; agents: {', '.join(AGENTS)}")
     if args.resume and not args.json:
         p.error("--resume needs --json FILE (the results to resume)")
     return args
 
 
 def main(argv=None) -> dict:
+    harness.serve_job(child)
     args = parse_args(argv)
-    if args.child:
-        child_main(args)
-        return {}
     began, load_start = harness.start(DISTS)
-    budgets = {env: args.steps or config_budget(env) for env in args.envs}
+    budgets = {env: args.steps or int(read_config(env)["run"]["total_env_steps"]) for env in args.envs}
     agents = [a for a in AGENTS if a not in args.without]
     print(f"POPGym: {', '.join(f'{env} {budgets[env]:,}' for env in args.envs)} env steps per agent; greedy "
           f"evaluation of {args.eval_episodes} episodes every {args.eval_every:,} steps; seeds "
@@ -452,8 +377,8 @@ def main(argv=None) -> dict:
             print(f"note: {env}'s budget {steps:,} is not a multiple of --eval-every; the final evaluation is at "
                   f"{steps // args.eval_every * args.eval_every:,}", flush=True)
     results = Results(args.json, run_key, args.resume, lambda: dict(
-        machine=machine_line(DISTS), args={k: v for k, v in vars(args).items() if not k.startswith("child")},
-        recurrent_ppo=RECURRENT_PPO, targets=TARGETS, paper_mmer=PAPER_MMER, quoted_paper_best=QUOTED_PAPER_BEST))
+        machine=harness.machine_line(DISTS), args=vars(args), recurrent_ppo=RECURRENT_PPO, targets=TARGETS,
+        paper_mmer=PAPER_MMER, quoted_paper_best=QUOTED_PAPER_BEST))
     # both agents of a seed one after the other: a partial sweep compares like with like
     todo = [(agent, env, seed) for env in args.envs for seed in args.seeds for agent in agents
             if not results.has((agent, env, seed), lambda r, env=env: same_settings(r, budgets[env], args))]
@@ -471,7 +396,7 @@ def main(argv=None) -> dict:
     shown = [r for r in results.runs if r["env"] in args.envs and r["seed"] in args.seeds and r["agent"] in agents]
     print()
     print(report(shown, args.envs, args.markdown))
-    print(load_footer(began, load_start))
+    print(harness.load_footer(began, load_start))
     if args.png and shown:
         plot(shown, args.envs, args.png)
         print(f"- curves written to {args.png}")

@@ -1,28 +1,21 @@
 """Learning benchmark on CartPoleNoVel-v1: r2d2kit's R2D2 beside sb3-contrib's RecurrentPPO.
 
-    python benchmarks/bench_r2d2_cartpole.py                    # 100k env steps each, ~20-30 min on 2 cores
-    python benchmarks/bench_r2d2_cartpole.py --markdown --out curve.png
+    python benchmarks/bench_r2d2_cartpole.py --markdown --out curve.png   # 100k env steps each, ~20-30 min
     python benchmarks/bench_r2d2_cartpole.py --quick            # smoke run: 10k steps, evals every 2.5k
     python benchmarks/bench_r2d2_cartpole.py --seeds 0,1,2 --without recurrent-ppo --stop-on-miss  # a screen
 
-Both agents are evaluated greedily every ``--eval-every`` env steps on the same episodes. The target,
-per seed: the first greedy 10-episode mean >= 475 comes within 30k env steps, and every later
-evaluation up to the end (100k) stays >= 425; the criterion is met when it holds on every seed of
-``--seeds``. Method and hyper-parameters: benchmarks/README.md.
+Both agents are evaluated greedily on the same episodes. The target, per seed: the first greedy
+10-episode mean >= 475 comes within 30k env steps, and every later evaluation up to the end (100k)
+stays >= 425. Method and hyper-parameters: benchmarks/README.md.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import tempfile
-from pathlib import Path
-
 import harness
 import numpy as np
-from harness import REPO_ROOT, fmt, load_footer, peak_rss_mb, table
+from harness import REPO_ROOT, fmt, table
 
+CONFIG = REPO_ROOT / "configs" / "cartpole_pomdp.yaml"
 ENV_ID = "CartPoleNoVel-v1"
 THRESHOLD = 475.0
 TARGET_STEPS = 30_000
@@ -73,46 +66,26 @@ def target_missed(evaluations: list, eval_every: int) -> bool:
     return not target_met(summary)
 
 
-def run_r2d2(config_path: Path, overrides: list[str], steps: int, seed: int, eval_every: int, eval_episodes: int,
-             progress: bool, stop_on_miss: bool = False, runner: str | None = None) -> dict:
-    """One run of the Trainer (the loop ``python -m r2d2kit.train`` runs) with the config's settings.
-
-    ``runner``: ``processes`` (the config's, the README command), or ``local`` with as many envs in
-    this process as the config's actors have in all (the same data per vector step).
-    """
-    from r2d2kit.runners.callbacks import Callback
+def run_r2d2(overrides: list[str], steps: int, seed: int, eval_every: int, eval_episodes: int,
+             stop_on_miss: bool = False, runner: str = "processes") -> dict:
+    """One run of the Trainer with the config's settings; ``runner``: ``processes`` (the config's, the README
+    command), or ``local`` with as many envs in this process as the config's actors have in all."""
     from r2d2kit.training.config import ConfigError, load_config
-    from r2d2kit.training.trainer import Trainer
 
     try:
-        settings = load_config(config_path, overrides)  # the trainer's own validation, --set included
+        settings = load_config(CONFIG, overrides)  # the trainer's own validation, --set included
     except ConfigError as error:
         raise SystemExit(f"config error: {error}") from None
-    if settings.env.id != ENV_ID:
-        raise SystemExit(f"{config_path}: env.id must be {ENV_ID}, got {settings.env.id!r}")
-    runner = runner or settings.actors.runner
     envs = settings.env.num_envs * (settings.actors.num_actors if settings.actors.runner != "local" else 1)
-    run_overrides = [f"actors.runner={runner}", f"run.total_env_steps={steps}", f"run.seed={seed}",
-                     f"run.eval_every={eval_every}", f"run.eval_episodes={eval_episodes}",
-                     f"logging.progress={str(progress).lower()}", "logging.tensorboard=false",
-                     "checkpoints.every_env_steps=0"] + ([f"env.num_envs={envs}"] if runner == "local" else [])
-    settings = load_config(config_path, overrides + run_overrides)
-    seen: list[tuple[int, float, float, float]] = []  # (env steps, mean, std, training seconds) per evaluation
-
-    class Curve(Callback):
-        def on_evaluation(self, trainer, row):  # one line per evaluation, so a long run shows where it is
-            seen.append((row["env_steps"], row["eval_mean"], row["eval_std"], row["seconds"]))
-            print(f"  r2d2kit {row['env_steps']:>7,} env steps: eval {row['eval_mean']:6.1f} +- "
-                  f"{row['eval_std']:5.1f}, {row['updates']:,} updates, {row['seconds']:.0f} s", flush=True)
-            return not (stop_on_miss and target_missed(seen, eval_every))
-
-    with tempfile.TemporaryDirectory() as run_dir:
-        summary = Trainer(settings, Path(run_dir) / "run", callbacks=[Curve()]).fit()
-    train_seconds = summary["train_seconds"]
-    return dict(name=f"r2d2kit R2D2 ({runner})", evaluations=seen, env_steps=summary["env_steps"],
-                train_seconds=train_seconds, updates=summary["updates"],
+    line = "  r2d2kit {steps:>7,} env steps: eval {mean:6.1f} +- {std:5.1f}, {updates:,} updates, {seconds:.0f} s"
+    evaluations = harness.evaluation_callback(line, lambda rows: stop_on_miss and target_missed(rows, eval_every))
+    trainer, summary, _ = harness.fit(CONFIG, overrides + [
+        f"actors.runner={runner}", f"run.total_env_steps={steps}", f"run.seed={seed}", f"run.eval_every={eval_every}",
+        f"run.eval_episodes={eval_episodes}"] + ([f"env.num_envs={envs}"] if runner == "local" else []), [evaluations])
+    return dict(name=f"r2d2kit R2D2 ({runner})", evaluations=evaluations.rows, env_steps=summary["env_steps"],
+                train_seconds=summary["train_seconds"], updates=summary["updates"],
                 stopped_at=summary["env_steps"] if summary["stopped_by"] != "run.total_env_steps" else None,
-                config=settings.to_dict())
+                config=trainer.config.to_dict())
 
 
 def run_ppo(steps: int, seed: int, eval_every: int, eval_episodes: int, torch_threads: int = 1) -> dict:
@@ -208,8 +181,8 @@ def plot(results: list[dict], path: str, steps: int) -> None:
     fig.savefig(path, dpi=110)
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse_args(argv=None):
+    p = harness.arg_parser(__doc__, "quick", "markdown", "json")
     p.add_argument("--steps", type=int, default=None, help="env steps per agent (default 100000; --quick: 10000)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--seeds", default=None,
@@ -217,19 +190,14 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "the target is judged per seed")
     p.add_argument("--eval-every", type=int, default=None, help="env steps (default 5000; --quick: 2500)")
     p.add_argument("--eval-episodes", type=int, default=10)
-    p.add_argument("--config", default=str(REPO_ROOT / "configs" / "cartpole_pomdp.yaml"))
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="override a config value (YAML), e.g. learner.learning_rate=5e-4; repeatable")
     p.add_argument("--without", default="", help=f"comma-separated peers to skip: {', '.join(PEERS)}")
     p.add_argument("--only-peers", action="store_true", help="skip r2d2kit (peers only)")
-    p.add_argument("--markdown", action="store_true", help="print the tables as markdown")
-    p.add_argument("--quick", action="store_true", help="smoke run: 10k steps, evaluations every 2.5k")
     p.add_argument("--out", default=None, help="optional PNG of both curves")
-    p.add_argument("--json", default=None, help="optional JSON of the curves and measures")
     p.add_argument("--torch-threads", type=int, default=1,
                    help="torch CPU threads for RecurrentPPO (default 1: with 2 its OpenMP threads spin against "
                         "TensorFlow's and other work on a 2-core machine, and a run takes many times longer)")
-    p.add_argument("--progress", action="store_true", help="show r2d2kit's tqdm bar")
     p.add_argument("--runners", default="processes",
                    help="comma-separated actor pools for r2d2kit: processes (the README command's), local")
     p.add_argument("--stop-on-miss", action="store_true",
@@ -242,15 +210,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         args.seeds = [int(x) for x in args.seeds.split(",") if x.strip()] if args.seeds else [args.seed]
     except ValueError:
         p.error(f"--seeds must be comma-separated integers such as 0,1,2, got {args.seeds!r}")
-    if not args.seeds:
-        p.error("--seeds names no seed; give e.g. --seeds 0,1,2")
     args.runners = [r.strip() for r in args.runners.split(",") if r.strip()]
-    if not args.runners or set(args.runners) - {"processes", "local"}:
-        p.error(f"--runners takes processes and/or local, got {args.runners}")
-    args.without = {w.strip().lower() for w in args.without.split(",") if w.strip()}
-    unknown = args.without - set(PEERS)
-    if unknown:
-        p.error(f"unknown peer(s) {sorted(unknown)}; peers: {', '.join(PEERS)}")
+    args.without = sorted({w.strip().lower() for w in args.without.split(",") if w.strip()})
+    if not args.seeds or not args.runners or set(args.runners) - {"processes", "local"}:
+        p.error(f"--seeds takes seeds such as 0,1,2 and --runners processes and/or local, got {args.runners}")
+    if set(args.without) - set(PEERS):
+        p.error(f"unknown peer(s) {sorted(set(args.without) - set(PEERS))}; peers: {', '.join(PEERS)}")
     return args
 
 
@@ -258,42 +223,38 @@ def main(argv=None) -> dict:
     args = parse_args(argv)
     began, load_start = harness.start(DISTS)
     print(f"{ENV_ID}: {args.steps:,} env steps per agent, greedy evaluation of {args.eval_episodes} episodes every "
-          f"{args.eval_every:,} steps, seed(s) {', '.join(map(str, args.seeds))}; config {os.path.relpath(args.config)}"
-          + (f" with {' '.join(args.set)}" if args.set else ""), flush=True)
+          f"{args.eval_every:,} steps, seed(s) {', '.join(map(str, args.seeds))}; config "
+          f"{CONFIG.relative_to(REPO_ROOT)}" + (f" with {' '.join(args.set)}" if args.set else ""), flush=True)
     results, skipped = [], {}
 
     def add(result: dict, suffix: str) -> None:
         train_seconds = max(result["train_seconds"], 1e-9)
         # peak RSS so far (cumulative): a later run's figure includes the earlier runs'
-        results.append(dict(result, agent=result["name"], name=result["name"] + suffix, peak_rss_mb=peak_rss_mb(),
-                            steps_per_s=result["env_steps"] / train_seconds,
-                            updates_per_s=result["updates"] / train_seconds))
+        results.append(dict(result, agent=result["name"], name=result["name"] + suffix,
+                            peak_rss_mb=harness.peak_rss_mb(), steps_per_s=result["env_steps"] / train_seconds,
+                            updates_per_s=result["updates"] / train_seconds,
+                            summary=curve_summary(result["evaluations"], args.eval_every)))
 
     for seed in args.seeds:
         suffix = f" seed {seed}" if len(args.seeds) > 1 else ""
         for runner in [] if args.only_peers else args.runners:
             print(f"running r2d2kit R2D2 ({runner}){suffix} ...", flush=True)
-            add(run_r2d2(Path(args.config), args.set, args.steps, seed, args.eval_every, args.eval_episodes,
-                         args.progress, args.stop_on_miss, runner), suffix)
+            add(run_r2d2(args.set, args.steps, seed, args.eval_every, args.eval_episodes, args.stop_on_miss, runner),
+                suffix)
         if "recurrent-ppo" not in args.without and "sb3-contrib RecurrentPPO" not in skipped:
             print(f"running sb3-contrib RecurrentPPO{suffix} ...", flush=True)
             try:
                 add(run_ppo(args.steps, seed, args.eval_every, args.eval_episodes, args.torch_threads), suffix)
             except ImportError as error:
                 skipped["sb3-contrib RecurrentPPO"] = f"not installed: {error}; see benchmarks/requirements.txt"
-    for r in results:
-        r["summary"] = curve_summary(r["evaluations"], args.eval_every)
     print()
     print(report(results, skipped, args.markdown, args.steps))
-    print(load_footer(began, load_start))
+    print(harness.load_footer(began, load_start))
     if args.out and results:
         plot(results, args.out, args.steps)
         print(f"- curves written to {args.out}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(dict(
-            machine=harness.machine_line(DISTS), args={k: (sorted(v) if isinstance(v, set) else v)
-                                                      for k, v in vars(args).items()},
-            results=results, skipped=skipped), indent=1, default=str))
+    harness.write_json(args.json, dict(machine=harness.machine_line(DISTS), args=vars(args), results=results,
+                                       skipped=skipped))
     return dict(results=results, skipped=skipped)
 
 

@@ -10,48 +10,35 @@ size (observation + action + reward) and what dense per-window storage would nee
 
 from __future__ import annotations
 
-import argparse
 import time
 
+import harness
 import numpy as np
-from harness import atari_sequence_buffer, atari_windows, table
+from harness import atari_sequence_buffer, atari_windows, median_s, table, timed_ns
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--envs", type=int, default=4)
-    parser.add_argument("--units", type=int, default=512)
-    args = parser.parse_args(argv)
-
+    args = harness.arg_parser(__doc__, "quick").parse_args(argv)
     capacity = 5_000 if args.quick else 50_000
     burn_in, trace, n_step, period = 40, 80, 5, 40
-    obs_shape, units, envs = (84, 84), args.units, args.envs
+    obs_shape, units, envs = (84, 84), 512, 4
     buffer = atari_sequence_buffer(capacity, units)
     steps = 2 * capacity // envs  # the ring wraps about twice
-    add_seconds, windows, windows_seen = 0.0, 0, False
-    start = time.perf_counter()
+    add_ns, windows, start = [], [], time.perf_counter()
     for out in atari_windows(steps, envs, units):
-        t = time.perf_counter()
-        buffer.add_sequences(out)
-        if windows_seen:  # the first call loads the compiled kernels: not part of the steady state
-            add_seconds += time.perf_counter() - t
-            windows += len(out["env"])
-        windows_seen = True
+        add_ns.append(timed_ns(lambda out=out: buffer.add_sequences(out)))
+        windows.append(len(out["env"]))
     total_seconds = time.perf_counter() - start
 
     raw_step = int(np.prod(obs_shape)) + 8 + 4  # observation + int64 action + float32 reward
     per_step = buffer.nbytes / capacity
     dense_per_step = (buffer.length * raw_step + 2 * units * 4) / period  # every window stored in full
-    sample_times = []
-    for _ in range(20):
-        t = time.perf_counter()
-        buffer.sample(64)
-        sample_times.append(time.perf_counter() - t)
     result = {"capacity_steps": capacity, "bytes_per_step": per_step, "raw_step_bytes": raw_step,
               "ratio_to_raw": per_step / raw_step, "dense_windows_ratio_to_raw": dense_per_step / raw_step,
-              "add_us_per_window": 1e6 * add_seconds / max(windows, 1),
-              "sample64_ms": 1e3 * float(np.median(sample_times)), "steps_fed": steps * envs, "seconds": total_seconds}
+              # the first call loads the compiled kernels: not part of the steady state
+              "add_us_per_window": 1e-3 * sum(add_ns[1:]) / max(sum(windows[1:]), 1),
+              "sample64_ms": 1e3 * median_s(lambda: buffer.sample(64), 20, warmup=0), "steps_fed": steps * envs,
+              "seconds": total_seconds}
     print(f"SequenceReplayBuffer, obs {obs_shape} uint8, state 2x{units} f32, burn-in {burn_in}, trace {trace}, "
           f"n-step {n_step}, period {period}, ring {capacity} steps, {envs} envs, {steps * envs} steps fed")
     print(table(["measure", "value"], [

@@ -1,15 +1,12 @@
 """Learner update benchmark: r2d2kit's R2D2 update beside a PyTorch twin of the same update.
 
-    flock /tmp/r2d2kit-bench.lock python benchmarks/bench_update.py               # both sizes, ~3 min
     flock /tmp/r2d2kit-bench.lock python benchmarks/bench_update.py --markdown --only pong
     python benchmarks/bench_update.py --quick           # smoke run: ~1 min of CPU, small batches
-    python benchmarks/bench_update.py --updates 5 --warmup 2 --threads 2 --json update.json
-    flock /tmp/r2d2kit-bench.lock python benchmarks/bench_update.py --precision float32 mixed_bfloat16
+    python benchmarks/bench_update.py --precision float32 mixed_bfloat16 --omp-wait-policy passive
 
-Times one whole ``learner.train_from(replay)`` (sample, train step, priorities written back) for the
-models of configs/pong.yaml and configs/cartpole_pomdp.yaml, and the same loop for the twin, each
-framework in its own subprocess (its own peak RSS); before timing, a small instance of each row checks
-that the twin computes the same loss, gradients and priorities. Per update::
+Times one ``learner.train_from(replay)`` for the models of configs/pong.yaml and configs/cartpole_pomdp.yaml
+and the same loop for the twin, each framework in its own subprocess; a small instance of each row first
+checks that the twin computes the same loss, gradients and priorities. Per update::
 
     GFLOP/update = B x [ F x burn_in                     online burn-in, no gradient
                        + (3 F - F1) x (trace + n_step)   online unroll, forward + backward
@@ -20,18 +17,14 @@ that the twin computes the same loss, gradients and priorities. Per update::
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import shlex
-import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+import harness
 import numpy as np
-from harness import REPO_ROOT, cores, fmt, format_load, machine_line, run_script, table, write_child_result
+from harness import REPO_ROOT, command_line, cores, fmt, format_load, median_s, table
 
 SIZES = {
     "pong": {"name": "Pong-size", "config": REPO_ROOT / "configs" / "pong.yaml", "paper": (64, 40, 80, 5),
@@ -56,90 +49,95 @@ BEFORE_SECONDS, RSS_GIB, SPEEDUP = 7.4, 3.0, 2.0
 # shared helpers (numpy only)
 
 
-def current_rss_gib() -> float:
-    """This process's resident set size now (``VmRSS``) in GiB, 0 where /proc is missing."""
-    try:
-        return next(int(line.split()[1]) / 2**20 for line in Path("/proc/self/status").read_text().splitlines()
-                    if line.startswith("VmRSS:"))
-    except (OSError, StopIteration):
-        return 0.0
-
-
 def fill_replay(replay: Any, spec: dict, windows: int, seed: int) -> None:
     """Add ``windows`` random windows, each its own (env, episode), no padding; one in four terminates at a
     random trained row (the n-step targets' termination path runs too)."""
     rng = np.random.default_rng(seed)
-    learner, length = spec["learner"], spec["length"]
-    shape, dtype, actions = tuple(spec["obs_shape"]), spec["obs_dtype"], spec["num_actions"]
-    units = spec["model"]["lstm_units"]
+    learner, length, units = spec["learner"], spec["length"], spec["model"]["lstm_units"]
+    shape, dtype = tuple(spec["obs_shape"]), spec["obs_dtype"]
     for start in range(0, windows, 16):  # a few windows per call keeps the temporary arrays small
         count = min(16, windows - start)
-        if np.dtype(dtype) == np.uint8:
-            obs = rng.integers(0, 256, size=(count, length) + shape, dtype=np.uint8)
-        else:
-            obs = (0.1 * rng.standard_normal((count, length) + shape)).astype(dtype)
-        action = rng.integers(0, actions, size=(count, length))
-        reward = rng.choice(np.array([-1.0, 0.0, 1.0], np.float32), size=(count, length), p=[0.05, 0.9, 0.05])
-        terminated = np.zeros((count, length), bool)
-        mask = np.ones((count, length), bool)
+        size = (count, length)
+        obs = (rng.integers(0, 256, size=size + shape, dtype=np.uint8) if np.dtype(dtype) == np.uint8
+               else (0.1 * rng.standard_normal(size + shape)).astype(dtype))
+        action = rng.integers(0, spec["num_actions"], size=size)
+        reward = rng.choice(np.array([-1.0, 0.0, 1.0], np.float32), size=size, p=[0.05, 0.9, 0.05])
+        terminated, mask = np.zeros(size, bool), np.ones(size, bool)
         for w in range(count):
             if rng.random() < 0.25:
                 row = learner["burn_in"] + int(rng.integers(0, learner["trace_length"]))
-                terminated[w, row] = True
-                mask[w, row + 1:] = False
+                terminated[w, row], mask[w, row + 1:] = True, False
+
+        def previous(x: np.ndarray) -> np.ndarray:  # [count, length], shifted one row later
+            return np.concatenate([np.zeros((count, 1), x.dtype), x[:, :-1]], axis=1)
+
+        def state() -> np.ndarray:  # [count, units]
+            return (0.1 * rng.standard_normal((count, units))).astype(np.float32)
+
         replay.add_sequences({
-            "obs": obs, "action": action, "prev_action": np.concatenate([np.zeros((count, 1), np.int64),
-                                                                         action[:, :-1]], axis=1),
-            "reward": reward, "prev_reward": np.concatenate([np.zeros((count, 1), np.float32), reward[:, :-1]], axis=1),
-            "terminated": terminated, "truncated": np.zeros((count, length), bool), "mask": mask,
-            "obs_mask": np.ones((count, length), bool), "env": np.arange(start, start + count),
-            "episode": np.zeros(count, np.int64), "start": np.zeros(count, np.int64),
-            "state_h": (0.1 * rng.standard_normal((count, units))).astype(np.float32),
-            "state_c": (0.1 * rng.standard_normal((count, units))).astype(np.float32)})
+            "obs": obs, "action": action, "prev_action": previous(action), "reward": reward,
+            "prev_reward": previous(reward), "terminated": terminated, "truncated": np.zeros(size, bool),
+            "mask": mask, "obs_mask": np.ones(size, bool), "env": np.arange(start, start + count),
+            "episode": np.zeros(count, np.int64), "start": np.zeros(count, np.int64), "state_h": state(),
+            "state_c": state()})
 
 
 def forward_macs(spec: dict) -> list[tuple[str, int]]:
     """Multiply-adds of one row (frame) through each layer, from the architecture (no framework)."""
-    model, actions = spec["model"], spec["num_actions"]
-    shape = tuple(spec["obs_shape"])
+    model, actions, shape = spec["model"], spec["num_actions"], tuple(spec["obs_shape"])
     layers: list[tuple[str, int]] = []
     if model["encoder"] == "dqn":
         height, width = shape[:2]
         channels = shape[2] if len(shape) == 3 else 1
         for filters, kernel, stride in NATURE_CNN:
             height, width = (height - kernel) // stride + 1, (width - kernel) // stride + 1
-            layers.append((f"conv {filters}x{kernel}x{kernel}/{stride}", height * width * filters * kernel * kernel
-                           * channels))
+            layers.append((f"conv {filters}x{kernel}x{kernel}/{stride}",
+                           height * width * filters * kernel * kernel * channels))
             channels = filters
-        features = model["dense_units"]
-        layers.append((f"dense {height * width * channels}->{features}", height * width * channels * features))
+        sizes = [height * width * channels, model["dense_units"]]
     else:
-        inputs = int(np.prod(shape))
-        for units in model["hidden"]:
-            layers.append((f"dense {inputs}->{units}", inputs * units))
-            inputs = units
-        features = inputs
-    lstm_in = features + (actions + 1 if model["prev_action_reward"] else 0)
-    units = model["lstm_units"]
+        sizes = [int(np.prod(shape)), *model["hidden"]]
+    layers += [(f"dense {i}->{o}", i * o) for i, o in zip(sizes, sizes[1:])]
+    lstm_in, units = sizes[-1] + (actions + 1 if model["prev_action_reward"] else 0), model["lstm_units"]
     layers.append((f"lstm {lstm_in}+{units}->{units}", 4 * units * (lstm_in + units)))
-    head, hidden = model["head_units"], units
+    head, streams, hidden = model["head_units"], 2 if model["dueling"] else 1, units
     if head:
-        layers.append((f"head hidden {units}->{head} x{2 if model['dueling'] else 1}",
-                       (2 if model["dueling"] else 1) * units * head))
+        layers.append((f"head hidden {units}->{head} x{streams}", streams * units * head))
         hidden = head
     layers.append(("head out", hidden * actions + (hidden if model["dueling"] else 0)))
     return layers
 
 
-def update_gflop(spec: dict, batch: int) -> tuple[float, float]:
+def update_gflop(spec: dict) -> tuple[float, float]:
     """(GFLOP per update by the module docstring's formula, forward MFLOP per row)."""
-    layers = forward_macs(spec)
-    forward = 2.0 * sum(macs for _, macs in layers)
-    first = 2.0 * layers[0][1]
-    lrn = spec["learner"]
+    layers, lrn = forward_macs(spec), spec["learner"]
+    forward, first = 2.0 * sum(macs for _, macs in layers), 2.0 * layers[0][1]
     after = lrn["trace_length"] + lrn["n_step"]
     rows = forward * lrn["burn_in"] + (3.0 * forward - first) * after + forward * spec["length"]
-    return batch * rows / 1e9, forward / 1e6
+    return lrn["batch_size"] * rows / 1e9, forward / 1e6
+
+
+def gemm_gflops(matmul_of) -> dict[str, float]:
+    """GFLOP/s of a ``SGEMM_N``^2 matmul in float32 (sgemm) and bfloat16 (the bf16 bound): the median of 10
+    calls of ``matmul_of(dtype)()`` after one."""
+    return {dtype: 2.0 * SGEMM_N ** 3 / median_s(matmul_of(dtype), 10) / 1e9 for dtype in ("float32", "bfloat16")}
+
+
+def time_updates(learner, replay: Any, spec: dict, job: dict, warmup: int) -> dict:
+    """Fill the replay; the seconds of the first update, the median of ``updates`` after ``warmup``, the
+    median of ``replay.sample`` alone, and the RSS and load around them."""
+    lrn, load_start = spec["learner"], format_load()
+    fill_replay(replay, spec, 2 * lrn["batch_size"], seed=1)
+    rss_ready, times = harness.process_peak_rss_mb("self", "VmRSS") / 1024, []
+    for _ in range(warmup + job["updates"]):
+        began = time.perf_counter()
+        learner.train_from(replay)
+        times.append(time.perf_counter() - began)
+    sample_seconds = median_s(lambda: replay.sample(lrn["batch_size"], beta=lrn["importance_exponent"]),
+                              max(job["updates"], 5), warmup=0)
+    return {"first_seconds": times[0], "seconds": float(np.median(times[warmup:])),
+            "all_seconds": times[warmup:], "sample_seconds": sample_seconds, "rss_ready": rss_ready,
+            "load_start": load_start, "load_end": format_load()}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -148,14 +146,13 @@ def update_gflop(spec: dict, batch: int) -> tuple[float, float]:
 
 def keras_spec(settings: Any, network: Any) -> dict:
     """The plain-data description the twin is built from (read off the config and the built network)."""
-    encoder = network.config["encoder"]
-    learner = settings.learner
+    encoder, learner = network.config["encoder"], settings.learner
+    scale = getattr(encoder, "input_scale", None)
     model = {"encoder": settings.model.encoder, "lstm_units": network.lstm_units,
              "head_units": settings.model.head_units, "dueling": network.dueling,
              "prev_action_reward": network.prev_action_reward, "layer_norm": network.layer_norm,
              "dense_units": getattr(encoder, "dense_units", None), "hidden": list(getattr(encoder, "units", ())),
-             "input_scale": None if getattr(encoder, "input_scale", None) is None
-             else np.asarray(encoder.input_scale, np.float32).tolist()}
+             "input_scale": None if scale is None else np.asarray(scale, np.float32).tolist()}
     keys = ("burn_in", "trace_length", "n_step", "period", "gamma", "value_rescaling", "rescale_eps", "batch_size",
             "priority_exponent", "importance_exponent", "eta", "learning_rate", "adam_epsilon", "max_gradient_norm",
             "target_update_period", "learning_rate_decay_updates")
@@ -163,73 +160,38 @@ def keras_spec(settings: Any, network: Any) -> dict:
             "model": model, "learner": {k: getattr(learner, k) for k in keys}, "length": learner.length}
 
 
-def build_keras(config: Path, overrides: list[str]) -> tuple[Any, Any, dict]:
-    """(R2D2Learner, settings, spec) from a config file, the way the trainer builds them."""
+def build_keras(config: str | Path, overrides: list[str]) -> tuple[Any, dict]:
+    """(R2D2Learner, spec) from a config file, the way the trainer builds them."""
     from r2d2kit.agent.learner import R2D2Learner
     from r2d2kit.training.builders import build_network
     from r2d2kit.training.config import load_config
 
     settings = load_config(config, overrides)
     network = build_network(settings)
-    learner = R2D2Learner(network, settings.learner)
-    return learner, settings, keras_spec(settings, network)
+    return R2D2Learner(network, settings.learner), keras_spec(settings, network)
 
 
-def gemm_gflops(matmul, repeats: int = 10) -> float:
-    """GFLOP/s of ``matmul()`` (a ``SGEMM_N``^2 matmul): its median over ``repeats`` calls after one."""
-    matmul()
-    times = []
-    for _ in range(repeats):
-        began = time.perf_counter()
-        matmul()
-        times.append(time.perf_counter() - began)
-    return 2.0 * SGEMM_N ** 3 / float(np.median(times)) / 1e9
-
-
-def time_updates(learner, replay: Any, spec: dict, args: argparse.Namespace, load_start: str) -> dict:
-    """Fill the replay; the seconds of the first update, the median of ``--updates`` after ``--warmup``, the
-    median of ``replay.sample`` alone, and the RSS and load around them."""
-    lrn = spec["learner"]
-    fill_replay(replay, spec, 2 * lrn["batch_size"], seed=1)
-    rss_ready, first, times, samples = current_rss_gib(), None, [], []
-    for i in range(args.warmup + args.updates):
-        began = time.perf_counter()
-        learner.train_from(replay)
-        if i < args.warmup:
-            first = time.perf_counter() - began if first is None else first
-        else:
-            times.append(time.perf_counter() - began)
-    for _ in range(max(args.updates, 5)):
-        began = time.perf_counter()
-        replay.sample(lrn["batch_size"], beta=lrn["importance_exponent"])
-        samples.append(time.perf_counter() - began)
-    return {"first_seconds": first, "seconds": float(np.median(times)), "all_seconds": times,
-            "sample_seconds": float(np.median(samples)), "rss_ready": rss_ready, "load_start": load_start,
-            "load_end": format_load()}
-
-
-def run_keras_child(args: argparse.Namespace) -> dict:
-    from r2d2kit.models.tf_setup import setup_tensorflow
-    from r2d2kit.training.builders import make_sequence_replay
-
-    setup_tensorflow(threads=args.threads)
+def keras_child(job: dict) -> dict:
     import keras
     import tensorflow as tf
 
-    load_start = format_load()
-    gemm = {}
-    for dtype in ("float32", "bfloat16"):  # float32: sgemm; bfloat16: the bf16 bound
+    from r2d2kit.training.builders import make_sequence_replay
+
+    def matmul_of(dtype: str):
         a, b = (tf.cast(tf.random.normal((SGEMM_N, SGEMM_N)), dtype) for _ in range(2))
-        gemm[dtype] = gemm_gflops(lambda: tf.matmul(a, b).numpy())
-    keras.mixed_precision.set_global_policy(args.precision[0])  # before the networks are built
+        return lambda: tf.matmul(a, b).numpy()
+
+    gemm = gemm_gflops(matmul_of)
+    keras.mixed_precision.set_global_policy(job["precision"])  # before the networks are built
     keras.utils.set_random_seed(0)
-    learner, _settings, spec = build_keras(Path(args.config), args.set)
-    replay = make_sequence_replay(learner.online, learner.config, capacity=2 * spec["learner"]["batch_size"]
-                                  * spec["length"], seed=0)
-    return dict(time_updates(learner, replay, spec, args, load_start), spec=spec, sgemm_gflops=gemm["float32"],
-                bf16_gemm_gflops=gemm["bfloat16"], policy=keras.mixed_precision.global_policy().name,
-                threads={"intra": tf.config.threading.get_intra_op_parallelism_threads(),
-                         "inter": tf.config.threading.get_inter_op_parallelism_threads()})
+    learner, spec = build_keras(job["config"], job["overrides"])
+    replay = make_sequence_replay(learner.online, learner.config, seed=0,
+                                  capacity=2 * spec["learner"]["batch_size"] * spec["length"])
+    # the first update traces the step: never timed
+    return dict(time_updates(learner, replay, spec, job, max(job["warmup"], 1)), spec=spec, gemm=gemm,
+                policy=keras.mixed_precision.global_policy().name,
+                threads=f"TF intra {tf.config.threading.get_intra_op_parallelism_threads()} inter "
+                        f"{tf.config.threading.get_inter_op_parallelism_threads()}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -241,74 +203,65 @@ def make_twin(spec: dict):
     import torch
     from torch import nn
 
+    model, actions, shape = spec["model"], spec["num_actions"], tuple(spec["obs_shape"])
+    if model["layer_norm"]:
+        raise ValueError("the twin has no layer norm: set model.layer_norm to false for this benchmark")
+    if model["encoder"] not in ("dqn", "mlp"):
+        raise ValueError(f"the twin builds model.encoder 'dqn' or 'mlp', got {model['encoder']!r}")
+
     class TwinQNetwork(nn.Module):
         """Encoder (time folded into the batch) -> [one-hot prev action, prev reward] -> nn.LSTM -> dueling head."""
 
         def __init__(self) -> None:
             super().__init__()
-            model = spec["model"]
-            if model["layer_norm"]:
-                raise ValueError("the twin has no layer norm: set model.layer_norm to false for this benchmark")
-            self.actions = spec["num_actions"]
-            self.obs_shape = tuple(spec["obs_shape"])
-            self.image = model["encoder"] == "dqn"
-            self.prev_action_reward = model["prev_action_reward"]
-            self.dueling = model["dueling"]
+            self.image, self.dueling = model["encoder"] == "dqn", model["dueling"]
+            layers = []
             if self.image:
-                height, width = self.obs_shape[:2]
-                channels = self.obs_shape[2] if len(self.obs_shape) == 3 else 1
-                convs = []
+                height, width, channels = shape[0], shape[1], shape[2] if len(shape) == 3 else 1
                 for filters, kernel, stride in NATURE_CNN:
-                    convs.append(nn.Conv2d(channels, filters, kernel, stride))
+                    layers.append(nn.Conv2d(channels, filters, kernel, stride))
                     height, width, channels = (height - kernel) // stride + 1, (width - kernel) // stride + 1, filters
-                self.convs = nn.ModuleList(convs)
                 self.conv_out = (channels, height, width)
-                self.dense = nn.ModuleList([nn.Linear(channels * height * width, model["dense_units"])])
-                features = model["dense_units"]
-            elif model["encoder"] == "mlp":
+                sizes = [channels * height * width, model["dense_units"]]
+            else:
                 scale = model["input_scale"]
                 self.register_buffer("input_scale", torch.tensor(1.0 if scale is None else scale, dtype=torch.float32))
-                inputs, dense = int(np.prod(self.obs_shape)), []
-                for units in model["hidden"]:
-                    dense.append(nn.Linear(inputs, units))
-                    inputs = units
-                self.dense = nn.ModuleList(dense)
-                features = inputs
-            else:
-                raise ValueError(f"the twin builds model.encoder 'dqn' or 'mlp', got {model['encoder']!r}")
+                sizes = [int(np.prod(shape)), *model["hidden"]]
+            # Keras' layer order, each layer followed by a ReLU
+            self.encoder = nn.ModuleList(layers + [nn.Linear(i, o) for i, o in zip(sizes, sizes[1:])])
             units, head = model["lstm_units"], model["head_units"]
-            self.lstm = nn.LSTM(features + (self.actions + 1 if self.prev_action_reward else 0), units,
+            self.lstm = nn.LSTM(sizes[-1] + (actions + 1 if model["prev_action_reward"] else 0), units,
                                 batch_first=True)
             self.value_hidden = nn.Linear(units, head) if head and self.dueling else None
             self.advantage_hidden = nn.Linear(units, head) if head else None
             self.value = nn.Linear(head or units, 1) if self.dueling else None
-            self.advantage = nn.Linear(head or units, self.actions)
+            self.advantage = nn.Linear(head or units, actions)
 
         def encode(self, obs):  # [N, *obs] -> [N, F]
             if self.image:
                 x = obs.float() / 255.0 if obs.dtype == torch.uint8 else obs.float()
                 x = x.unsqueeze(1) if x.dim() == 3 else x.permute(0, 3, 1, 2)  # [N, C, H, W]
-                for conv in self.convs:
-                    x = torch.relu(conv(x))
-                return torch.relu(self.dense[0](x.flatten(1)))
-            x = obs.float().flatten(1) * self.input_scale
-            for layer in self.dense:
-                x = torch.relu(layer(x))
+            else:
+                x = obs.float().flatten(1) * self.input_scale
+            for layer in self.encoder:
+                x = torch.relu(layer(x.flatten(1) if isinstance(layer, nn.Linear) else x))
             return x
 
         def head(self, hidden):  # [B, T, U] -> [B, T, A]
-            advantage = self.advantage(torch.relu(self.advantage_hidden(hidden)) if self.advantage_hidden else hidden)
+            def stream(hidden_layer, out):
+                return out(torch.relu(hidden_layer(hidden)) if hidden_layer else hidden)
+
+            advantage = stream(self.advantage_hidden, self.advantage)
             if not self.dueling:
                 return advantage
-            value = self.value(torch.relu(self.value_hidden(hidden)) if self.value_hidden else hidden)
-            return value + advantage - advantage.mean(dim=-1, keepdim=True)
+            return stream(self.value_hidden, self.value) + advantage - advantage.mean(dim=-1, keepdim=True)
 
         def forward(self, obs, prev_action, prev_reward, h, c):
             """Q ``[B, T, A]`` and the final (h, c) from the initial state (h, c) ``[B, U]``."""
             batch, steps = obs.shape[:2]
             x = self.encode(obs.reshape((batch * steps,) + tuple(obs.shape[2:]))).reshape(batch, steps, -1)
-            if self.prev_action_reward:
-                one_hot = torch.nn.functional.one_hot(prev_action.long(), self.actions).float()  # [B, T, A]
+            if model["prev_action_reward"]:
+                one_hot = torch.nn.functional.one_hot(prev_action.long(), actions).float()  # [B, T, A]
                 x = torch.cat([x, one_hot, prev_reward.float().unsqueeze(-1)], dim=-1)
             hidden, (h, c) = self.lstm(x, (h.unsqueeze(0), c.unsqueeze(0)))
             return self.head(hidden), h[0], c[0]
@@ -319,8 +272,7 @@ def make_twin(spec: dict):
 def torch_value_rescale(x, eps: float):
     import torch
 
-    magnitude = x.abs()
-    return torch.sign(x) * magnitude / (torch.sqrt(magnitude + 1.0) + 1.0) + eps * x
+    return torch.sign(x) * x.abs() / (torch.sqrt(x.abs() + 1.0) + 1.0) + eps * x
 
 
 def torch_inverse_value_rescale(x, eps: float):
@@ -338,13 +290,10 @@ def torch_nstep_targets(reward, mask, terminated, q_online, q_target, *, gamma, 
     """R2D2's value-rescaled n-step double-Q targets ``[B, T]`` over the rows after burn-in (as r2d2kit's)."""
     import torch
 
-    mask = mask.float()
-    not_terminated = 1.0 - terminated.float()
+    mask, not_terminated = mask.float(), 1.0 - terminated.float()
     window = slice(0, trace_length)
     total = torch.zeros_like(reward[:, window])
-    discount = torch.ones_like(total)
-    alive = mask[:, window]
-    offset = torch.zeros_like(total)
+    discount, alive, offset = torch.ones_like(total), mask[:, window], torch.zeros_like(total)
     for k in range(n_step):
         rows = slice(k, k + trace_length)
         valid = alive * mask[:, rows]
@@ -353,8 +302,7 @@ def torch_nstep_targets(reward, mask, terminated, q_online, q_target, *, gamma, 
         offset = offset + valid
         alive = valid
     chosen = q_target.gather(2, q_online.argmax(dim=-1, keepdim=True)).squeeze(2)  # [B, L]
-    bootstrap_row = torch.arange(trace_length).unsqueeze(0) + offset.long()  # [B, T]
-    bootstrap = chosen.gather(1, bootstrap_row)
+    bootstrap = chosen.gather(1, torch.arange(trace_length).unsqueeze(0) + offset.long())  # [B, T]
     if rescale:
         targets = torch_value_rescale(total + discount * torch_inverse_value_rescale(bootstrap, eps), eps)
     else:
@@ -371,14 +319,9 @@ class TwinLearner:
 
         import torch
 
-        if precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
-        self.spec, self.config = spec, spec["learner"]
-        self.bfloat16 = precision == "mixed_bfloat16"
+        self.config, self.bfloat16 = spec["learner"], precision == "mixed_bfloat16"
         self.online = make_twin(spec)
-        self.target = copy.deepcopy(self.online)
-        for parameter in self.target.parameters():
-            parameter.requires_grad_(False)
+        self.target = copy.deepcopy(self.online).requires_grad_(False)
         # Adam with the learner's rate and epsilon (a linear decay, if configured, changes nothing of the cost)
         self.optimizer = torch.optim.Adam(self.online.parameters(), lr=self.config["learning_rate"],
                                           eps=self.config["adam_epsilon"])
@@ -388,12 +331,11 @@ class TwinLearner:
         import torch
 
         burn = self.config["burn_in"]
+        inputs = [batch[key] for key in ("obs", "prev_action", "prev_reward")]
         if burn:
             with torch.no_grad():
-                _, h, c = network(batch["obs"][:, :burn], batch["prev_action"][:, :burn],
-                                  batch["prev_reward"][:, :burn], h, c)
-        q, _, _ = network(batch["obs"][:, burn:], batch["prev_action"][:, burn:], batch["prev_reward"][:, burn:], h, c)
-        return q  # [B, T + n, A]
+                _, h, c = network(*(x[:, :burn] for x in inputs), h, c)
+        return network(*(x[:, burn:] for x in inputs), h, c)[0]  # [B, T + n, A]
 
     def forward(self, batch: dict) -> tuple[Any, dict]:
         """Loss and outputs (abs_td [B, T], priorities [B]) of a batch of numpy arrays."""
@@ -444,8 +386,7 @@ class TwinLearner:
         return dict(out, loss=float(loss.detach()))
 
     def train_from(self, replay: Any) -> dict:
-        cfg = self.config
-        batch = replay.sample(cfg["batch_size"], beta=cfg["importance_exponent"])
+        batch = replay.sample(self.config["batch_size"], beta=self.config["importance_exponent"])
         out = self.train(batch)
         replay.update_priorities(batch["indices"], out["priorities"])
         return out
@@ -463,68 +404,45 @@ def twin_replay(spec: dict, capacity: int):
         alpha=lrn["priority_exponent"], seed=0)
 
 
-def set_torch_threads(threads: int) -> None:
+def torch_child(job: dict) -> dict:
     import torch
 
-    torch.set_num_threads(threads)
-    try:
-        torch.set_num_interop_threads(threads)
-    except RuntimeError:  # already set in this process
-        pass
+    def matmul_of(dtype: str):
+        a, b, out = (torch.randn(SGEMM_N, SGEMM_N).to(getattr(torch, dtype)) for _ in range(3))
+        return lambda: torch.mm(a, b, out=out)
 
-
-def run_torch_child(args: argparse.Namespace) -> dict:
-    import torch
-
-    set_torch_threads(args.threads)
-    load_start = format_load()
-    gemm = {}
-    for dtype in ("float32", "bfloat16"):  # float32: sgemm; bfloat16: the bf16 bound
-        kind = getattr(torch, dtype)
-        a, b = torch.randn(SGEMM_N, SGEMM_N).to(kind), torch.randn(SGEMM_N, SGEMM_N).to(kind)
-        out = torch.empty(SGEMM_N, SGEMM_N, dtype=kind)
-        gemm[dtype] = gemm_gflops(lambda: torch.mm(a, b, out=out))
-    spec = json.loads(Path(args.spec).read_text())
+    gemm = gemm_gflops(matmul_of)
     torch.manual_seed(0)
-    learner = TwinLearner(spec, args.precision[0])
+    spec = job["spec"]
+    learner = TwinLearner(spec, job["precision"])
     replay = twin_replay(spec, 2 * spec["learner"]["batch_size"] * spec["length"])
-    return dict(time_updates(learner, replay, spec, args, load_start), sgemm_gflops=gemm["float32"],
-                bf16_gemm_gflops=gemm["bfloat16"], threads={"intra": torch.get_num_threads(),
-                                                            "inter": torch.get_num_interop_threads()})
+    return dict(time_updates(learner, replay, spec, job, job["warmup"]), gemm=gemm,
+                threads=f"torch {torch.get_num_threads()} (interop {torch.get_num_interop_threads()})")
 
 
 # ---------------------------------------------------------------------------------------------
 # equivalence check: Keras weights copied into the twin, loss / gradients / priorities compared
 
 
-def weight_pairs(network: Any, twin: Any, spec: dict) -> list[tuple[Any, Any, Any, Any]]:
+def weight_pairs(network: Any, twin: Any) -> list[tuple[Any, Any, Any, Any]]:
     """(Keras variable, torch parameter, keras->torch array, torch grad->keras array) for every weight."""
     import torch
 
     same, transpose = (lambda x: x), (lambda x: x.T)
     conv_in, conv_out = (lambda x: x.transpose(3, 2, 0, 1)), (lambda g: g.transpose(2, 3, 1, 0))  # [kh, kw, in, out]
-
-    pairs = []
     encoder = list(network.encoder.trainable_variables)  # kernel, bias per layer, in layer order
-    if len(encoder) != 2 * (len(twin.convs) + len(twin.dense) if twin.image else len(twin.dense)):
+    if len(encoder) != 2 * len(twin.encoder):
         raise ValueError(f"the Keras encoder has {len(encoder)} weights; the twin expects kernel + bias for "
                          f"each of its layers")
-    torch_layers = (list(twin.convs) if twin.image else []) + list(twin.dense)
-    for index, layer in enumerate(torch_layers):
+    pairs = []
+    for index, layer in enumerate(twin.encoder):
         kernel, bias = encoder[2 * index], encoder[2 * index + 1]
         if isinstance(layer, torch.nn.Conv2d):
             pairs.append((kernel, layer.weight, conv_in, conv_out))
-        elif twin.image and index == len(twin.convs):  # dense after the convs: Keras flattens (h, w, c)
-            channels, height, width = twin.conv_out
-            units = layer.out_features
-
-            def flat_in(x, c=channels, h=height, w=width, u=units):
-                return x.reshape(h, w, c, u).transpose(3, 2, 0, 1).reshape(u, c * h * w)
-
-            def flat_out(g, c=channels, h=height, w=width, u=units):
-                return g.reshape(u, c, h, w).transpose(2, 3, 1, 0).reshape(h * w * c, u)
-
-            pairs.append((kernel, layer.weight, flat_in, flat_out))
+        elif twin.image and index == len(NATURE_CNN):  # dense after the convs: Keras flattens (h, w, c)
+            (c, h, w), u = twin.conv_out, layer.out_features
+            pairs.append((kernel, layer.weight, lambda x: x.reshape(h, w, c, u).transpose(3, 2, 0, 1).reshape(u, -1),
+                          lambda g: g.reshape(u, c, h, w).transpose(2, 3, 1, 0).reshape(-1, u)))
         else:
             pairs.append((kernel, layer.weight, transpose, transpose))
         pairs.append((bias, layer.bias, same, same))
@@ -533,20 +451,18 @@ def weight_pairs(network: Any, twin: Any, spec: dict) -> list[tuple[Any, Any, An
               (cell.recurrent_kernel, twin.lstm.weight_hh_l0, transpose, transpose),
               (cell.bias, twin.lstm.bias_ih_l0, same, same)]
     by_path = {tuple(v.path.split("/")[-2:]): v for v in network.model.trainable_variables}
-    for stream, layer in (("value_hidden", twin.value_hidden), ("advantage_hidden", twin.advantage_hidden),
-                          ("value", twin.value), ("advantage", twin.advantage)):
-        if layer is None:
-            continue
-        name = f"{network.name}_{stream}"
-        pairs += [(by_path[(name, "kernel")], layer.weight, transpose, transpose),
-                  (by_path[(name, "bias")], layer.bias, same, same)]
+    for stream in ("value_hidden", "advantage_hidden", "value", "advantage"):
+        if getattr(twin, stream) is not None:
+            name = f"{network.name}_{stream}"
+            pairs += [(by_path[(name, "kernel")], getattr(twin, stream).weight, transpose, transpose),
+                      (by_path[(name, "bias")], getattr(twin, stream).bias, same, same)]
     return pairs
 
 
-def copy_keras_into_twin(network: Any, twin: Any, spec: dict) -> list:
+def copy_keras_into_twin(network: Any, twin: Any) -> list:
     import torch
 
-    pairs = weight_pairs(network, twin, spec)
+    pairs = weight_pairs(network, twin)
     with torch.no_grad():
         for variable, parameter, to_torch, _ in pairs:
             value = to_torch(np.asarray(variable.numpy()))
@@ -561,19 +477,19 @@ def copy_keras_into_twin(network: Any, twin: Any, spec: dict) -> list:
 def twin_measured_macs(twin: Any, spec: dict) -> int:
     """Multiply-adds of one row through the twin, counted by forward hooks (checks :func:`forward_macs`)."""
     import torch
+    from torch import nn
 
     total = [0]
 
     def count(module, inputs, output):
-        if isinstance(module, torch.nn.Conv2d):
+        if isinstance(module, nn.Conv2d):
             total[0] += output.numel() * module.in_channels * module.kernel_size[0] * module.kernel_size[1]
-        elif isinstance(module, torch.nn.Linear):
+        elif isinstance(module, nn.Linear):
             total[0] += output.numel() // module.out_features * module.in_features * module.out_features
-        elif isinstance(module, torch.nn.LSTM):
+        else:
             total[0] += 4 * module.hidden_size * (module.input_size + module.hidden_size)
 
-    handles = [m.register_forward_hook(count) for m in twin.modules()
-               if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear, torch.nn.LSTM))]
+    handles = [m.register_forward_hook(count) for m in twin.modules() if isinstance(m, (nn.Conv2d, nn.Linear, nn.LSTM))]
     units = spec["model"]["lstm_units"]
     obs = torch.zeros((1, 1) + tuple(spec["obs_shape"]), dtype=getattr(torch, spec["obs_dtype"]))
     with torch.no_grad():
@@ -583,20 +499,24 @@ def twin_measured_macs(twin: Any, spec: dict) -> int:
     return total[0]
 
 
+def rel_error(mine: Any, theirs: Any) -> float:
+    """Largest absolute difference over the largest magnitude of ``theirs``."""
+    return float(np.max(np.abs(np.asarray(mine) - theirs))) / max(float(np.max(np.abs(theirs))), 1e-12)
+
+
 def check_one(config: Path) -> dict:
     """Build a small instance of a row in both frameworks with the same weights and compare an update."""
     import keras
-    import torch
 
     keras.utils.set_random_seed(0)
-    learner, _settings, spec = build_keras(config, CHECK_OVERRIDES)
+    learner, spec = build_keras(config, CHECK_OVERRIDES)
     rng = np.random.default_rng(2)
     for variable in learner.target.variables:  # a target that differs from the online network
         variable.assign(variable.numpy() + 0.05 * np.std(variable.numpy()) * rng.standard_normal(variable.shape)
                         .astype(np.float32))
     twin = TwinLearner(spec)
-    pairs = copy_keras_into_twin(learner.online, twin.online, spec)
-    copy_keras_into_twin(learner.target, twin.target, spec)
+    pairs = copy_keras_into_twin(learner.online, twin.online)
+    copy_keras_into_twin(learner.target, twin.target)
     windows = 4 * spec["learner"]["batch_size"]
     replay = twin_replay(spec, windows * spec["length"])
     fill_replay(replay, spec, windows, seed=3)
@@ -608,130 +528,95 @@ def check_one(config: Path) -> dict:
     twin.online.zero_grad(set_to_none=True)
     loss.backward()
     grads = {id(v): g for v, g in zip(learner.online.model.trainable_variables, keras_grads)}
-    worst, worst_name = 0.0, ""
-    for variable, parameter, _, to_keras in pairs:
-        mine = to_keras(parameter.grad.numpy())
-        theirs = grads[id(variable)]
-        scale = max(float(np.abs(theirs).max()), 1e-12)
-        error = float(np.abs(mine - theirs).max()) / scale
-        if error > worst:
-            worst, worst_name = error, variable.path
-    keras_out = learner.train(batch)  # outputs are computed before its Adam step
-    twin_out = twin.train(batch)
-    priority_error = float(np.max(np.abs(keras_out["priorities"] - twin_out["priorities"]))
-                           / max(np.abs(keras_out["priorities"]).max(), 1e-12))
+    errors = {variable.path: rel_error(to_keras(parameter.grad.numpy()), grads[id(variable)])
+              for variable, parameter, _, to_keras in pairs}
+    worst = max(errors, key=errors.get)
+    keras_out, twin_out = learner.train(batch), twin.train(batch)  # outputs are computed before the Adam step
     return {"config": str(config.relative_to(REPO_ROOT)), "loss_keras": keras_loss, "loss_twin": float(loss.detach()),
-                "loss_rel_error": abs(keras_loss - float(loss.detach())) / max(abs(keras_loss), 1e-12),
-                "grad_rel_error": worst, "grad_worst": worst_name, "weights": len(pairs),
-                "params_keras": int(sum(np.prod(v.shape) for v in learner.online.model.trainable_variables)),
-                "params_twin": int(sum(p.numel() for p in twin.online.parameters()))
-                - int(twin.online.lstm.bias_hh_l0.numel()),
-                "priority_rel_error": priority_error, "macs_twin": twin_measured_macs(twin.online, spec),
-                "macs_formula": int(sum(m for _, m in forward_macs(spec))), "small": " ".join(CHECK_OVERRIDES),
-                "torch_threads": torch.get_num_threads()}
-
-
-def run_check_child(args: argparse.Namespace) -> dict:
-    from r2d2kit.models.tf_setup import setup_tensorflow
-
-    setup_tensorflow(threads=args.threads)
-    set_torch_threads(args.threads)
-    return {"checks": [check_one(Path(config).resolve()) for config in args.config.split(",")]}
+            "loss_rel_error": rel_error(float(loss.detach()), keras_loss), "grad_rel_error": errors[worst],
+            "grad_worst": worst, "weights": len(pairs), "small": " ".join(CHECK_OVERRIDES),
+            "priority_rel_error": rel_error(twin_out["priorities"], keras_out["priorities"]),
+            "params_keras": int(sum(np.prod(v.shape) for v in learner.online.model.trainable_variables)),
+            "params_twin": sum(p.numel() for p in twin.online.parameters()) - twin.online.lstm.bias_hh_l0.numel(),
+            "macs_twin": twin_measured_macs(twin.online, spec), "macs_formula": sum(m for _, m in forward_macs(spec))}
 
 
 # ---------------------------------------------------------------------------------------------
 # the parent: children, table
 
 
-def run_child(kind: str, extra: list[str], threads: int, env: dict[str, str] | None = None) -> dict:
-    """Run this script as ``--child kind`` in a fresh Python (``env``: extra variables) and return its JSON."""
-    result = run_script(__file__, ["--child", kind, "--threads", str(threads)] + extra, env=env)
-    if "error" in result:
-        return {"error": f"{kind} child {result['error']}"}
-    return result
+def child(job: dict) -> dict:
+    """One child process's work: ``job["kind"]`` is keras, torch or check."""
+    if job["kind"] != "torch":  # the twin's process never imports TensorFlow
+        from r2d2kit.models.tf_setup import setup_tensorflow
+
+        setup_tensorflow(threads=job["threads"])
+    if job["kind"] != "keras":
+        import torch
+
+        torch.set_num_threads(job["threads"])
+        torch.set_num_interop_threads(job["threads"])  # before any torch work in this fresh process
+    if job["kind"] == "check":
+        return {"checks": [check_one(Path(config)) for config in job["configs"]]}
+    return (keras_child if job["kind"] == "keras" else torch_child)(job)
 
 
-def measure_size(key: str, precision: str, args: argparse.Namespace) -> dict:
+def run_child(job: dict, env: dict[str, str] | None = None) -> dict:
+    """:func:`child` in a fresh Python (``env``: extra variables); its result, or ``error``."""
+    result = harness.run_job(__file__, job, env=env)
+    return {"error": f"{job['kind']} child {result['error']}"} if "error" in result else result
+
+
+def measure_size(key: str, precision: str, args) -> dict:
     size = SIZES[key]
-    warmup = args.warmup if args.warmup is not None else (1 if args.quick else size["warmup"])
-    updates = args.updates if args.updates is not None else (2 if args.quick else size["updates"])
-    overrides = list(size["quick"]) if args.quick else []
-    if args.batch:
-        overrides.append(f"learner.batch_size={args.batch}")
-    common = ["--warmup", str(warmup), "--updates", str(updates), "--precision", precision]
+    job = dict(warmup=args.warmup if args.warmup is not None else (1 if args.quick else size["warmup"]),
+               updates=args.updates if args.updates is not None else (2 if args.quick else size["updates"]),
+               precision=precision, threads=args.threads)
     print(f"{size['name']}, {precision}: r2d2kit ({size['config'].relative_to(REPO_ROOT)}) ...", flush=True)
-    keras_result = run_child("keras", ["--config", str(size["config"])] + common
-                             + [f"--set={o}" for o in overrides], args.threads)
-    row = {"key": key, "name": size["name"], "precision": precision, "keras": keras_result, "warmup": warmup,
-           "updates": updates}
-    if "error" in keras_result:
-        row["torch"] = {"error": "skipped: the r2d2kit child failed"}
-        return row
-    spec = keras_result["spec"]
-    row["gflop"], row["row_mflop"] = update_gflop(spec, spec["learner"]["batch_size"])
-    print(f"{size['name']}, {precision}: PyTorch twin ...", flush=True)
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
-        json.dump(spec, handle)
-    try:
+    keras_result = run_child(dict(job, kind="keras", config=str(size["config"]),
+                                  overrides=size["quick"] if args.quick else []))
+    row = dict(key=key, name=size["name"], precision=precision, keras=keras_result, warmup=job["warmup"],
+               updates=job["updates"], torch={"error": "skipped: the r2d2kit child failed"})
+    if "error" not in keras_result:
+        row["gflop"], row["row_mflop"] = update_gflop(keras_result["spec"])
+        print(f"{size['name']}, {precision}: PyTorch twin ...", flush=True)
         policy = {"OMP_WAIT_POLICY": args.omp_wait_policy.upper()} if args.omp_wait_policy else None
-        row["torch"] = run_child("torch", ["--spec", handle.name] + common, args.threads, policy)
-    finally:
-        os.unlink(handle.name)
+        row["torch"] = run_child(dict(job, kind="torch", spec=keras_result["spec"]), policy)
     return row
 
 
-def spread(seconds: list[float]) -> str:
-    """``min a / median b / max c s`` of the timed updates."""
-    return f"min {min(seconds):.3f} / median {float(np.median(seconds)):.3f} / max {max(seconds):.3f} s"
-
-
-def busiest_load(rows: list[dict]) -> float:
-    """The highest 1-minute load average any timing child saw at its start or end."""
-    loads = [float(child[key]) for row in rows for child in (row["keras"], row.get("torch", {}))
-             for key in ("load_start", "load_end") if child.get(key, "n/a") != "n/a"]
-    return max(loads, default=0.0)
-
-
-def target_lines(rows: list[dict]) -> list[str]:
-    """The targets for a Pong-size row measured with the paper's batch and windows."""
-    lines = []
-    for row in rows:
-        k, t = row["keras"], row.get("torch", {})
-        if row["key"] != "pong" or row["precision"] != "float32" or "error" in k:
-            continue
-        lrn = k["spec"]["learner"]
-        if (lrn["batch_size"], lrn["burn_in"], lrn["trace_length"], lrn["n_step"]) != SIZES["pong"]["paper"]:
-            continue
+def child_lines(row: dict) -> list[str]:
+    """The notes under the table for one row: its windows, then per framework the spread of the timings, the
+    sample alone, RSS, threads, load and the matmul bounds."""
+    k = row["keras"]
+    lrn = k["spec"]["learner"]
+    lines = [f"- {row['name']} {row['precision']}: windows of {lrn['burn_in']} burn-in + {lrn['trace_length']} "
+             f"trace + {lrn['n_step']} n-step = {k['spec']['length']} rows, batch {lrn['batch_size']}; forward "
+             f"{row['row_mflop']:.2f} MFLOP per row; median of {row['updates']} updates after {row['warmup']} warm-up"]
+    paper, got = SIZES[row["key"]]["paper"], (lrn["batch_size"], lrn["burn_in"], lrn["trace_length"], lrn["n_step"])
+    if paper:
+        lines.append(f"  the R2D2 paper's batch {paper[0]}, {paper[1]} + {paper[2]} + {paper[3]} rows: "
+                     + ("yes" if got == paper else f"no (this run: batch {got[0]}, {got[1]} + {got[2]} + {got[3]})"))
+    for label, c in (("r2d2kit", k), ("twin", row["torch"])):
+        if "error" not in c:
+            times = c["all_seconds"]
+            lines.append(
+                f"  {label}: min {min(times):.3f} / median {float(np.median(times)):.3f} / max {max(times):.3f} s; "
+                f"first {c['first_seconds']:.2f} s (r2d2kit: tracing); child process {c['wall_seconds']:.0f} s; "
+                f"replay.sample alone {1e3 * c['sample_seconds']:.1f} ms; RSS before the first update "
+                f"{c['rss_ready']:.2f} GiB; threads: {c['threads']}; load average {c['load_start']} -> "
+                f"{c['load_end']}; "
+                f"{SGEMM_N}^2 matmul GFLOP/s float32 / bf16: {c['gemm']['float32']:.0f} / {c['gemm']['bfloat16']:.0f}"
+                + (f"; Keras policy {c['policy']}" if "policy" in c else ""))
+    twin = row["torch"]
+    if (row["key"], row["precision"], got) == ("pong", "float32", paper):  # the targets, at the paper's sizes
         speedup, rss = BEFORE_SECONDS / k["seconds"], k["peak_rss_mb"] / 1024
-        lines.append(f"- targets (Pong-size): >= {SPEEDUP:.0f}x faster than {BEFORE_SECONDS} s: "
-                     f"{speedup:.2f}x, {'met' if speedup >= SPEEDUP else 'not met'}; peak RSS <= "
-                     f"{RSS_GIB:.0f} GiB: {rss:.2f} GiB, {'met' if rss <= RSS_GIB else 'not met'}"
-                     + (f"; at least level with the twin: twin / r2d2kit {t['seconds'] / k['seconds']:.2f}, "
-                        f"{'met' if t['seconds'] >= k['seconds'] else 'not met'}" if "error" not in t else "")
+        lines.append(f"- targets (Pong-size): >= {SPEEDUP:.0f}x faster than {BEFORE_SECONDS} s: {speedup:.2f}x, "
+                     f"{'met' if speedup >= SPEEDUP else 'not met'}; peak RSS <= {RSS_GIB:.0f} GiB: {rss:.2f} GiB, "
+                     f"{'met' if rss <= RSS_GIB else 'not met'}"
+                     + (f"; at least level with the twin: twin / r2d2kit {twin['seconds'] / k['seconds']:.2f}, "
+                        f"{'met' if twin['seconds'] >= k['seconds'] else 'not met'}" if "error" not in twin else "")
                      + " (one run on a shared machine: check the load line)")
-    return lines
-
-
-def gemm_bound(child: dict, precision: str) -> float:
-    """The matmul bound in the row's precision: float32 sgemm, or the bf16 matmul for mixed_bfloat16."""
-    return child["bf16_gemm_gflops"] if precision == "mixed_bfloat16" else child["sgemm_gflops"]
-
-
-def precision_ratios(rows: list[dict]) -> list[str]:
-    """float32 s / mixed_bfloat16 s per size measured in both (above 1: bf16 is faster)."""
-    lines = []
-    for key in SIZES:
-        by = {row["precision"]: row for row in rows if row["key"] == key}
-        if set(by) != set(PRECISIONS):
-            continue
-        parts = []
-        for side, label in (("keras", "r2d2kit"), ("torch", "twin")):
-            full, mixed = by["float32"].get(side, {}), by["mixed_bfloat16"].get(side, {})
-            if "seconds" in full and "seconds" in mixed:
-                parts.append(f"{label} {full['seconds'] / mixed['seconds']:.2f}x")
-        if parts:
-            lines.append(f"- {SIZES[key]['name']}: float32 s / mixed_bfloat16 s (above 1: bf16 faster): "
-                         + ", ".join(parts))
     return lines
 
 
@@ -740,66 +625,33 @@ def rate(gflops: float) -> str:
     return f"{gflops:.0f}" if gflops >= 100 else f"{gflops:.3g}"
 
 
-def report(rows: list[dict], checks: dict, args: argparse.Namespace) -> str:
+def report(rows: list[dict], checks: dict, markdown: bool) -> str:
     header = ["update", "GFLOP/update", "r2d2kit s/update", "twin s/update", "twin / r2d2kit",
               "r2d2kit GFLOP/s (TF gemm)", "twin GFLOP/s (torch gemm)", "r2d2kit peak RSS", "twin peak RSS"]
-    cells = []
+    cells, lines, loads = [], [], [0.0]
     for row in rows:
-        k, t = row["keras"], row.get("torch", {})
-        k_ok, t_ok = "error" not in k, "error" not in t
-        gflop = row.get("gflop")
-        ks = k.get("seconds") if k_ok else None
-        ts = t.get("seconds") if t_ok else None
-        batch = k["spec"]["learner"]["batch_size"] if k_ok else None
-        precision = row["precision"]
-        cells.append([
-            f"{row['name']} (batch {batch}, {precision})" if batch else f"{row['name']} ({precision})",
-            fmt(gflop, ".1f"), fmt(ks, ".3f"), fmt(ts, ".3f"), fmt(ts / ks if ks and ts else None, ".2f"),
-            (f"{rate(gflop / ks)} ({gemm_bound(k, precision):.0f})" if ks else "-"),
-            (f"{rate(gflop / ts)} ({gemm_bound(t, precision):.0f})" if ts else "-"),
-            f"{k['peak_rss_mb'] / 1024:.2f} GiB" if k_ok else "-",
-            f"{t['peak_rss_mb'] / 1024:.2f} GiB" if t_ok else "-",
-        ])
-    lines = [table(header, cells, args.markdown), ""]
-    for row in rows:
-        k, t = row["keras"], row.get("torch", {})
-        name = f"{row['name']} {row['precision']}"
-        if "error" in k or "error" in t:
-            lines.append(f"- {name}: " + "; ".join(x["error"] for x in (k, t) if "error" in x))
-        if "error" in k:
-            continue
-        lrn = k["spec"]["learner"]
-        lines.append(
-            f"- {name}: windows of {lrn['burn_in']} burn-in + {lrn['trace_length']} trace + {lrn['n_step']} "
-            f"n-step = {k['spec']['length']} rows, batch {lrn['batch_size']}; forward {row['row_mflop']:.2f} MFLOP "
-            f"per row; median of {row['updates']} updates after {row['warmup']} warm-up "
-            f"(r2d2kit {spread(k['all_seconds'])}; first {k['first_seconds']:.2f} s with tracing; child process "
-            f"{k['wall_seconds']:.0f} s" + (f"; twin {spread(t['all_seconds'])}; first {t['first_seconds']:.2f} s; "
-                                            f"child process {t['wall_seconds']:.0f} s" if "error" not in t else "")
-            + ")")
-        paper = SIZES[row["key"]]["paper"]
-        if paper:
-            got = (lrn["batch_size"], lrn["burn_in"], lrn["trace_length"], lrn["n_step"])
-            paper_verdict = "yes" if got == paper else f"no (this run: batch {got[0]}, {got[1]} + {got[2]} + {got[3]})"
-            lines.append(f"  the R2D2 paper's batch {paper[0]}, {paper[1]} + {paper[2]} + {paper[3]} rows: "
-                         f"{paper_verdict}")
-        lines.append(
-            f"  replay.sample alone: r2d2kit {1e3 * k['sample_seconds']:.1f} ms"
-            + (f", twin {1e3 * t['sample_seconds']:.1f} ms" if "error" not in t else "")
-            + f"; RSS before the first update: r2d2kit {k['rss_ready']:.2f} GiB"
-            + (f", twin {t['rss_ready']:.2f} GiB" if "error" not in t else "")
-            + f"; threads: TF intra {k['threads']['intra']} inter {k['threads']['inter']}"
-            + (f", torch {t['threads']['intra']} (interop {t['threads']['inter']})" if "error" not in t else "")
-            + f"; load average r2d2kit {k['load_start']} -> {k['load_end']}"
-            + (f", twin {t['load_start']} -> {t['load_end']}" if "error" not in t else "")
-            + f"; Keras policy {k['policy']}; {SGEMM_N}^2 matmul GFLOP/s float32 / bf16: TF {k['sgemm_gflops']:.0f} / "
-            f"{k['bf16_gemm_gflops']:.0f}" + (f", torch {t['sgemm_gflops']:.0f} / {t['bf16_gemm_gflops']:.0f}"
-                                            if "error" not in t else ""))
-    lines += precision_ratios(rows)
-    if "error" in checks:
-        lines.append(f"- equivalence check: {checks['error']}")
-    elif checks:
-        lines.append(f"- equivalence check: its child process (TF and torch) took {checks['wall_seconds']:.0f} s")
+        k, t, gflop, precision = row["keras"], row["torch"], row.get("gflop"), row["precision"]
+        ks, ts = k.get("seconds"), t.get("seconds")
+        bound = "bfloat16" if precision == "mixed_bfloat16" else "float32"  # the matmul in the row's precision
+        batch = f"batch {k['spec']['learner']['batch_size']}, " if "spec" in k else ""
+        cells.append([f"{row['name']} ({batch}{precision})", fmt(gflop, ".1f"), fmt(ks, ".3f"), fmt(ts, ".3f"),
+                      fmt(ts / ks if ks and ts else None, ".2f"),
+                      *(f"{rate(gflop / s)} ({c['gemm'][bound]:.0f})" if s else "-" for s, c in ((ks, k), (ts, t))),
+                      *(f"{c['peak_rss_mb'] / 1024:.2f} GiB" if "error" not in c else "-" for c in (k, t))])
+        failed = [c["error"] for c in (k, t) if "error" in c]
+        lines += [f"- {row['name']} {precision}: " + "; ".join(failed)] if failed else []
+        lines += [] if "error" in k else child_lines(row)
+        loads += [float(c[key]) for c in (k, t) for key in ("load_start", "load_end") if c.get(key, "n/a") != "n/a"]
+    for key in SIZES:  # a size measured in both precisions: float32 s / mixed_bfloat16 s per side
+        by = {row["precision"]: row for row in rows if row["key"] == key}
+        if set(by) == set(PRECISIONS):
+            parts = [f"{label} {by['float32'][side]['seconds'] / by['mixed_bfloat16'][side]['seconds']:.2f}x"
+                     for side, label in (("keras", "r2d2kit"), ("torch", "twin"))
+                     if "seconds" in by["float32"][side] and "seconds" in by["mixed_bfloat16"][side]]
+            lines += [f"- {SIZES[key]['name']}: float32 s / mixed_bfloat16 s (above 1: bf16 faster): "
+                      + ", ".join(parts)] if parts else []
+    lines.append(f"- equivalence check: {checks['error']}" if "error" in checks else
+                 f"- equivalence check: its child process (TF and torch) took {checks['wall_seconds']:.0f} s")
     for c in checks.get("checks", []):
         lines.append(
             f"- equivalence, float32 ({c['config']}, small instance {c['small']}; Keras weights copied into the twin, "
@@ -808,84 +660,49 @@ def report(rows: list[dict], checks: dict, args: argparse.Namespace) -> str:
             f"{c['grad_rel_error']:.1e} ({c['grad_worst']}); priorities {c['priority_rel_error']:.1e}; "
             f"parameters {c['params_keras']:,} vs {c['params_twin']:,}; MACs per row: formula "
             f"{c['macs_formula']:,}, twin's hooks {c['macs_twin']:,}")
-    lines += target_lines(rows)
-    if busiest_load(rows) > cores() + 0.5:
-        lines.append(f"- WARNING: load average up to {busiest_load(rows):.2f} on {cores()} cores: other work shared "
+    if max(loads) > cores() + 0.5:  # the highest load any timing child saw at its start or end
+        lines.append(f"- WARNING: load average up to {max(loads):.2f} on {cores()} cores: other work shared "
                      "the machine (the twin's OpenMP threads suffer most); rerun on a quiet machine, or compare with "
                      "--omp-wait-policy passive.")
     lines.append("- twin / r2d2kit above 1: r2d2kit is faster. GFLOP/update: the module docstring's formula; in "
                  f"brackets: a {SGEMM_N}^2 matmul in the row's precision, same process and framework. Timed: one "
                  "train_from(replay) per update, each framework in its own process (its peak RSS, ru_maxrss).")
-    return "\n".join(lines)
-
-
-def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--only", choices=sorted(SIZES), default=None, help="one row only")
-    p.add_argument("--quick", action="store_true", help="smoke run (about a minute of CPU): Pong 4 windows of "
-                   "10 + 20 + 5 rows, CartPole batch 16; 1 warm-up + 2 timed updates")
-    p.add_argument("--precision", nargs="+", choices=PRECISIONS, default=["float32"],
-                   help="Keras' global dtype policy (the twin: torch.autocast(bfloat16) for mixed_bfloat16); two "
-                        "values: each size in both (default: float32; the equivalence check is float32)")
-    p.add_argument("--markdown", action="store_true", help="print the table as markdown")
-    p.add_argument("--threads", type=int, default=None,
-                   help="TF intra/inter-op and torch threads (default: the cores this process may use)")
-    p.add_argument("--warmup", type=int, default=None, help="untimed updates first (default: Pong 1, CartPole 3)")
-    p.add_argument("--updates", type=int, default=None, help="timed updates (default: Pong 3, CartPole 20)")
-    p.add_argument("--batch", type=int, default=None, help="override the configs' batch size (default: theirs)")
-    p.add_argument("--no-check", action="store_true", help="skip the Keras-vs-twin equivalence check")
-    p.add_argument("--omp-wait-policy", choices=("passive", "active"), default=None,
-                   help="OMP_WAIT_POLICY for the twin's process (default: torch's own; passive is steadier on a "
-                        "loaded machine, slower on small updates)")
-    p.add_argument("--json", default=None, help="also write every measurement to this JSON file")
-    # internal: one framework per process
-    p.add_argument("--child", choices=("keras", "torch", "check"), help=argparse.SUPPRESS)
-    p.add_argument("--child-out", help=argparse.SUPPRESS)
-    p.add_argument("--config", help=argparse.SUPPRESS)
-    p.add_argument("--spec", help=argparse.SUPPRESS)
-    p.add_argument("--set", action="append", default=[], help=argparse.SUPPRESS)  # config overrides
-    args = p.parse_args(argv)
-    if args.threads is None:
-        args.threads = cores()
-    for name in ("threads", "warmup", "updates", "batch"):
-        value = getattr(args, name)
-        if value is not None and value < (0 if name == "warmup" else 1):
-            p.error(f"--{name} must be {'>= 0' if name == 'warmup' else '>= 1'}, got {value}")
-    if args.child and len(args.precision) != 1:
-        p.error(f"a child runs one --precision, got {args.precision}")
-    if args.child == "keras" and args.warmup is not None and args.warmup < 1:
-        args.warmup = 1  # the first update traces the step: never timed
-    return args
+    return "\n".join([table(header, cells, markdown), ""] + lines)
 
 
 def main(argv=None) -> dict:
-    args = parse_args(argv)
-    if args.child:
-        runner = {"keras": run_keras_child, "torch": run_torch_child, "check": run_check_child}[args.child]
-        write_child_result(args.child_out, runner(args))
-        return {}
+    harness.serve_job(child)
+    p = harness.arg_parser(__doc__, "quick", "markdown", "json")
+    p.add_argument("--only", choices=sorted(SIZES), default=None, help="one row only")
+    p.add_argument("--precision", nargs="+", choices=PRECISIONS, default=["float32"],
+                   help="Keras' global dtype policy (the twin: torch.autocast(bfloat16) for mixed_bfloat16); two "
+                        "values: each size in both (default: float32; the equivalence check is float32)")
+    p.add_argument("--threads", type=int, default=cores(),
+                   help="TF intra/inter-op and torch threads (default: the cores this process may use)")
+    p.add_argument("--warmup", type=int, default=None, help="untimed updates first (default: Pong 1, CartPole 3)")
+    p.add_argument("--updates", type=int, default=None, help="timed updates (default: Pong 3, CartPole 20)")
+    p.add_argument("--omp-wait-policy", choices=("passive", "active"), default=None,
+                   help="OMP_WAIT_POLICY for the twin's process (default: torch's own; passive is steadier on a "
+                        "loaded machine, slower on small updates)")
+    args = p.parse_args(argv)
+    for name, least in (("threads", 1), ("warmup", 0), ("updates", 1)):
+        if getattr(args, name) is not None and getattr(args, name) < least:
+            p.error(f"--{name} must be >= {least}, got {getattr(args, name)}")
     began = time.perf_counter()
-    command = shlex.join(["python", os.path.relpath(Path(__file__).resolve(), REPO_ROOT)]
-                         + (sys.argv[1:] if argv is None else list(argv)))
-    print(machine_line(("numpy", "tensorflow", "keras", "torch", "r2d2kit")), flush=True)
-    load_start = format_load()
-    print(f"command: {command}  (cwd {REPO_ROOT}); threads {args.threads} for TF (intra and inter-op) and torch"
-          f"{'; twin OMP_WAIT_POLICY=' + args.omp_wait_policy.upper() if args.omp_wait_policy else ''}; "
-          f"load average at start {load_start} on {os.cpu_count()} CPUs", flush=True)
+    print(harness.machine_line(("numpy", "tensorflow", "keras", "torch", "r2d2kit")), flush=True)
+    print(f"command: {command_line()}  (cwd {REPO_ROOT}); threads {args.threads} for TF (intra and inter-op) and "
+          f"torch{'; twin OMP_WAIT_POLICY=' + args.omp_wait_policy.upper() if args.omp_wait_policy else ''}; "
+          f"load average at start {format_load()} on {os.cpu_count()} CPUs", flush=True)
     keys = [args.only] if args.only else list(SIZES)
-    checks: dict = {}
-    if not args.no_check:
-        print("equivalence check (Keras weights into the twin, small instances) ...", flush=True)
-        checks = run_child("check", ["--config", ",".join(str(SIZES[k]["config"]) for k in keys)], args.threads)
+    print("equivalence check (Keras weights into the twin, small instances) ...", flush=True)
+    checks = run_child(dict(kind="check", threads=args.threads, configs=[str(SIZES[k]["config"]) for k in keys]))
     rows = [measure_size(key, precision, args) for key in keys for precision in dict.fromkeys(args.precision)]
     print()
-    print(report(rows, checks, args))
-    load_end = format_load()
-    print(f"- total benchmark time {time.perf_counter() - began:.0f} s; load average at end {load_end} "
+    print(report(rows, checks, args.markdown))
+    print(f"- total benchmark time {time.perf_counter() - began:.0f} s; load average at end {format_load()} "
           f"(on {os.cpu_count()} CPUs; it counts this benchmark's own {args.threads} busy threads too)")
-    result = {"rows": rows, "checks": checks, "command": command}
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1, default=str))
+    result = {"rows": rows, "checks": checks, "command": command_line()}
+    harness.write_json(args.json, result)
     return result
 
 

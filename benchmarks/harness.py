@@ -7,11 +7,13 @@ Importing this module puts the checkout first on ``sys.path``: a script benchmar
 
 from __future__ import annotations
 
+import argparse
 import gc
 import json
 import math
 import os
 import platform
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -78,11 +80,35 @@ def format_load(load: float | None = None) -> str:
     return "n/a" if math.isnan(load) else "%.2f" % load
 
 
+def command_line() -> str:
+    """How this script was started: ``python benchmarks/<script> <arguments>``."""
+    return shlex.join(["python", os.path.relpath(Path(sys.argv[0]).resolve(), REPO_ROOT), *sys.argv[1:]])
+
+
 def start(dists: Sequence[str]) -> tuple[float, str]:
-    """Print the machine line; return the start time (perf_counter) and the load average now for
-    :func:`load_footer`."""
+    """Print the command and machine lines; return the start time (perf_counter) and the load average now
+    for :func:`load_footer`."""
+    print(f"command: {command_line()}", flush=True)
     print(machine_line(dists), flush=True)
     return time.perf_counter(), format_load()
+
+
+def arg_parser(doc: str, *flags: str) -> argparse.ArgumentParser:
+    """A parser whose ``--help`` shows ``doc`` (a script's docstring: its usage lines), with the common
+    ``flags`` of ``quick``, ``markdown`` and ``json``."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    helps = dict(quick="smoke run: small budgets (see above)", markdown="print the tables as markdown",
+                 json="also write the results to this JSON file")
+    for flag in flags:
+        kind = dict(default=None, metavar="PATH") if flag == "json" else dict(action="store_true")
+        parser.add_argument(f"--{flag}", help=helps[flag], **kind)
+    return parser
+
+
+def write_json(path: str | Path | None, data: Any) -> None:
+    """``data`` as indented JSON at ``path`` (nothing for None); what JSON cannot hold is written as text."""
+    if path:
+        Path(path).write_text(json.dumps(data, indent=1, default=str))
 
 
 def load_module(path: Path, name: str):
@@ -107,11 +133,12 @@ def peak_rss_mb() -> float:
     return float("nan") if resource is None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def process_peak_rss_mb(pid: int | str) -> float:
-    """Peak resident set (``VmHWM`` in /proc/<pid>/status) of a live process in MB; nan if unreadable."""
+def process_peak_rss_mb(pid: int | str, field: str = "VmHWM") -> float:
+    """Peak resident set (``VmHWM`` in /proc/<pid>/status; ``field="VmRSS"``: the resident set now) of a
+    live process in MB; nan if unreadable."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
     except (OSError, ValueError):
         pass
@@ -149,13 +176,14 @@ def run_child(command: list[str], log: Path, stdout_to_log: bool = True,
     return os.waitstatus_to_exitcode(status), time.perf_counter() - began, usage.ru_maxrss / 1024
 
 
-def run_script(script: str | Path, args: list[str], quiet: bool = False, env: dict[str, str] | None = None) -> dict:
-    """Run ``python script *args --child-out FILE`` and return the JSON it wrote with ``wall_seconds`` and
-    ``peak_rss_mb``; a failure returns ``error`` (exit reason and last line of stderr) and ``log_tail`` (its
-    last 20 lines). ``quiet``: the child's stdout goes to that log too."""
+def run_job(script: str | Path, job: dict, quiet: bool = False, env: dict[str, str] | None = None) -> dict:
+    """Run ``python script --job JSON --child-out FILE`` (the child's :func:`serve_job` runs ``job`` and writes
+    FILE) and return FILE's JSON with ``wall_seconds`` and ``peak_rss_mb``; a failure returns ``error`` (exit
+    reason and last line of stderr) and ``log_tail`` (its last 20 lines). ``quiet``: the child's stdout goes to
+    that log too."""
     with tempfile.TemporaryDirectory(prefix="bench-child-") as scratch:
         out, log = Path(scratch) / "result.json", Path(scratch) / "log.txt"
-        command = [sys.executable, str(script), *args, "--child-out", str(out)]
+        command = [sys.executable, str(script), "--job", json.dumps(job), "--child-out", str(out)]
         code, wall, rss = run_child(command, log, stdout_to_log=quiet, env=env)
         if code == 0 and out.exists():
             return dict(json.loads(out.read_text()), wall_seconds=wall, peak_rss_mb=rss)
@@ -163,8 +191,12 @@ def run_script(script: str | Path, args: list[str], quiet: bool = False, env: di
                     wall_seconds=wall, peak_rss_mb=rss)
 
 
-def write_child_result(path: str, result: Any) -> None:
-    Path(path).write_text(json.dumps(result, default=str))
+def serve_job(handler: Callable[[dict], Any]) -> None:
+    """In a child that :func:`run_job` started: write ``handler(job)`` to the file the parent reads, and exit.
+    Elsewhere nothing happens (a script calls this first thing in ``main``)."""
+    if len(sys.argv) == 5 and sys.argv[1] == "--job" and sys.argv[3] == "--child-out":
+        Path(sys.argv[4]).write_text(json.dumps(handler(json.loads(sys.argv[2])), default=str))
+        sys.exit(0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -199,17 +231,51 @@ class Results:
             partial.replace(self.path)
 
 
-def idle_learner_run(config_path: Path, overrides: list[str], callback) -> tuple[dict, int]:
-    """The Trainer on ``config_path`` with an idle learner (``run.updates_per_env_step=0``: it only drains the
-    actors into replay), no evaluation, logs or checkpoints; (its summary, windows the actors delivered)."""
+# ---------------------------------------------------------------------------------------------
+# r2d2kit's Trainer
+
+
+def fit(config_path: str | Path, overrides: list[str], callbacks: list) -> tuple[Any, dict, float]:
+    """The Trainer (the loop ``python -m r2d2kit.train`` runs) on ``config_path`` with ``overrides``, in a
+    temporary run directory, without progress bar, TensorBoard or periodic checkpoints; (the trainer, its
+    summary, the seconds ``fit`` took, evaluations included)."""
     from r2d2kit.training.config import load_config
     from r2d2kit.training.trainer import Trainer
 
-    config = load_config(config_path, ["run.updates_per_env_step=0", "run.eval_every=0", "logging.progress=false",
-                                       "logging.tensorboard=false", "checkpoints.every_env_steps=0", *overrides])
-    with tempfile.TemporaryDirectory() as run_dir:
-        trainer = Trainer(config, Path(run_dir) / "run", callbacks=[callback])
+    config = load_config(config_path, ["logging.progress=false", "logging.tensorboard=false",
+                                       "checkpoints.every_env_steps=0", *overrides])
+    with tempfile.TemporaryDirectory(prefix="bench-run-") as run_dir:
+        trainer = Trainer(config, Path(run_dir) / "run", callbacks=callbacks)
+        began = time.perf_counter()
         summary = trainer.fit()
+    return trainer, summary, time.perf_counter() - began
+
+
+def evaluation_callback(line: str, stop: Callable[[list], bool] | None = None):
+    """A Trainer callback that keeps a row (env steps, mean, std, training seconds, mean return of the last
+    100 training episodes, success rate or None) per evaluation in ``.rows``, prints ``line`` (a format of
+    steps, mean, std, seconds, train_return, success, updates) and stops the run when ``stop(rows)`` is true."""
+    from r2d2kit.runners.callbacks import Callback
+
+    class Evaluations(Callback):
+        def __init__(self) -> None:
+            self.rows: list[tuple] = []
+
+        def on_evaluation(self, trainer, row: dict) -> bool:
+            self.rows.append((int(row["env_steps"]), row["eval_mean"], row["eval_std"], row["seconds"],
+                              row.get("train_return"), row.get("eval_success")))
+            print(line.format(**dict(zip(("steps", "mean", "std", "seconds", "train_return", "success"),
+                                         self.rows[-1])), updates=row["updates"]), flush=True)
+            return not (stop and stop(self.rows))
+
+    return Evaluations()
+
+
+def idle_learner_run(config_path: Path, overrides: list[str], callback) -> tuple[dict, int]:
+    """:func:`fit` with an idle learner (``run.updates_per_env_step=0``: it only drains the actors into
+    replay) and no evaluation; (its summary, windows the actors delivered)."""
+    trainer, summary, _ = fit(config_path, ["run.updates_per_env_step=0", "run.eval_every=0", *overrides],
+                              [callback])
     return summary, sum(trainer.actors.windows_per_actor.values())
 
 
@@ -221,6 +287,11 @@ def timed_ns(fn: Callable[[], object]) -> int:
     start = time.perf_counter_ns()
     fn()
     return time.perf_counter_ns() - start
+
+
+def median_s(call: Callable[[], object], calls: int, warmup: int = 1) -> float:
+    """Median seconds of ``call()`` over ``calls`` calls after ``warmup`` untimed ones, collector off."""
+    return float(np.median(interleaved({"call": lambda: timed_ns(call)}, 1, calls, warmup)["call"])) / 1e9
 
 
 def interleaved(steps: dict[str, Callable[[], int]], rounds: int, reps: int, warmup: int, slow: tuple = (),

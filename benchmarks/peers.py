@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from harness import load_module
+
 
 class PeerUnavailable(RuntimeError):
     """A peer library cannot be used here; the message says why (one line)."""
@@ -46,10 +48,8 @@ def load_tianshou_segment_tree() -> tuple[type, str]:
         path = Path(next(iter(spec.submodule_search_locations))) / "data" / "utils" / "segtree.py"
         if not path.is_file():
             raise PeerUnavailable(f"{path} not found ({_short(error)})") from error
-        file_spec = importlib.util.spec_from_file_location("_tianshou_segtree_standalone", path)
-        module = importlib.util.module_from_spec(file_spec)
         try:
-            file_spec.loader.exec_module(module)
+            module = load_module(path, "_tianshou_segtree_standalone")
         except Exception as inner:  # noqa: BLE001
             raise PeerUnavailable(_short(inner)) from inner
         return module.SegmentTree, "segtree.py loaded standalone (import tianshou needs its full deps)"
@@ -71,7 +71,7 @@ def _build_torchrl_trees() -> ModuleType:
 
 
 @functools.lru_cache(maxsize=None)
-def load_torchrl(allow_build: bool = True) -> dict:
+def load_torchrl() -> dict:
     """torch, tensordict, torchrl, TorchRL's C++ trees and a note on where the trees came from; rebuilt trees
     are also set in TorchRL's sampler module (its ``PrioritizedSampler`` looks them up there)."""
     os.environ.setdefault("RL_WARNINGS", "0")  # no extension warning: we handle it here
@@ -86,10 +86,7 @@ def load_torchrl(allow_build: bool = True) -> dict:
     try:
         import torchrl._torchrl as trees
         note = "prebuilt torchrl._torchrl"
-    except ImportError as error:
-        if not allow_build:
-            raise PeerUnavailable(f"torchrl._torchrl does not load ({_short(error, 60)}); "
-                                  "rebuild disabled") from error
+    except ImportError:
         try:
             trees = _build_torchrl_trees()
         except PeerUnavailable:
@@ -125,10 +122,6 @@ class SeedSegmentTree:
         while idx >= 1:
             self._value[idx] = self._operation(self._value[2 * idx], self._value[2 * idx + 1])
             idx //= 2
-
-    def __getitem__(self, idx):
-        assert 0 <= idx < self._capacity
-        return self._value[self._capacity + idx]
 
     def reduce(self):
         """Operation over every leaf (the root)."""
@@ -175,6 +168,3 @@ class SeedSumSegmentTree(SeedSegmentTree):
 class SeedMinSegmentTree(SeedSegmentTree):
     def __init__(self, capacity):
         super().__init__(capacity, min, float("inf"))
-
-    def min(self):
-        return self.reduce()

@@ -57,12 +57,12 @@ def test_load_average_is_a_load_or_nan():
 
 def test_a_child_run_reports_its_own_peak_rss_and_a_failure_its_reason(tmp_path):
     script = tmp_path / "child.py"
-    script.write_text("import json, sys\nif sys.argv[1] == 'fail':\n    print('gone wrong', file=sys.stderr)\n"
-                      "    sys.exit(3)\nblock = b'x' * (200 * 2**20)\n"
+    script.write_text("import json, sys\nif json.loads(sys.argv[2]) == 'fail':\n"
+                      "    print('gone wrong', file=sys.stderr)\n    sys.exit(3)\nblock = b'x' * (200 * 2**20)\n"
                       "open(sys.argv[-1], 'w').write(json.dumps({'ok': len(block) > 0}))\n")
-    result = harness.run_script(script, ["grow"])
+    result = harness.run_job(script, "grow")
     assert result["ok"] is True and result["peak_rss_mb"] >= 200 and result["wall_seconds"] > 0
-    failed = harness.run_script(script, ["fail"])
+    failed = harness.run_job(script, "fail")
     assert failed["error"] == "exit status 3: gone wrong" and "ok" not in failed
     assert harness.exit_reason(-9) == "killed by signal 9 (the out-of-memory killer?)"
 
