@@ -3,8 +3,9 @@
     python benchmarks/bench_window_gather.py --quick      # 5k-step ring (full: 20k steps, about a minute)
     python benchmarks/bench_window_gather.py --tf-malloc  # under the malloc setting tf.data applies
 
-Rows: the memcpy bound, a naive per-window gather, ``sample`` into fresh arrays, into reused memory
-and into ``out=``; then the same for ``PrioritizedReplayBuffer.sample(512)``. Method: benchmarks/README.md.
+Rows: the memcpy bound, a naive per-window gather, ``sample`` into fresh arrays (the default), into a
+``BatchPool`` and into ``out=`` (reuse opted in, as the learner does); then the same for
+``PrioritizedReplayBuffer.sample(512)``. Method: benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ import harness
 import numpy as np
 from harness import atari_sequence_buffer, atari_windows, interleaved, table, timed_ns
 
-from r2d2kit.replay import PrioritizedReplayBuffer, SequenceReplayBuffer
+from r2d2kit.replay import BatchPool, PrioritizedReplayBuffer, SequenceReplayBuffer
 
 ENVS, UNITS, OBS = 4, 512, (84, 84)
-TARGET = 1.3  # the target: sample(64) into reused memory <= 1.3x a memcpy of the same bytes
+TARGET = 1.3  # the target: sample(64) with reuse opted in <= 1.3x a memcpy of the same bytes
 
 
 def random_array(shape: tuple[int, ...], dtype, rng: np.random.Generator) -> np.ndarray:
@@ -67,17 +68,18 @@ def new_bytes(call: Callable[[], object]) -> int:
 def measure(title: str, buffer, n: int, sample: Callable[..., dict], extra: dict[str, Callable[[], object]],
             rounds: int, reps: int, warmup: int, target: bool = False) -> dict[str, dict]:
     """Print and return the rows of ``sample(n)`` (a call of ``sample(out=...)``): a memcpy of one batch's bytes
-    (the bound), the ``extra`` rows, into fresh arrays, into reused memory, into ``out=``; per row the median
+    (the bound), the ``extra`` rows, into fresh arrays, into a BatchPool, into ``out=``; per row the median
     seconds per call, the median over interleaved rounds of its ratio to the bound's median in the same round
     (so load from other work cancels out) and numpy's new bytes in one steady-state call."""
     spec = buffer.batch_spec(n)
     batch_bytes = sum(int(np.prod(shape)) * np.dtype(dtype).itemsize for shape, dtype in spec.values())
     source, copy, out = (buffer.sample_buffers(n) for _ in range(3))
-    reused = f"sample({n}), reused memory (default)"
+    reused = f"sample({n}, out=sample_buffers({n})): reuse opted in"
+    pool = BatchPool(spec, 2)
     rows = {"memcpy of the same bytes (bound)": lambda: [np.copyto(copy[k], source[k]) for k in source], **extra,
-            f"sample({n}) into fresh arrays (allocation per call, as before reused memory)":
-                lambda: sample(out={name: np.empty(shape, dtype) for name, (shape, dtype) in spec.items()}),
-            reused: sample, f"sample({n}, out=sample_buffers({n}))": lambda: sample(out=out)}
+            f"sample({n}) into fresh arrays (the default)": sample,
+            f"sample({n}, out=BatchPool.acquire())": lambda: sample(out=pool.acquire()),
+            reused: lambda: sample(out=out)}
     times = interleaved({name: lambda call=call: timed_ns(call) for name, call in rows.items()}, rounds,
                         rounds * reps, warmup)
     per_round = {name: np.median(t.reshape(rounds, reps), axis=1) for name, t in times.items()}  # [rounds]
