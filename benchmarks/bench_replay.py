@@ -78,7 +78,8 @@ def r2d2kit_buffer_ops(cfg: dict) -> dict:
 
     return dict(build=lambda capacity: PrioritizedReplayBuffer(capacity, fields=FIELDS, alpha=ALPHA, eps=EPS, seed=0),
                 fill=fill, sample=lambda buf, batch: buf.sample(batch, beta=BETA), index="indices",
-                add=lambda buf, items: buf.add_batch(**items))
+                add=lambda buf, items: buf.add_batch(**items),
+                sample_out=lambda buf, batch, out: buf.sample(batch, beta=BETA, out=out))
 
 
 def cpprb_buffer_ops(cfg: dict) -> dict:
@@ -137,13 +138,17 @@ def buffer_steps(o: dict, buf, cfg: dict, rng: np.random.Generator, add_items) -
             o["add"](full["buf"], add_items)  # wraps around: every slot has been written once
         return timed_ns(lambda: o["add"](full["buf"], add_items))
 
-    return dict(sample=lambda: timed_ns(lambda: o["sample"](buf, batch)), update=update, add=add_into_empty,
-                overwrite=add_into_full)
+    steps = dict(sample=lambda: timed_ns(lambda: o["sample"](buf, batch)), update=update, add=add_into_empty,
+                 overwrite=add_into_full)
+    if "sample_out" in o:  # r2d2kit: the same sample into arrays kept across calls (reuse opted in)
+        out = buf.sample_buffers(batch)
+        steps["sample_out"] = lambda: timed_ns(lambda: o["sample_out"](buf, batch, out))
+    return steps
 
 
 def buffer_cases(cfg: dict, errors: dict, without: set[str]) -> dict[str, dict[str, Step]]:
     """Per buffer row (sample, update, add, overwrite): each peer's step."""
-    cases: dict[str, dict[str, Step]] = {row: {} for row in ("sample", "update", "add", "overwrite")}
+    cases: dict[str, dict[str, Step]] = {row: {} for row in ("sample", "sample_out", "update", "add", "overwrite")}
     for name, make_ops in BUFFER_PEERS.items():
         if name in without:
             continue
@@ -410,9 +415,12 @@ def run(cfg: dict, quick: bool, only: set[str] | None, without: set[str]) -> tup
         if only is None or "buffer" in only:
             timed_row(f"buffer sample({b}) + IS weights, all fields", ">=3x cpprb, >=2x TorchRL",
                       cases["sample"], cfg["reps"], BUFFER_PEERS, (("cpprb", 3.0), ("TorchRL", 2.0)))
+            timed_row(f"buffer sample({b}), out= (reuse opted in)", "(information)", cases["sample_out"],
+                      cfg["reps"], ("r2d2kit",))
             timed_row(f"buffer update_priorities({b})", ">= cpprb", cases["update"], cfg["reps"], BUFFER_PEERS,
                       (("cpprb", 1.0),))
-        del cases["sample"], cases["update"]  # frees the pre-filled buffers before add_batch allocates
+        # free the pre-filled buffers before add_batch allocates
+        del cases["sample"], cases["sample_out"], cases["update"]
         gc.collect()
         if only is None or "add" in only:
             with fresh_pages(notes):

@@ -188,7 +188,11 @@ class SampleMemory:
         return allocate_batch(self._spec_of(check_positive_int("batch_size", batch_size)))
 
     def batch(self, batch_size: int, out: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
-        """``out`` (checked by :meth:`check_out`) as a dict, else fresh 64-byte aligned arrays for ``batch_size``."""
+        """``out`` (checked by :meth:`check_out`) as a dict, else fresh arrays for ``batch_size``.
+
+        ``np.empty`` per field: 2 us for a 512-transition batch, where carving one aligned block
+        (:func:`allocate_batch`) took 58 us; the gather writes every element.
+        """
         if out is not None:
             return out if isinstance(out, dict) else dict(out)
-        return allocate_batch(self._spec_of(batch_size), touch=False)  # the gather writes every page
+        return {name: np.empty(shape, dtype) for name, (shape, dtype) in self._spec_of(batch_size).items()}
