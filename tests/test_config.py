@@ -40,7 +40,7 @@ def test_bad_configs_produce_the_promised_messages(tmp_path, name, text, message
 
 @pytest.mark.parametrize("text", ["", "\n\n", "# only a comment\n", "{}\n"], ids=["empty", "blank", "comments", "{}"])
 def test_an_empty_config_file_is_refused_with_its_name(tmp_path, text):
-    """An empty file used to train CartPoleNoVel-v1 with the paper's defaults, silently (issue 20)."""
+    """An empty file used to train CartPoleNoVel-v1 with the paper's defaults, silently."""
     path = write(tmp_path, text)
     with pytest.raises(ConfigError, match=rf"{path}: the file holds no settings \(it is empty or only comments\); "
                                           r"a config names at least the env, e\.g\. 'env: \{id: CartPoleNoVel-v1\}'"):

@@ -1,4 +1,4 @@
-"""Under Keras' "mixed_bfloat16" dtype policy (issue 21, item 4) the network and the learner still run:
+"""Under Keras' "mixed_bfloat16" dtype policy the network and the learner still run:
 Q and the LSTM state leave the models in float32, the loss is float32, and one update from the same
 weights lands close to the float32 one (bf16 keeps 8 significant bits, so "close" is a few percent)."""
 
