@@ -21,9 +21,10 @@ them in the step ring (it overwrites in write order), so while the window is sam
 looks up is still stored; the kernel checks that anyway (table position not yet reused, write index
 not yet overwritten) and reports the first sample where it does not hold.
 
-Strategy codes (ints: kernels read no module globals): 0 future, 1 final, 2 trace_future. Randomness arrives as
-uniforms drawn by the caller's ``np.random.Generator``. Kernels do no validation;
-``r2d2kit.replay.sequence_her`` checks input before it gets here.
+Strategy codes (``GoalSelectionStrategy.code``, as ints: kernels read no module globals): 0 future,
+1 final, 4 trace_future. Randomness arrives as uniforms drawn by the caller's
+``np.random.Generator``. Kernels do no validation; ``r2d2kit.replay.sequence_her`` checks input
+before it gets here.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ def sequence_her_relabel(indices, slots, window_start, window_transitions, table
     Sampled window ``b`` (slot ``indices[b]``) is relabelled when its episode is finished
     (``window_transitions >= 0``) and ``relabel_uniforms[b] < relabel_probability``. Its goal row is
     the row of ``o_tau`` with, by ``strategy``, 0 future: ``tau = s_last + 1 + floor(u * (T - s_last))``,
-    1 final: ``tau = T``, 2 trace_future: ``tau = t_s + 1 + floor(u * (T - t_s))`` with ``t_s = t0 + burn_in``
+    1 final: ``tau = T``, 4 trace_future: ``tau = t_s + 1 + floor(u * (T - t_s))`` with ``t_s = t0 + burn_in``
     the window's first trained row (``u = goal_uniforms[b]``).
 
     The rewards to recompute are listed as pairs (sample, position, row): position ``p < L`` is

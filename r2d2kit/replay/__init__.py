@@ -4,14 +4,15 @@
 
 from r2d2kit.replay.base import BaseReplayBuffer
 from r2d2kit.replay.batch_pool import BatchPool
-from r2d2kit.replay.her import GoalSelectionStrategy, HerReplayBuffer
+from r2d2kit.replay.goals import GoalSelectionStrategy
+from r2d2kit.replay.her import HerReplayBuffer
 from r2d2kit.replay.nstep import NStepAccumulator
 from r2d2kit.replay.prioritized import PrioritizedReplayBuffer
 from r2d2kit.replay.rank_based import RankBasedReplayBuffer
 from r2d2kit.replay.schedules import LinearSchedule
 from r2d2kit.replay.sequence import SequenceReplayBuffer, sequence_priorities
 from r2d2kit.replay.sequence_builder import SequenceBuilder
-from r2d2kit.replay.sequence_her import SequenceHerReplayBuffer, WindowGoalStrategy
+from r2d2kit.replay.sequence_her import SequenceHerReplayBuffer
 from r2d2kit.replay.uniform import ReplayBuffer
 
 __all__ = [
@@ -27,6 +28,5 @@ __all__ = [
     "SequenceBuilder",
     "SequenceReplayBuffer",
     "SequenceHerReplayBuffer",
-    "WindowGoalStrategy",
     "sequence_priorities",
 ]

@@ -78,7 +78,7 @@ def fields_from_json(data: Mapping[str, Any]) -> dict[str, tuple[tuple[int, ...]
     return {name: (tuple(shape), dtype) for name, (shape, dtype) in data.items()}
 
 
-def _check_cast(spec: FieldSpec, array: np.ndarray) -> np.ndarray:
+def check_cast(spec: FieldSpec, array: np.ndarray) -> np.ndarray:
     """Return ``array`` in the field's dtype if the conversion loses no kind of information."""
     if array.dtype == spec.dtype or np.can_cast(array.dtype, spec.dtype, casting="safe"):
         return array
@@ -132,7 +132,7 @@ class RingStorage:
                     f"field {name!r} expects one item of shape {spec.shape}, got shape {array.shape}"
                     + ("; use add_batch() for several items" if array.shape[1:] == spec.shape else "")
                 )
-            checked[name] = _check_cast(spec, array)[np.newaxis]
+            checked[name] = check_cast(spec, array)[np.newaxis]
         return checked
 
     def check_batch(self, values: Mapping[str, Any]) -> tuple[dict[str, np.ndarray], int]:
@@ -153,7 +153,7 @@ class RingStorage:
                     f"field {name!r} has {array.shape[0]} items but field {first!r} has {count}; "
                     "every field needs the same leading batch size"
                 )
-            checked[name] = _check_cast(spec, array)
+            checked[name] = check_cast(spec, array)
         return checked, int(count)
 
     def _check_names(self, values: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -34,8 +34,7 @@ from __future__ import annotations
 
 import os
 import threading
-from enum import Enum
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -48,8 +47,17 @@ from r2d2kit._validation import (
 )
 from r2d2kit.kernels import her as her_kernels
 from r2d2kit.kernels import sumtree as tree_kernels
-from r2d2kit.replay.fields import FieldSpec, _check_cast, fields_from_json, parse_fields
-from r2d2kit.replay.nstep import _autoreset_mode
+from r2d2kit.replay.fields import FieldSpec, check_cast, fields_from_json, parse_fields
+from r2d2kit.replay.goals import (
+    DEFAULT_STRATEGY,
+    GoalSelectionStrategy,
+    RewardFn,
+    as_strategy,
+    call_goal_function,
+    check_goal_functions,
+    check_saved_goal_functions,
+)
+from r2d2kit.replay.nstep import check_autoreset_mode
 from r2d2kit.replay.persistence import (
     read_npz,
     require_arrays,
@@ -60,7 +68,7 @@ from r2d2kit.replay.persistence import (
 from r2d2kit.replay.schedules import Beta
 from r2d2kit.sumtree import SumTree
 
-__all__ = ["GoalSelectionStrategy", "HerReplayBuffer"]
+__all__ = ["HerReplayBuffer"]
 
 GOAL_KEYS = ("observation", "achieved_goal", "desired_goal")
 # stored field <- (argument of add, key in that dict or None)
@@ -72,67 +80,6 @@ _STEP_SOURCES = {
     "next_observation": ("next_obs", "observation"),
     "next_achieved_goal": ("next_obs", "achieved_goal"),
 }
-RewardFn = Callable[[np.ndarray, np.ndarray, Any], Any]
-
-
-class GoalSelectionStrategy(Enum):
-    """Where a relabelled goal comes from (HER paper, section 4.5); strings are accepted case-insensitively.
-
-    ``FUTURE``: a step of the same episode at or after the sampled one. ``FINAL``: the episode's
-    last step. ``EPISODE``: any step of the same episode. ``RANDOM``: any sampleable step in the
-    buffer. The goal is always that step's ``next_achieved_goal``.
-
-    Example:
-        >>> GoalSelectionStrategy("Future") is GoalSelectionStrategy.FUTURE
-        True
-    """
-
-    FUTURE = "future"
-    FINAL = "final"
-    EPISODE = "episode"
-    RANDOM = "random"
-
-    @classmethod
-    def _missing_(cls, value: object) -> "GoalSelectionStrategy | None":
-        if isinstance(value, str):
-            key = value.strip().lower()
-            for member in cls:
-                if member.value == key:
-                    return member
-        return None
-
-    @property
-    def code(self) -> int:
-        """The strategy's code in ``r2d2kit.kernels.her`` (0 future, 1 final, 2 episode, 3 random)."""
-        return _STRATEGY_CODES[self]
-
-
-_STRATEGY_CODES = {GoalSelectionStrategy.FUTURE: 0, GoalSelectionStrategy.FINAL: 1,
-                   GoalSelectionStrategy.EPISODE: 2, GoalSelectionStrategy.RANDOM: 3}
-
-
-def call_goal_function(name: str, function: RewardFn, achieved: np.ndarray, goals: np.ndarray) -> np.ndarray:
-    """``function(achieved, goals, {})`` checked against the GoalEnv contract: shape ``[M]``, real, finite."""
-    count = achieved.shape[0]
-    result = np.asarray(function(achieved, goals, {}))
-    if result.shape != (count,):
-        raise ValueError(f"{name} returned shape {result.shape} for {count} (achieved_goal, desired_goal) pairs; "
-                         f"it must be vectorised over the leading batch axis and return shape ({count},)")
-    if result.dtype.kind not in "biuf":
-        raise TypeError(f"{name} must return real numbers or booleans, got dtype {result.dtype}")
-    if result.dtype.kind == "f" and not np.isfinite(result).all():
-        bad = int(np.flatnonzero(~np.isfinite(result))[0])
-        raise ValueError(f"{name} returned {result[bad]!r} at position {bad}; it must return finite values")
-    return result
-
-
-def _as_strategy(value: Any) -> GoalSelectionStrategy:
-    try:
-        return GoalSelectionStrategy(value)
-    except ValueError:
-        options = ", ".join(repr(member.value) for member in GoalSelectionStrategy)
-        raise ValueError(f"goal_selection_strategy must be one of {options} (or a GoalSelectionStrategy), "
-                         f"got {value!r}") from None
 
 
 def _check_bool(name: str, value: Any) -> bool:
@@ -165,7 +112,8 @@ class HerReplayBuffer:
         action_spec: ``(shape, dtype)`` of one env's action.
         num_envs: envs in the vector env that feeds :meth:`add`.
         n_sampled_goal: the paper's ``k``: relabel probability ``k / (k + 1)`` (0: no relabelling).
-        goal_selection_strategy: ``"future"``, ``"final"``, ``"episode"`` or ``"random"``.
+        goal_selection_strategy: a :class:`~r2d2kit.replay.GoalSelectionStrategy` or its name
+            (``"trace_future"``, the default, draws what ``"future"`` draws on a transition).
         compute_reward: ``compute_reward(achieved_goal [M, *goal], desired_goal [M, *goal], info)``
             returning ``[M]`` rewards, e.g. ``env.unwrapped.compute_reward``. Called once per
             ``sample`` with ``info = {}``.
@@ -196,7 +144,7 @@ class HerReplayBuffer:
 
     def __init__(self, capacity: int, observation_spec: Any, goal_spec: Any, action_spec: Any = ((), "int64"), *,
                  compute_reward: RewardFn, num_envs: int = 1, n_sampled_goal: int = 4,
-                 goal_selection_strategy: Any = "future", compute_terminated: RewardFn | None = None,
+                 goal_selection_strategy: Any = DEFAULT_STRATEGY, compute_terminated: RewardFn | None = None,
                  n_step: int = 1, gamma: float = 0.99, prioritized: bool = False, alpha: float = 0.6,
                  eps: float = 1e-6, relabel_unfinished: bool = False, autoreset_mode: Any = "next_step",
                  seed: Any = None) -> None:
@@ -206,14 +154,12 @@ class HerReplayBuffer:
             raise ValueError(f"capacity must be >= num_envs = {self.num_envs} (one column per env), got {capacity}")
         self.rows = self.capacity // self.num_envs
         self.n_sampled_goal = check_positive_int("n_sampled_goal", n_sampled_goal, minimum=0)
-        self.goal_selection_strategy = _as_strategy(goal_selection_strategy)
-        self._strategy_code = self.goal_selection_strategy.code
+        self.goal_selection_strategy = as_strategy(goal_selection_strategy, tuple(GoalSelectionStrategy))
+        # on a transition the trace is its one step: 'trace_future' draws what 'future' draws
+        trace = self.goal_selection_strategy is GoalSelectionStrategy.TRACE_FUTURE
+        self._strategy_code = GoalSelectionStrategy.FUTURE.code if trace else self.goal_selection_strategy.code
         self._relabel_probability = self.n_sampled_goal / (self.n_sampled_goal + 1.0)
-        if not callable(compute_reward):
-            raise TypeError(f"compute_reward must be callable like env.unwrapped.compute_reward, "
-                            f"got {compute_reward!r}")
-        if compute_terminated is not None and not callable(compute_terminated):
-            raise TypeError(f"compute_terminated must be callable or None, got {compute_terminated!r}")
+        check_goal_functions(compute_reward, compute_terminated)
         self.compute_reward = compute_reward
         self.compute_terminated = compute_terminated
         self.n_step = check_positive_int("n_step", n_step)
@@ -222,7 +168,7 @@ class HerReplayBuffer:
         self.alpha = check_float("alpha", alpha, 0.0)
         self.eps = check_float("eps", eps, 0.0)
         self.relabel_unfinished = _check_bool("relabel_unfinished", relabel_unfinished)
-        self.autoreset_mode = _autoreset_mode(autoreset_mode)
+        self.autoreset_mode = check_autoreset_mode(autoreset_mode)
 
         given = parse_fields({"observation": observation_spec, "goal": goal_spec, "action": action_spec})
         obs, goal, act = given["observation"], given["goal"], given["action"]
@@ -365,7 +311,7 @@ class HerReplayBuffer:
                 if array.shape == spec.shape else ""
             raise ValueError(f"{label} must have shape {expected} (num_envs = {self.num_envs}), "
                              f"got {array.shape}{hint}")
-        return _check_cast(FieldSpec(label, spec.shape, spec.dtype), array).astype(spec.dtype, copy=False)
+        return check_cast(FieldSpec(label, spec.shape, spec.dtype), array).astype(spec.dtype, copy=False)
 
     def _per_env_flags(self, label: str, value: Any) -> np.ndarray:
         array = np.asarray(value)
@@ -570,10 +516,7 @@ class HerReplayBuffer:
             raise TypeError(f"load() needs compute_reward (functions are not saved), got {compute_reward!r}")
         meta, arrays = read_npz(path, cls.__name__)
         try:
-            if bool(meta["has_compute_terminated"]) != (compute_terminated is not None):
-                raise ValueError(
-                    f"{path!r} was saved from a buffer {'with' if meta['has_compute_terminated'] else 'without'} "
-                    "compute_terminated; pass the same to load() so that sampling continues identically")
+            check_saved_goal_functions(path, meta, compute_terminated)
             specs = fields_from_json(meta["specs"])
             buffer = cls(meta["capacity"], specs["observation"], specs["desired_goal"], specs["action"],
                          compute_reward=compute_reward, compute_terminated=compute_terminated, seed=0,

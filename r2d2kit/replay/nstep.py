@@ -22,7 +22,7 @@ from r2d2kit._validation import as_per_env, check_float, check_positive_int
 _MODES = {"nextstep": "next_step", "samestep": "same_step", "disabled": "disabled"}
 
 
-def _autoreset_mode(mode: Any) -> str:
+def check_autoreset_mode(mode: Any) -> str:
     raw = getattr(mode, "value", mode)
     key = str(raw).lower().replace("_", "").replace("-", "")
     if key not in _MODES:
@@ -52,7 +52,7 @@ class NStepAccumulator:
         self.num_envs = check_positive_int("num_envs", num_envs)
         self.n_step = check_positive_int("n_step", n_step)
         self.gamma = check_float("gamma", gamma, 0.0, 1.0)
-        self.autoreset_mode = _autoreset_mode(autoreset_mode)
+        self.autoreset_mode = check_autoreset_mode(autoreset_mode)
         self._powers = self.gamma ** np.arange(self.n_step + 1)  # [n + 1]
         self._obs: np.ndarray | None = None  # [n, E, *obs_shape]
         self._action: np.ndarray | None = None  # [n, E, *action_shape]

@@ -53,9 +53,9 @@ overwritten row. Only windows of finished episodes are relabelled; the windows o
 running are returned with their original goal.
 
 Differences from the flat :class:`~r2d2kit.replay.HerReplayBuffer`:
-    * one goal per window, not per transition; strategies ``'future'`` and ``'final'`` only (the
-      rows before a window may already be overwritten, so ``'episode'`` and ``'random'`` are not
-      offered);
+    * one goal per window, not per transition; strategies ``'trace_future'``, ``'future'`` and
+      ``'final'`` (the rows before a window may already be overwritten, so ``'episode'`` and
+      ``'random'`` are not offered);
     * a termination recomputed under the new goal does not cut the window: later rows stay
       transitions (R2D2's n-step targets stop each return at the first termination);
     * the stored recurrent state was computed under the original goal: burn-in (or
@@ -69,49 +69,29 @@ from __future__ import annotations
 import os
 from collections import deque
 from dataclasses import dataclass, field
-from enum import Enum
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
 from r2d2kit._validation import check_positive_int
 from r2d2kit.kernels import sequence_her as sequence_her_kernels
 from r2d2kit.replay.fields import fields_from_json, parse_fields
-from r2d2kit.replay.her import GoalSelectionStrategy, call_goal_function
+from r2d2kit.replay.goals import (
+    DEFAULT_STRATEGY,
+    GoalSelectionStrategy,
+    RewardFn,
+    as_strategy,
+    call_goal_function,
+    check_goal_functions,
+    check_saved_goal_functions,
+)
 from r2d2kit.replay.persistence import read_npz, require_arrays
 from r2d2kit.replay.sequence import SequenceReplayBuffer
 
-__all__ = ["SequenceHerReplayBuffer", "WindowGoalStrategy"]
-
-RewardFn = Callable[[np.ndarray, np.ndarray, Any], Any]
+__all__ = ["SequenceHerReplayBuffer"]
 
 
-class WindowGoalStrategy(Enum):
-    """Where a window's relabelled goal comes from (see the module docstring); codes are the kernel's."""
-
-    FUTURE = "future"
-    FINAL = "final"
-    TRACE_FUTURE = "trace_future"
-
-    @property
-    def code(self) -> int:
-        """The strategy's code in ``r2d2kit.kernels.sequence_her`` (0 future, 1 final, 2 trace_future)."""
-        return _WINDOW_CODES[self]
-
-
-_WINDOW_CODES = {WindowGoalStrategy.FUTURE: 0, WindowGoalStrategy.FINAL: 1, WindowGoalStrategy.TRACE_FUTURE: 2}
-
-
-def _as_strategy(value: Any) -> WindowGoalStrategy:
-    if isinstance(value, (GoalSelectionStrategy, WindowGoalStrategy)):
-        value = value.value
-    key = value.strip().lower() if isinstance(value, str) else value
-    for member in WindowGoalStrategy:
-        if member.value == key:
-            return member
-    raise ValueError(f"goal_selection_strategy must be 'future', 'final' or 'trace_future' for sequence windows "
-                     f"(the rows before a window may be overwritten, so 'episode' and 'random' are not offered), "
-                     f"got {value!r}")
+WINDOW_STRATEGIES = (GoalSelectionStrategy.TRACE_FUTURE, GoalSelectionStrategy.FUTURE, GoalSelectionStrategy.FINAL)
 
 
 @dataclass
@@ -147,7 +127,8 @@ class SequenceHerReplayBuffer(SequenceReplayBuffer):
         burn_in, trace_length, n_step: the window layout (the builder's); ``n_step >= 1``.
         period, max_sequences, alpha, eps, initial_state, seed: as for ``SequenceReplayBuffer``.
         n_sampled_goal: the HER paper's ``k``: relabel probability ``k / (k + 1)`` (0: never).
-        goal_selection_strategy: ``"future"``, ``"final"`` or ``"trace_future"``.
+        goal_selection_strategy: ``"trace_future"`` (the default), ``"future"`` or ``"final"``
+            (a :class:`~r2d2kit.replay.GoalSelectionStrategy`).
         compute_terminated: optional ``compute_terminated(achieved_goal, desired_goal, info)``, same
             contract as ``compute_reward``; given, relabelled windows' ``terminated`` is recomputed.
 
@@ -169,15 +150,10 @@ class SequenceHerReplayBuffer(SequenceReplayBuffer):
     def __init__(self, capacity: int, observation_spec: Any, goal_spec: Any, action_spec: Any = ((), "int64"),
                  state: Mapping[str, Any] | None = None, *, compute_reward: RewardFn, burn_in: int,
                  trace_length: int, n_step: int, period: int | None = None, max_sequences: int | None = None,
-                 n_sampled_goal: int = 4, goal_selection_strategy: Any = "future", alpha: float = 0.9,
+                 n_sampled_goal: int = 4, goal_selection_strategy: Any = DEFAULT_STRATEGY, alpha: float = 0.9,
                  eps: float = 1e-6, initial_state: str = "stored", seed: Any = None,
                  compute_terminated: RewardFn | None = None) -> None:
-        if not callable(compute_reward):
-            raise TypeError(f"compute_reward must be callable like env.unwrapped.compute_reward, "
-                            f"got {compute_reward!r}")
-        if compute_terminated is not None and not callable(compute_terminated):
-            raise TypeError(f"compute_terminated must be callable (like env.unwrapped.compute_terminated) or None, "
-                            f"got {compute_terminated!r}")
+        check_goal_functions(compute_reward, compute_terminated)
         self.compute_terminated = compute_terminated
         check_positive_int("n_step", n_step, minimum=0)
         if n_step < 1:
@@ -186,7 +162,10 @@ class SequenceHerReplayBuffer(SequenceReplayBuffer):
                              "relabelling needs")
         self.compute_reward = compute_reward
         self.n_sampled_goal = check_positive_int("n_sampled_goal", n_sampled_goal, minimum=0)
-        self.goal_selection_strategy = _as_strategy(goal_selection_strategy)
+        self.goal_selection_strategy = as_strategy(
+            goal_selection_strategy, WINDOW_STRATEGIES,
+            " for sequence windows (the rows before a window may be overwritten, so 'episode' and 'random' are not "
+            "offered)")
         self._relabel_probability = self.n_sampled_goal / (self.n_sampled_goal + 1.0)
         given = parse_fields({"observation": observation_spec, "goal": goal_spec, "action": action_spec})
         self._observation_spec, self._goal_spec = given["observation"], given["goal"]
@@ -384,6 +363,7 @@ class SequenceHerReplayBuffer(SequenceReplayBuffer):
         meta["specs"] = {"observation": self._observation_spec.to_json(), "goal": self._goal_spec.to_json(),
                          "action": self._action_spec.to_json()}
         meta["table_written"] = self._table_written
+        meta["has_compute_terminated"] = self.compute_terminated is not None
         keys = sorted(self._episodes)
         records = [self._episodes[key] for key in keys]
         arrays.update({
@@ -401,13 +381,14 @@ class SequenceHerReplayBuffer(SequenceReplayBuffer):
     @classmethod
     def load(cls, path: str | os.PathLike, *, compute_reward: RewardFn,
              compute_terminated: RewardFn | None = None) -> "SequenceHerReplayBuffer":
-        """Read a buffer written by ``save``; ``compute_reward`` (and ``compute_terminated``, if used) are
-        passed again (functions are not saved)."""
+        """Read a buffer written by ``save``; ``compute_reward`` (and ``compute_terminated``, required exactly
+        when the saved buffer had one) are passed again (functions are not saved)."""
         if not callable(compute_reward):
             raise TypeError(f"load() needs compute_reward (functions are not saved), got {compute_reward!r}")
         path = os.fspath(path)
         meta, arrays = read_npz(path, cls.__name__)
         try:
+            check_saved_goal_functions(path, meta, compute_terminated)
             specs = fields_from_json(meta["specs"])
             buffer = cls(meta["capacity"], specs["observation"], specs["goal"], specs["action"],
                          fields_from_json(meta["state"]), compute_reward=compute_reward,

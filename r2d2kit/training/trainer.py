@@ -134,6 +134,11 @@ class Trainer:
             return SequenceHerReplayBuffer.load(path, compute_reward=self.goal.compute_reward,
                                                 compute_terminated=relabel_terminated(self.config, self.goal))
         except ValueError as error:
+            if "compute_terminated" in str(error):
+                saved = not self.config.replay.her.terminate_on_goal
+                raise CheckpointError(f"{path} was saved with replay.her.terminate_on_goal={str(saved).lower()}, the "
+                                      f"config says {str(not saved).lower()}: the targets of relabelled windows would "
+                                      f"change. Resume with the config the run was started with") from None
             if "holds a" not in str(error):
                 raise CheckpointError(f"{path}: {error}") from None
             now = "with" if self.goal is not None else "without"

@@ -256,7 +256,7 @@ class ReferenceHer:
         """Counts of the steps whose ``next_achieved_goal`` the strategy may use (not 'random')."""
         episode = self.episode_of(env, count)
         counts = [step.count for step in episode.steps]  # so far, if unfinished
-        if strategy == "future":
+        if strategy in ("future", "trace_future"):  # on a transition the trace is the one step
             return [c for c in counts if c >= count]
         if strategy == "final":
             return [counts[-1]]

@@ -652,6 +652,23 @@ def test_strategy_aliases(alias):
     assert GoalSelectionStrategy("Random").code == 3
 
 
+def test_one_default_strategy_for_transitions_and_windows_and_on_transitions_it_draws_future():
+    from r2d2kit.replay import SequenceHerReplayBuffer
+
+    windows = SequenceHerReplayBuffer(40, ((3,), "float32"), ((3,), "float32"), compute_reward=distance_reward,
+                                      burn_in=1, trace_length=2, n_step=1)
+    assert make_buffer(4).goal_selection_strategy is windows.goal_selection_strategy \
+        is GoalSelectionStrategy.TRACE_FUTURE
+    batches = []
+    for strategy in ("trace_future", "future"):
+        buffer = make_buffer(60, 2, seed=5, goal_selection_strategy=strategy)
+        feed(buffer, None, scripted_rollout(3, 2, 40, max_len=6))
+        batches.append(buffer.sample(64))
+    assert batches[0]["relabelled"].any()
+    for key in batches[0]:
+        np.testing.assert_array_equal(batches[0][key], batches[1][key], err_msg=key)
+
+
 def test_as_dataset_yields_what_sample_would(tmp_path):
     import tensorflow as tf
 

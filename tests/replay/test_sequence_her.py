@@ -504,7 +504,7 @@ def continuation(rig: Rig, steps: int, seed: int) -> list[np.ndarray]:
     return out
 
 
-@pytest.mark.parametrize("strategy", ["future", "final"])
+@pytest.mark.parametrize("strategy", ["future", "final", "trace_future"])
 def test_save_load_round_trip_continues_identically(tmp_path, strategy):
     """Saved mid-episode: the copy relabels, adds and updates exactly as the original does."""
     episodes = fixed_episodes([[9, 3, 14], [5, 2], [20]], 200)
@@ -542,6 +542,9 @@ def test_load_needs_compute_reward_and_refuses_other_files(tmp_path):
     rig.buffer.save(path)
     with pytest.raises(TypeError, match="compute_reward"):
         SequenceHerReplayBuffer.load(path, compute_reward=None)
+    # saved without compute_terminated: loading with one would change relabelled targets
+    with pytest.raises(ValueError, match="saved from a buffer without compute_terminated"):
+        SequenceHerReplayBuffer.load(path, compute_reward=distance_reward, compute_terminated=distance_terminated)
     with pytest.raises(ValueError, match="holds a SequenceHerReplayBuffer"):
         SequenceReplayBuffer.load(path)
     with np.load(path, allow_pickle=False) as archive:
@@ -609,7 +612,8 @@ def test_builder_extras_validation(first, later, error, pattern):
 
 @pytest.mark.parametrize("kwargs, error, pattern", [
     (dict(n_step=0), ValueError, "n_step must be >= 1 for SequenceHerReplayBuffer"),
-    (dict(goal_selection_strategy="episode"), ValueError, "'future', 'final' or 'trace_future'"),
+    (dict(goal_selection_strategy="episode"), ValueError,
+     "one of 'trace_future', 'future', 'final'.*'episode' and 'random' are not offered"),
     (dict(compute_terminated="ended"), TypeError, "compute_terminated must be callable"),
     (dict(goal_selection_strategy="futur"), ValueError, "got 'futur'"),
     (dict(n_sampled_goal=-1), ValueError, "n_sampled_goal"),

@@ -154,6 +154,10 @@ def test_resuming_with_the_other_replay_kind_is_refused(tmp_path):
     plain.replay.her = None
     with pytest.raises(CheckpointError, match="another kind than the config's.*replay.her"):
         Trainer(plain, tmp_path / "run", resume=True)
+    flipped = trace_config(tmp_path)
+    flipped.replay.her.terminate_on_goal = not flipped.replay.her.terminate_on_goal
+    with pytest.raises(CheckpointError, match="saved with replay.her.terminate_on_goal=.*targets of relabelled"):
+        Trainer(flipped, tmp_path / "run", resume=True)
 
 
 def test_her_on_an_env_without_goals_is_a_config_error(tmp_path):
