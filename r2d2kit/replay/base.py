@@ -28,6 +28,7 @@ from r2d2kit.replay.persistence import (
     rng_to_json,
     write_npz,
 )
+from r2d2kit.replay.protocol import DEFAULT_BETA
 from r2d2kit.replay.schedules import Beta
 
 
@@ -90,7 +91,7 @@ class BaseReplayBuffer:
             self._on_written(start, stop)
 
     # ----------------------------------------------------------------- sampling
-    def sample(self, batch_size: int, beta: float = 0.4, *,
+    def sample(self, batch_size: int, beta: float = DEFAULT_BETA, *,
                out: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
         """Sample ``batch_size`` items (with replacement) into fresh arrays, or into ``out``.
 
@@ -209,7 +210,7 @@ class BaseReplayBuffer:
         return buffer
 
     # ----------------------------------------------------------------- tf.data
-    def as_dataset(self, batch_size: int, beta: Beta = 0.4, prefetch: int = 2, reuse_memory: bool = False):
+    def as_dataset(self, batch_size: int, beta: Beta = DEFAULT_BETA, prefetch: int = 2, reuse_memory: bool = False):
         """A ``tf.data.Dataset`` of endless ``sample(batch_size, beta)`` batches with a fixed spec.
 
         ``beta`` may be a float or a callable ``beta(sample_count)`` such as

@@ -16,26 +16,15 @@ Two pieces let any Keras/TensorFlow training loop use an r2d2kit buffer:
 from __future__ import annotations
 
 import weakref
-from typing import Any, Callable, Protocol
+from typing import Callable
 
 import numpy as np
 import tensorflow as tf
 
 from r2d2kit._validation import check_float, check_positive_int
 from r2d2kit.replay.batch_pool import BatchPool
+from r2d2kit.replay.protocol import DEFAULT_BETA, SampledBuffer
 from r2d2kit.replay.schedules import Beta
-
-
-class SampledBuffer(Protocol):
-    """What the adapters need of a buffer (every r2d2kit buffer has it; so may one of your own)."""
-
-    def batch_spec(self, batch_size: int) -> dict[str, tuple[tuple[int, ...], Any]]: ...
-
-    def sample(self, batch_size: int, beta: float = ...) -> dict[str, np.ndarray]: ...
-
-    # optional: ``sample_buffers(batch_size)`` and ``sample(..., out=)``, for ``reuse_memory=True``
-
-    def update_priorities(self, indices: Any, priorities: Any) -> None: ...
 
 
 def element_spec(buffer: SampledBuffer, batch_size: int) -> dict[str, tf.TensorSpec]:
@@ -46,7 +35,7 @@ def element_spec(buffer: SampledBuffer, batch_size: int) -> dict[str, tf.TensorS
     }
 
 
-def buffer_dataset(buffer: SampledBuffer, batch_size: int, beta: Beta = 0.4, prefetch: int = 2,
+def buffer_dataset(buffer: SampledBuffer, batch_size: int, beta: Beta = DEFAULT_BETA, prefetch: int = 2,
                    reuse_memory: bool = False) -> tf.data.Dataset:
     """An endless ``tf.data.Dataset`` of ``buffer.sample(batch_size, beta)`` batches.
 

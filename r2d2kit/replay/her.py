@@ -65,6 +65,7 @@ from r2d2kit.replay.persistence import (
     rng_to_json,
     write_npz,
 )
+from r2d2kit.replay.protocol import DEFAULT_BETA
 from r2d2kit.replay.schedules import Beta
 from r2d2kit.sumtree import SumTree
 
@@ -334,7 +335,7 @@ class HerReplayBuffer:
         return patched
 
     # ----------------------------------------------------------------- sampling
-    def sample(self, batch_size: int, beta: float = 0.4) -> dict[str, np.ndarray]:
+    def sample(self, batch_size: int, beta: float = DEFAULT_BETA) -> dict[str, np.ndarray]:
         """Sample ``batch_size`` transitions (with replacement) and relabel them in hindsight.
 
         Args:
@@ -459,7 +460,7 @@ class HerReplayBuffer:
         spec["weights"] = ((batch_size,), np.dtype(np.float32))
         return spec
 
-    def as_dataset(self, batch_size: int, beta: Beta = 0.4, prefetch: int = 2):
+    def as_dataset(self, batch_size: int, beta: Beta = DEFAULT_BETA, prefetch: int = 2):
         """A ``tf.data.Dataset`` of endless ``sample(batch_size, beta)`` batches (imports TensorFlow), each
         into fresh arrays."""
         from r2d2kit.replay.dataset import buffer_dataset

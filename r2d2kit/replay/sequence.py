@@ -34,6 +34,7 @@ from r2d2kit.kernels import sumtree as tree_kernels
 from r2d2kit.replay.batch_pool import SampleMemory
 from r2d2kit.replay.fields import fields_from_json, parse_fields
 from r2d2kit.replay.persistence import read_npz, require_arrays, rng_from_json, rng_to_json, write_npz
+from r2d2kit.replay.protocol import DEFAULT_BETA
 from r2d2kit.sumtree import SumTree
 
 ROW_FLAGS = {"reward": ((), "float32"), "prev_reward": ((), "float32"), "terminated": ((), "bool"),
@@ -245,7 +246,7 @@ class SequenceReplayBuffer:
             tree_kernels.priority_trees_update(t.sum_tree, t.min_tree, t.level_offsets, slots, np.zeros(slots.size))
 
     # ------------------------------------------------------------------ sampling
-    def sample(self, batch_size: int, beta: float = 0.6, *,
+    def sample(self, batch_size: int, beta: float = DEFAULT_BETA, *,
                out: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
         """Sample windows in proportion to priority, into fresh arrays or into ``out``.
 
@@ -376,7 +377,7 @@ class SequenceReplayBuffer:
         spec["weights"] = ((batch_size,), np.dtype(np.float32))
         return spec
 
-    def as_dataset(self, batch_size: int, beta: Any = 0.6, prefetch: int = 2, reuse_memory: bool = False):
+    def as_dataset(self, batch_size: int, beta: Any = DEFAULT_BETA, prefetch: int = 2, reuse_memory: bool = False):
         """An endless ``tf.data.Dataset`` of ``sample(batch_size, beta)`` (imports TensorFlow); arguments as for
         :func:`~r2d2kit.replay.dataset.buffer_dataset`."""
         from r2d2kit.replay.dataset import buffer_dataset

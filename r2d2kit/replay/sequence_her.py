@@ -86,6 +86,7 @@ from r2d2kit.replay.goals import (
     check_saved_goal_functions,
 )
 from r2d2kit.replay.persistence import read_npz, require_arrays
+from r2d2kit.replay.protocol import DEFAULT_BETA
 from r2d2kit.replay.sequence import SequenceReplayBuffer
 
 __all__ = ["SequenceHerReplayBuffer"]
@@ -282,7 +283,7 @@ class SequenceHerReplayBuffer(SequenceReplayBuffer):
         self._table_origin[alive] = record.origin
 
     # ------------------------------------------------------------------ sampling
-    def sample(self, batch_size: int, beta: float = 0.6, *,
+    def sample(self, batch_size: int, beta: float = DEFAULT_BETA, *,
                out: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
         """Sample windows in proportion to priority and relabel those of finished episodes in hindsight.
 

@@ -565,3 +565,22 @@ def test_linear_schedule_beta_never_leaves_unit_interval():
 def test_linear_schedule_validation(args, error):
     with pytest.raises(error):
         LinearSchedule(*args)
+
+
+def test_every_buffer_is_a_sampled_buffer_with_one_beta_default():
+    import inspect
+
+    from r2d2kit.replay import HerReplayBuffer, SampledBuffer, SequenceHerReplayBuffer, SequenceReplayBuffer
+    from r2d2kit.replay.protocol import DEFAULT_BETA
+
+    classes = [ReplayBuffer, PrioritizedReplayBuffer, RankBasedReplayBuffer, HerReplayBuffer, SequenceReplayBuffer,
+               SequenceHerReplayBuffer]
+    for cls in classes:
+        for method in ("sample", "as_dataset"):
+            assert inspect.signature(getattr(cls, method)).parameters["beta"].default == DEFAULT_BETA == 0.4, cls
+    buffers = [make(kind, 8) for kind in ("uniform", "per", "rank")]
+    buffers.append(HerReplayBuffer(8, ((2,), "float32"), ((2,), "float32"), compute_reward=lambda a, d, i: 0 * a[:, 0]))
+    buffers.append(SequenceReplayBuffer(16, {"obs": ((2,), "float32"), "action": ((), "int64")}, burn_in=1,
+                                        trace_length=2, n_step=1))
+    assert all(isinstance(buffer, SampledBuffer) for buffer in buffers)
+    assert not isinstance(object(), SampledBuffer)

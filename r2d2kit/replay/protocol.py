@@ -1,0 +1,47 @@
+"""The interface every r2d2kit buffer has, as a Protocol your own buffer can satisfy too (no TensorFlow).
+
+:func:`~r2d2kit.replay.dataset.buffer_dataset`, :func:`~r2d2kit.replay.dataset.priority_updater` and
+the learner take any object with these methods. The same verbs and defaults hold for every buffer:
+
+* ``len(buffer)``: the samples ``sample`` can draw from now: stored items (``ReplayBuffer``,
+  ``PrioritizedReplayBuffer``, ``RankBasedReplayBuffer``), transitions whose episode is still whole in
+  the ring (``HerReplayBuffer``), or windows whose rows are all stored (the sequence buffers).
+* ``sample(batch_size, beta=DEFAULT_BETA)``: fresh arrays ``[batch_size, ...]`` per field plus
+  ``indices`` (int64) and ``weights`` (float32 importance weights, max 1; all 1 when sampling is
+  uniform). ``beta`` defaults to 0.4 everywhere, the PER paper's starting exponent; anneal it to 1
+  with :class:`~r2d2kit.replay.LinearSchedule` (R2D2 keeps 0.6: ``R2D2Config.importance_exponent``).
+* ``update_priorities(indices, priorities)``: new priorities for sampled ``indices`` (validated;
+  a no-op for uniform sampling, so a loop can switch sampling unchanged).
+* ``save(path)`` / ``Class.load(path, ...)``: one pickle-free ``.npz``; sampling after ``load`` continues
+  exactly as without the round trip.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+__all__ = ["DEFAULT_BETA", "SampledBuffer"]
+
+DEFAULT_BETA = 0.4
+
+
+@runtime_checkable
+class SampledBuffer(Protocol):
+    """What the ``tf.data`` adapters and the learner need of a buffer (see the module docstring)."""
+
+    def __len__(self) -> int: ...
+
+    def batch_spec(self, batch_size: int) -> dict[str, tuple[tuple[int, ...], Any]]:
+        """``{name: (shape, dtype)}`` of every array ``sample(batch_size)`` returns."""
+
+    def sample(self, batch_size: int, beta: float = DEFAULT_BETA) -> dict[str, np.ndarray]:
+        """A batch of fresh arrays with ``indices`` and ``weights`` (optionally ``out=`` arrays to fill)."""
+
+    def update_priorities(self, indices: Any, priorities: Any) -> None:
+        """New priorities for sampled ``indices`` (a validated no-op under uniform sampling)."""
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the buffer to one pickle-free ``.npz`` that the class's ``load`` reads back."""
