@@ -31,9 +31,9 @@ PEERS = ("cpprb", "TorchRL", "Tianshou", "seed-style")
 DISTS = ("numpy", "numba", "r2d2kit", "cpprb", "torch", "torchrl", "tensordict", "tianshou")
 
 FULL = dict(n=2**20, batch=512, add_n=10**6, reps=2000, slow_reps=200, add_reps=11, rounds=10,
-            warmup=50, import_runs=3)
+            warmup=50, import_runs=3, scaling_reps=500)
 QUICK = dict(n=2**16, batch=512, add_n=50_000, reps=300, slow_reps=30, add_reps=3, rounds=3,
-             warmup=10, import_runs=1)
+             warmup=10, import_runs=1, scaling_reps=60)
 
 Step = Callable[[], int]  # performs one operation, returns the nanoseconds of its timed section
 
@@ -453,9 +453,37 @@ def run(cfg: dict, quick: bool, only: set[str] | None, without: set[str]) -> tup
     return rows, errors, notes
 
 
+def scaling(cfg: dict, errors: dict, without: set[str], exponents: range) -> list[list[str]]:
+    """``sample(batch)`` and ``update_priorities(batch)`` medians of every buffer peer at 2^k items, one row per
+    ``k``: how the cost grows with the buffer (the descent's last levels leave the cache) and the ratios."""
+    names = [name for name in BUFFER_PEERS if name not in without]
+    cells = []
+    for k in exponents:
+        sized = dict(cfg, n=2**k, add_n=1_000)
+        cases = buffer_cases(sized, errors, without)
+        medians = {}
+        for op in ("sample", "update"):
+            samples = interleaved(cases[op], min(cfg["rounds"], cfg["scaling_reps"]), cfg["scaling_reps"],
+                                  cfg["warmup"], (), 0, errors)
+            medians[op] = {name: float(np.median(t)) / 1e3 for name, t in samples.items()}  # us
+        del cases
+        gc.collect()
+        row = [f"2^{k} ({2**k:,})"]
+        for op in ("sample", "update"):
+            mine = medians[op].get("r2d2kit")
+            for name in names:
+                value = medians[op].get(name)
+                row.append("n/a" if value is None else f"{value:,.1f}")
+                if name != "r2d2kit":
+                    row.append("-" if value is None or mine is None else f"{value / mine:.2f}x")
+        cells.append(row)
+    return cells
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = harness.arg_parser(__doc__, "quick", "markdown", "json")
-    parser.add_argument("--only", default=None, help="comma-separated subset of: buffer, add, tree, import")
+    parser.add_argument("--only", default=None,
+                        help="comma-separated subset of: buffer, add, tree, import, scaling")
     parser.add_argument("--without", default="", metavar="PEERS",
                         help=f"comma-separated peers to leave out, of: {', '.join(PEERS)}")
     args = parser.parse_args(argv)
@@ -472,6 +500,16 @@ def main(argv: list[str] | None = None) -> int:
           f"interleaved rounds; torch threads {cfg['torch_threads']}; "
           "ratio = peer / r2d2kit (> 1: r2d2kit is faster)\n")
     print(replay_table(rows, args.markdown) + "\n")
+    only = set(args.only.split(",")) if args.only else None
+    if only is None or "scaling" in only:
+        exponents = range(12, 17, 2) if args.quick else range(12, 25, 2)
+        header = ["items"]
+        for op in ("sample", "update"):
+            for name in (name for name in BUFFER_PEERS if name not in without):
+                header += [f"{op} {name}"] + ([f"{name}/r2d2kit"] if name != "r2d2kit" else [])
+        print(f"sample({cfg['batch']}) and update_priorities({cfg['batch']}) against the buffer size, us (medians of "
+              f"{cfg['scaling_reps']} in interleaved rounds; ratio = peer / r2d2kit)")
+        print(table(header, scaling(cfg, errors, without, exponents), markdown=args.markdown) + "\n")
     for message in [f"{peer}: {message}" for peer, message in errors.items()] + list(notes.values()):
         print(f"- {message}")
     print(harness.load_footer(started, load_start))
