@@ -204,30 +204,28 @@ def _rebuild(tree, level_offsets, use_min):
 
 
 @njit(cache=True)
-def sum_tree_update(tree, level_offsets, leaf_indices, values):
-    """Write ``values`` at ``leaf_indices`` and recompute their ancestors.
-
-    Leaves are written in order, so for a repeated index the last value wins.
-    """
+def _write_leaves(tree, level_offsets, leaf_indices, values, is_sum):
+    """Write ``values`` at ``leaf_indices`` in order (a repeated index: the last value wins), then recompute
+    their ancestors as sums or as minima."""
     n = leaf_indices.shape[0]
     leaf_offset = level_offsets[-1]
     nodes = np.empty(n, dtype=np.int64)
     for i in range(n):
         tree[leaf_offset + leaf_indices[i]] = values[i]
         nodes[i] = leaf_indices[i]
-    _recompute_parents(tree, tree, level_offsets, nodes, True, False)
+    _recompute_parents(tree, tree, level_offsets, nodes, is_sum, not is_sum)
+
+
+@njit(cache=True)
+def sum_tree_update(tree, level_offsets, leaf_indices, values):
+    """Write ``values`` at ``leaf_indices`` and recompute their ancestors (a repeated index: the last value wins)."""
+    _write_leaves(tree, level_offsets, leaf_indices, values, True)
 
 
 @njit(cache=True)
 def min_tree_update(tree, level_offsets, leaf_indices, values):
     """Min-tree twin of :func:`sum_tree_update` (a repeated index: the last value wins)."""
-    n = leaf_indices.shape[0]
-    leaf_offset = level_offsets[-1]
-    nodes = np.empty(n, dtype=np.int64)
-    for i in range(n):
-        tree[leaf_offset + leaf_indices[i]] = values[i]
-        nodes[i] = leaf_indices[i]
-    _recompute_parents(tree, tree, level_offsets, nodes, False, True)
+    _write_leaves(tree, level_offsets, leaf_indices, values, False)
 
 
 @njit(cache=True)
