@@ -45,7 +45,7 @@ class BaseReplayBuffer:
         self._storage = RingStorage(capacity, fields)
         self._rng = as_generator(seed)
         self._lock = threading.RLock()
-        self._sample_memory = SampleMemory(self.batch_spec)  # the arrays ``sample`` reuses, per batch size
+        self._sample_memory = SampleMemory(self.batch_spec)  # fresh arrays per sample, or the caller's out=
 
     # ----------------------------------------------------------------- properties
     @property

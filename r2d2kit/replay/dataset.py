@@ -81,10 +81,9 @@ def buffer_dataset(buffer: SampledBuffer, batch_size: int, beta: Beta = DEFAULT_
     if reuse_memory and not callable(getattr(buffer, "sample_buffers", None)):
         raise ValueError(f"reuse_memory=True needs a buffer with sample_buffers() and sample(..., out=); "
                          f"{type(buffer).__name__} has none: pass reuse_memory=False")
-    reuses_memory = reuse_memory
 
     def batches():
-        pool = BatchPool(signature_shapes, prefetch + 3) if reuses_memory else None
+        pool = BatchPool(signature_shapes, prefetch + 3) if reuse_memory else None
         count = 0
         while True:
             live = buffer_ref()

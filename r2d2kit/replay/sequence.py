@@ -131,7 +131,7 @@ class SequenceReplayBuffer:
         self._last_window: dict[tuple[int, int], tuple[int, int, np.ndarray]] = {}
 
         self._tree = SumTree(self.max_sequences)
-        self._sample_memory = SampleMemory(self.batch_spec)  # the arrays ``sample`` reuses, per batch size
+        self._sample_memory = SampleMemory(self.batch_spec)  # fresh arrays per sample, or the caller's out=
         self._max_priority = 1.0
         self._rng = as_generator(seed)
         self._lock = threading.RLock()
