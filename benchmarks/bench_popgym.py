@@ -182,9 +182,10 @@ def run_ppo(job: dict) -> dict:
         net_arch=dict(pi=[hp["head_units"]], vf=[hp["head_units"]])))
     line = (f"  RecurrentPPO {env} seed {seed} " "{steps:>7,} env steps: eval {mean:+.3f} +- {std:.3f}, "
             "training episodes {train_return:+.3f}, {seconds:.0f} s")
-    result = harness.run_recurrent_ppo(
-        functools.partial(make_ppo_env, env), kwargs, seed=seed, steps=job["steps"], eval_every=job["eval_every"],
-        eval_episodes=job["eval_episodes"], n_envs=hp["n_envs"], torch_threads=job["torch_threads"], line=line)
+    result = harness.run_sb3(
+        "RecurrentPPO", functools.partial(make_ppo_env, env), kwargs, seed=seed, steps=job["steps"],
+        eval_every=job["eval_every"], eval_episodes=job["eval_episodes"], n_envs=hp["n_envs"],
+        torch_threads=job["torch_threads"], line=line)
     result["config"] = dict(hp, torch_threads=result.pop("torch_threads"))
     return result
 

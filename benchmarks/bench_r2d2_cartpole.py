@@ -102,7 +102,7 @@ def run_ppo(steps: int, seed: int, eval_every: int, eval_episodes: int, torch_th
                   policy_kwargs=dict(ortho_init=False, activation_fn=torch.nn.ReLU, lstm_hidden_size=64,
                                      enable_critic_lstm=True, net_arch=dict(pi=[64], vf=[64])))
     # the zoo passes the algorithm's gamma to VecNormalize; learn() ends with the rollout that passes the budget
-    result = harness.run_recurrent_ppo(lambda: gym.make(ENV_ID), kwargs, seed=seed, steps=steps,
+    result = harness.run_sb3("RecurrentPPO", lambda: gym.make(ENV_ID), kwargs, seed=seed, steps=steps,
                                        eval_every=eval_every, eval_episodes=eval_episodes, n_envs=hp["n_envs"],
                                        torch_threads=torch_threads, normalize_gamma=hp["gamma"], stop_at_budget=False)
     return dict(result, name="sb3-contrib RecurrentPPO",

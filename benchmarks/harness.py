@@ -1,6 +1,6 @@
 """What every benchmark script shares: the machine and load lines, child runs with their own peak RSS,
-results files a sweep resumes from, tables and plots, synthetic Atari windows, and sb3-contrib's
-RecurrentPPO with its greedy evaluation on the episodes r2d2kit's Trainer evaluates on.
+results files a sweep resumes from, tables and plots, synthetic Atari windows, and Stable-Baselines3 runs
+(RecurrentPPO, DQN) with their greedy evaluation on the episodes r2d2kit's Trainer evaluates on.
 
 Importing this module puts the checkout first on ``sys.path``: a script benchmarks it, not an installed copy.
 """
@@ -406,13 +406,13 @@ def atari_sequence_buffer(capacity: int, units: int = 512, seed: int = 0, **layo
 
 
 # ---------------------------------------------------------------------------------------------
-# sb3-contrib RecurrentPPO
+# Stable-Baselines3 peers (RecurrentPPO, DQN)
 
 
-def greedy_eval_ppo(model, make_env: Callable, episodes: int, seed: int, normalizer=None) -> np.ndarray:
-    """Deterministic RecurrentPPO returns on the episodes ``r2d2kit.runners.evaluate`` plays: the same env
-    count, reset seed and per-env quotas (gymnasium's next-step autoreset handled). ``normalizer``: a
-    training ``VecNormalize`` whose statistics normalise the observations."""
+def greedy_eval_sb3(model, make_env: Callable, episodes: int, seed: int, normalizer=None) -> np.ndarray:
+    """Deterministic returns of a Stable-Baselines3 model (recurrent or not) on the episodes
+    ``r2d2kit.runners.evaluate`` plays: the same env count, reset seed and per-env quotas (gymnasium's next-step
+    autoreset handled). ``normalizer``: a training ``VecNormalize`` whose statistics normalise the observations."""
     import gymnasium as gym
 
     num_envs = min(episodes, MAX_EVAL_ENVS)
@@ -438,21 +438,21 @@ def greedy_eval_ppo(model, make_env: Callable, episodes: int, seed: int, normali
     return np.asarray(returns[:episodes])
 
 
-PPO_LINE = "  RecurrentPPO {steps:>7,} env steps: eval {mean:6.1f} +- {std:5.1f}, {seconds:.0f} s"
+SB3_LINE = "  {name} {steps:>7,} env steps: eval {mean:6.1f} +- {std:5.1f}, {seconds:.0f} s"
 
 
-def run_recurrent_ppo(make_env: Callable, model_kwargs: dict, *, seed: int, steps: int, eval_every: int,
-                      eval_episodes: int, n_envs: int = 8, torch_threads: int = 1, normalize_gamma: float | None = None,
-                      stop_at_budget: bool = True, line: str = PPO_LINE) -> dict:
-    """Train ``RecurrentPPO(env=<n_envs of make_env>, **model_kwargs)`` for ``steps`` env steps, evaluated
-    greedily every ``eval_every`` on the Trainer's evaluation seeds, evaluations timed apart.
+def run_sb3(algorithm: str, make_env: Callable, model_kwargs: dict, *, seed: int, steps: int, eval_every: int,
+            eval_episodes: int, n_envs: int = 8, torch_threads: int = 1, normalize_gamma: float | None = None,
+            stop_at_budget: bool = True, line: str = SB3_LINE) -> dict:
+    """Train ``<algorithm>(env=<n_envs of make_env>, **model_kwargs)`` (``"RecurrentPPO"`` from sb3-contrib or
+    ``"DQN"`` from Stable-Baselines3) for ``steps`` env steps, evaluated greedily every ``eval_every`` on the
+    Trainer's evaluation seeds, evaluations timed apart.
 
     ``normalize_gamma``: ``VecNormalize(gamma=...)``; ``stop_at_budget``: stop at exactly ``steps`` (else at
     the end of the rollout that passes it). Evaluation rows: (env steps, mean, std, training seconds, mean
     return of the last 100 training episodes); ``line`` (a format of those) is printed per evaluation.
     """
     import torch
-    from sb3_contrib import RecurrentPPO
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import VecNormalize
@@ -460,7 +460,11 @@ def run_recurrent_ppo(make_env: Callable, model_kwargs: dict, *, seed: int, step
     torch.set_num_threads(torch_threads)
     venv = make_vec_env(make_env, n_envs=n_envs, seed=seed)
     normalizer = None if normalize_gamma is None else VecNormalize(venv, gamma=normalize_gamma)
-    model = RecurrentPPO(env=normalizer or venv, seed=seed, device="cpu", verbose=0, **model_kwargs)
+    if algorithm == "RecurrentPPO":
+        from sb3_contrib import RecurrentPPO as Algorithm
+    else:
+        from stable_baselines3 import DQN as Algorithm
+    model = Algorithm(env=normalizer or venv, seed=seed, device="cpu", verbose=0, **model_kwargs)
 
     class Evaluate(BaseCallback):
         def __init__(self) -> None:
@@ -478,14 +482,14 @@ def run_recurrent_ppo(make_env: Callable, model_kwargs: dict, *, seed: int, step
             if eval_every and self.num_timesteps >= self.next_eval:
                 began = time.perf_counter()
                 train_seconds = began - self.start - self.eval_seconds
-                returns = greedy_eval_ppo(self.model, make_env, eval_episodes,
+                returns = greedy_eval_sb3(self.model, make_env, eval_episodes,
                                           seed + EVAL_SEED_OFFSET + self.num_timesteps, normalizer)
                 recent = [info["r"] for info in self.model.ep_info_buffer]  # the last 100 training episodes
                 row = (int(self.num_timesteps), float(returns.mean()), float(returns.std()), train_seconds,
                        float(np.mean(recent)) if recent else float("nan"))
                 self.evaluations.append(row)
-                print(line.format(steps=row[0], mean=row[1], std=row[2], seconds=row[3], train_return=row[4]),
-                      flush=True)
+                print(line.format(name=algorithm, steps=row[0], mean=row[1], std=row[2], seconds=row[3],
+                                  train_return=row[4]), flush=True)
                 self.eval_seconds += time.perf_counter() - began
                 self.next_eval += eval_every
             return not stop_at_budget or self.num_timesteps < steps
@@ -494,6 +498,7 @@ def run_recurrent_ppo(make_env: Callable, model_kwargs: dict, *, seed: int, step
     began = time.perf_counter()
     model.learn(total_timesteps=steps, callback=timer)
     train_seconds = time.perf_counter() - began - timer.eval_seconds
-    updates = timer.rollouts * model.n_epochs * -(-model.n_steps * n_envs // model.batch_size)
+    updates = (timer.rollouts * model.n_epochs * -(-model.n_steps * n_envs // model.batch_size)
+               if algorithm == "RecurrentPPO" else model._n_updates)
     return dict(evaluations=timer.evaluations, env_steps=int(model.num_timesteps), train_seconds=train_seconds,
                 eval_seconds=timer.eval_seconds, updates=updates, torch_threads=torch.get_num_threads())

@@ -98,9 +98,9 @@ def test_greedy_ppo_evaluation_plays_the_trainers_episode_quotas():
             return np.zeros(len(obs), int), state
 
     # 10 episodes on 8 envs (seeds 0..7: lengths 2 3 4 2 3 4 2 3): envs 0 and 1 play two episodes each
-    returns = harness.greedy_eval_ppo(Model(), Count, 10, seed=0)
+    returns = harness.greedy_eval_sb3(Model(), Count, 10, seed=0)
     assert sorted(returns) == sorted([2, 3, 4, 2, 3, 4, 2, 3] + [2, 3])
-    assert sorted(harness.greedy_eval_ppo(Model(), Count, 3, seed=1)) == [2, 3, 4]
+    assert sorted(harness.greedy_eval_sb3(Model(), Count, 3, seed=1)) == [2, 3, 4]
 
 
 # --- bench_r2d2_cartpole: the per-seed criterion (first >= 475 due by 30k env steps, then never below 425)
