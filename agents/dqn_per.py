@@ -1,7 +1,7 @@
 """Double DQN with prioritized replay on CartPole-v1, in one file (CleanRL style).
 
 The "reuse r2d2kit's buffers in your own Keras project" example: the replay side is only
-``PrioritizedReplayBuffer`` + ``NStepAccumulator`` + ``LinearSchedule``, sampled through
+``ReplayBuffer(sampler="proportional")`` + ``NStepAccumulator`` + ``LinearSchedule``, sampled through
 ``buffer.as_dataset`` and written back with ``priority_updater`` inside the compiled train step.
 
     python agents/dqn_per.py                      # 60k env steps, ~40 s on 2 CPU cores
@@ -25,7 +25,7 @@ import numpy as np
 import tensorflow as tf
 from tqdm import tqdm
 
-from r2d2kit.replay import LinearSchedule, NStepAccumulator, PrioritizedReplayBuffer
+from r2d2kit.replay import LinearSchedule, NStepAccumulator, ReplayBuffer
 from r2d2kit.replay.dataset import priority_updater
 
 for _gpu in tf.config.list_physical_devices("GPU"):  # take GPU memory as needed, not all at once
@@ -99,10 +99,10 @@ def main(argv=None) -> dict:
             target_var.assign(var)
 
     # --- replay: n-step transitions into a prioritized buffer, sampled by tf.data ---
-    buffer = PrioritizedReplayBuffer(args.buffer_size, {
+    buffer = ReplayBuffer(args.buffer_size, {
         "obs": ((obs_dim,), "float32"), "action": ((), "int64"), "reward": ((), "float32"),
         "next_obs": ((obs_dim,), "float32"), "discount": ((), "float32"),  # discount: gamma^k, 0 if terminated
-    }, alpha=args.alpha, seed=args.seed)
+    }, alpha=args.alpha, seed=args.seed, sampler="proportional")
     accumulator = NStepAccumulator(args.num_envs, args.n_step, args.gamma,
                                    autoreset_mode=envs.metadata["autoreset_mode"])
     dataset = buffer.as_dataset(args.batch_size, beta=LinearSchedule(args.beta_start, 1.0, num_updates))

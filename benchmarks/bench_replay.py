@@ -70,13 +70,13 @@ BUFFER_DEFAULTS = dict(update=lambda buf, i, p: buf.update_priorities(i, p), con
 
 
 def r2d2kit_buffer_ops(cfg: dict) -> dict:
-    from r2d2kit.replay import PrioritizedReplayBuffer
+    from r2d2kit.replay import ReplayBuffer
 
     def fill(buf, items, priorities):
         buf.add_batch(**items)
         buf.update_priorities(np.arange(len(priorities), dtype=np.int64), priorities)
 
-    return dict(build=lambda capacity: PrioritizedReplayBuffer(capacity, fields=FIELDS, alpha=ALPHA, eps=EPS, seed=0),
+    return dict(build=lambda capacity: ReplayBuffer(capacity, FIELDS, "proportional", alpha=ALPHA, eps=EPS, seed=0),
                 fill=fill, sample=lambda buf, batch: buf.sample(batch, beta=BETA), index="indices",
                 add=lambda buf, items: buf.add_batch(**items),
                 sample_out=lambda buf, batch, out: buf.sample(batch, beta=BETA, out=out))
@@ -161,7 +161,7 @@ def buffer_cases(cfg: dict, errors: dict, without: set[str]) -> dict[str, dict[s
             o["sample"](buf, cfg["batch"])  # first call outside any timing
             return o, buf
 
-        built = try_peer("r2d2kit PrioritizedReplayBuffer" if name == "r2d2kit" else name, build, errors)
+        built = try_peer("r2d2kit ReplayBuffer (proportional)" if name == "r2d2kit" else name, build, errors)
         if built:
             add_items = built[0]["convert"](make_items(cfg["add_n"], np.random.default_rng(2)))
             for row, step in buffer_steps(*built, cfg, rng, add_items).items():
@@ -260,8 +260,8 @@ def tree_cases(cfg: dict, errors: dict, without: set[str]) -> dict[str, dict[str
 
 FIRST_USE = {
     "r2d2kit": """
-from r2d2kit.replay import PrioritizedReplayBuffer
-buf = PrioritizedReplayBuffer(1024, fields=FIELDS, alpha=0.6, seed=0)
+from r2d2kit.replay import ReplayBuffer
+buf = ReplayBuffer(1024, fields=FIELDS, alpha=0.6, seed=0, sampler="proportional")
 buf.add_batch(**items)
 b = buf.sample(32, beta=0.4)
 buf.update_priorities(b["indices"], np.ones(32))

@@ -5,7 +5,7 @@
 
 Rows: the memcpy bound, a naive per-window gather, ``sample`` into fresh arrays (the default), into a
 ``BatchPool`` and into ``out=`` (reuse opted in, as the learner does); then the same for
-``PrioritizedReplayBuffer.sample(512)``. Method: benchmarks/README.md.
+``ReplayBuffer(sampler="proportional").sample(512)``. Method: benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import harness
 import numpy as np
 from harness import atari_sequence_buffer, atari_windows, interleaved, table, timed_ns
 
-from r2d2kit.replay import BatchPool, PrioritizedReplayBuffer, SequenceReplayBuffer
+from r2d2kit.replay import BatchPool, ReplayBuffer, SequenceReplayBuffer
 
 ENVS, UNITS, OBS = 4, 512, (84, 84)
 TARGET = 1.3  # the target: sample(64) with reuse opted in <= 1.3x a memcpy of the same bytes
@@ -126,17 +126,17 @@ def main(argv: list[str] | None = None) -> dict:
 
     transition_capacity = 20_000 if args.quick else 100_000
     fields = {"obs": (OBS, "uint8"), "action": ((), "int64"), "reward": ((), "float32"), "done": ((), "bool")}
-    transitions = PrioritizedReplayBuffer(transition_capacity, fields, alpha=0.6, seed=0)
+    transitions = ReplayBuffer(transition_capacity, fields, alpha=0.6, seed=0, sampler="proportional")
     rng = np.random.default_rng(2)
     frames = rng.integers(0, 255, size=(1000,) + OBS, dtype=np.uint8)
     for _ in range(0, transition_capacity, 1000):
         transitions.add_batch(obs=frames, action=rng.integers(0, 18, 1000), reward=rng.random(1000),
                               done=rng.random(1000) < 0.01)
     transitions.update_priorities(np.arange(transition_capacity), rng.uniform(0.1, 10.0, transition_capacity))
-    print(f"\nPrioritizedReplayBuffer: {transition_capacity} items of {OBS[0]}x{OBS[1]} uint8 obs + action, "
+    print(f"\nReplayBuffer (proportional): {transition_capacity} items of {OBS[0]}x{OBS[1]} uint8 obs + action, "
           f"reward, done")
     index_draw = {"index draw alone: tree.sample(512) (part of every sample)":
-                  lambda: transitions.tree.sample(512, rng)}
+                  lambda: transitions.sampler.tree.sample(512, rng)}
     transition = measure("sample(512) transitions", transitions, 512,
                          lambda **kw: transitions.sample(512, beta=0.4, **kw), index_draw, rounds, 4 * reps, warmup)
     print()

@@ -499,6 +499,8 @@ def run_sb3(algorithm: str, make_env: Callable, model_kwargs: dict, *, seed: int
     model.learn(total_timesteps=steps, callback=timer)
     train_seconds = time.perf_counter() - began - timer.eval_seconds
     updates = (timer.rollouts * model.n_epochs * -(-model.n_steps * n_envs // model.batch_size)
-               if algorithm == "RecurrentPPO" else model._n_updates)
+               if algorithm == "RecurrentPPO"  # DQN: gradient_steps per train_freq steps after learning_starts
+               else max(0, model.num_timesteps - model.learning_starts) // model.train_freq.frequency
+               * model.gradient_steps)
     return dict(evaluations=timer.evaluations, env_steps=int(model.num_timesteps), train_seconds=train_seconds,
                 eval_seconds=timer.eval_seconds, updates=updates, torch_threads=torch.get_num_threads())

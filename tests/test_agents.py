@@ -64,9 +64,9 @@ def test_dqn_per_buffer_got_every_transition(dqn_per_run):
 def test_dqn_per_priorities_were_updated(dqn_per_run):
     metrics, _ = dqn_per_run
     buffer = metrics["buffer"]
-    tree_values = buffer.tree.leaves()[:len(buffer)]
+    tree_values = buffer.sampler.tree.leaves()[:len(buffer)]
     # new items get the running max priority, 1.0 at first; |TD| updates change it per item
     assert buffer.max_priority > 1.0
     assert np.unique(tree_values).size > 50
     assert np.all(np.isfinite(tree_values)) and np.all(tree_values > 0)
-    assert buffer.tree.total() == pytest.approx(math.fsum(tree_values), rel=1e-12)
+    assert buffer.sampler.tree.total() == pytest.approx(math.fsum(tree_values), rel=1e-12)

@@ -29,6 +29,8 @@ def write(tmp_path, text):
     ("period longer than trace", "learner: {trace_length: 4, period: 8}\n", r"period \(8\) must be <= trace_length"),
     ("unknown env id", "env: {id: CartPol-v1}\n",
      r"env\.id 'CartPol-v1' is not a registered gymnasium id; did you mean 'CartPole-v1'"),
+    ("unknown sampler", "replay: {sampler: ranked}\n",
+     r"section 'replay'.*sampler must be one of uniform, proportional, rank, got 'ranked'"),
     ("section not a mapping", "run: 5\n", r"section 'run' must be a mapping"),
     ("top level not a mapping", "- a\n- b\n", r"top level must be a mapping"),
     ("not yaml", "learner: {a: [\n", r"not valid YAML"),

@@ -8,8 +8,8 @@ from pathlib import Path
 def test_replay_import_does_not_import_tensorflow():
     code = (
         "import sys, r2d2kit, r2d2kit.replay\n"
-        "from r2d2kit.replay import PrioritizedReplayBuffer\n"
-        "b = PrioritizedReplayBuffer(8, {'x': ((), 'float32')}, seed=0)\n"
+        "from r2d2kit.replay import ReplayBuffer\n"
+        "b = ReplayBuffer(8, {'x': ((), 'float32')}, 'proportional', seed=0)\n"
         "b.add(x=1.0); b.sample(2)\n"
         "print('tensorflow' in sys.modules)\n"
     )

@@ -6,7 +6,7 @@ makes it exact again. Arrays:
 
     priorities[item]     raw priority of a ring slot
     heap[position]       ring slot at heap position (0 = highest priority)
-    position_of[item]    inverse of ``heap``; -1 for slots never written
+    position_of[item]    inverse of ``heap``; -1 for slots not in the heap
 """
 
 from __future__ import annotations
@@ -64,18 +64,39 @@ def rank_heap_update(priorities, heap, position_of, size, items, values):
 
 
 @njit(cache=True)
-def rank_heap_write(priorities, heap, position_of, size, start, stop, value):
-    """Give ring slots ``[start, stop)`` priority ``value``, pushing slots never seen; returns the new size."""
-    for item in range(start, stop):
+def rank_heap_write(priorities, heap, position_of, size, items, values):
+    """Give ``items`` priorities ``values`` in order, pushing those not in the heap; returns the new size."""
+    for i in range(items.shape[0]):
+        item = items[i]
+        priorities[item] = values[i]
         if position_of[item] < 0:
             heap[size] = item
             position_of[item] = size
-            priorities[item] = value
             _sift_up(priorities, heap, position_of, size)
             size += 1
         else:
-            priorities[item] = value
             position = _sift_up(priorities, heap, position_of, position_of[item])
+            _sift_down(priorities, heap, position_of, position, size)
+    return size
+
+
+@njit(cache=True)
+def rank_heap_remove(priorities, heap, position_of, size, items):
+    """Take ``items`` out of the heap (those not in it are skipped); returns the new size.
+
+    The last heap entry fills the hole and is sifted to its place, as in a textbook heap delete.
+    """
+    for i in range(items.shape[0]):
+        item = items[i]
+        position = position_of[item]
+        if position < 0:
+            continue
+        position_of[item] = -1
+        size -= 1
+        if position < size:
+            heap[position] = heap[size]
+            position_of[heap[position]] = position
+            position = _sift_up(priorities, heap, position_of, position)
             _sift_down(priorities, heap, position_of, position, size)
     return size
 

@@ -18,7 +18,7 @@ back to 'final' for such episodes).
 
 Differences from Stable-Baselines3's ``HerReplayBuffer``:
     * each sample is relabelled independently with probability ``k / (k + 1)`` (SB3 splits the
-      batch exactly); with prioritized sampling an exact split would tie relabelling to the
+      batch exactly); with stratified sampling an exact split would tie relabelling to the
       stratum, i.e. to the position in the ring;
     * an episode partly overwritten by the ring is never sampled (its steps lose their mass when
       its first step is overwritten), and an unfinished episode is sampled but, by default, not
@@ -38,15 +38,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from r2d2kit._validation import (
-    as_generator,
-    as_index_array,
-    as_priority_array,
-    check_float,
-    check_positive_int,
-)
+from r2d2kit._validation import as_generator, as_index_array, check_float, check_positive_int
 from r2d2kit.kernels import her as her_kernels
-from r2d2kit.kernels import sumtree as tree_kernels
 from r2d2kit.replay.fields import FieldSpec, check_cast, fields_from_json, parse_fields
 from r2d2kit.replay.goals import (
     DEFAULT_STRATEGY,
@@ -66,8 +59,8 @@ from r2d2kit.replay.persistence import (
     write_npz,
 )
 from r2d2kit.replay.protocol import DEFAULT_BETA
+from r2d2kit.replay.samplers import Sampler, UniformSampler, make_sampler
 from r2d2kit.replay.schedules import Beta
-from r2d2kit.sumtree import SumTree
 
 __all__ = ["HerReplayBuffer"]
 
@@ -100,8 +93,8 @@ class HerReplayBuffer:
     doubles the observation memory (``nbytes`` reports the total); in exchange every step is
     self-contained, including an episode's last step, whose next observation is no other step's.
 
-    Sampling is uniform over sampleable transitions (or proportional PER with ``prioritized``);
-    a transition is sampleable while its whole episode is in the ring. Each sample whose episode
+    Sampling is uniform over sampleable transitions, or by priority (``sampler``); a transition is
+    sampleable while its whole episode is in the ring. Each sample whose episode
     is finished (or any, with ``relabel_unfinished``) is relabelled with probability
     ``n_sampled_goal / (n_sampled_goal + 1)``.
 
@@ -123,9 +116,9 @@ class HerReplayBuffer:
             under the new goal (for envs that end an episode on success, like BitFlip).
         n_step: steps summed per sample (1: one-step transitions).
         gamma: discount for the n-step return and the returned ``discount``.
-        prioritized: proportional PER over transitions (``update_priorities``); otherwise uniform.
-        alpha: PER exponent (used with ``prioritized``).
-        eps: added to every priority (used with ``prioritized``).
+        sampler: ``"uniform"``, ``"proportional"`` or ``"rank"`` over the sampleable transitions
+            (:mod:`r2d2kit.replay.samplers`); ``alpha``, ``eps`` and ``sort_every`` as for
+            :class:`~r2d2kit.replay.ReplayBuffer`.
         relabel_unfinished: also relabel steps of episodes still running ('future' and 'final'
             then use the steps stored so far).
         autoreset_mode: the vector env's autoreset mode. ``"next_step"`` (gymnasium >= 1.0's
@@ -146,9 +139,9 @@ class HerReplayBuffer:
     def __init__(self, capacity: int, observation_spec: Any, goal_spec: Any, action_spec: Any = ((), "int64"), *,
                  compute_reward: RewardFn, num_envs: int = 1, n_sampled_goal: int = 4,
                  goal_selection_strategy: Any = DEFAULT_STRATEGY, compute_terminated: RewardFn | None = None,
-                 n_step: int = 1, gamma: float = 0.99, prioritized: bool = False, alpha: float = 0.6,
-                 eps: float = 1e-6, relabel_unfinished: bool = False, autoreset_mode: Any = "next_step",
-                 seed: Any = None) -> None:
+                 n_step: int = 1, gamma: float = 0.99, sampler: str = "uniform", alpha: float | None = None,
+                 eps: float = 1e-6, sort_every: int | None = None, relabel_unfinished: bool = False,
+                 autoreset_mode: Any = "next_step", seed: Any = None) -> None:
         self.capacity = check_positive_int("capacity", capacity)
         self.num_envs = check_positive_int("num_envs", num_envs)
         if self.capacity < self.num_envs:
@@ -165,9 +158,6 @@ class HerReplayBuffer:
         self.compute_terminated = compute_terminated
         self.n_step = check_positive_int("n_step", n_step)
         self.gamma = check_float("gamma", gamma, 0.0, 1.0)
-        self.prioritized = _check_bool("prioritized", prioritized)
-        self.alpha = check_float("alpha", alpha, 0.0)
-        self.eps = check_float("eps", eps, 0.0)
         self.relabel_unfinished = _check_bool("relabel_unfinished", relabel_unfinished)
         self.autoreset_mode = check_autoreset_mode(autoreset_mode)
 
@@ -199,17 +189,16 @@ class HerReplayBuffer:
         self._env_episode_start = np.zeros(self.num_envs, dtype=np.int64)  # [E] count of the running episode's start
         self._skip = np.zeros(self.num_envs, dtype=bool)  # [E] next step only carries a reset observation
 
-        # mass 1 per sampleable transition: uniform sampling, 'random' goals and len() read it
-        self._valid_tree = SumTree(slots, track_min=False)
-        self._priority_tree = SumTree(slots) if self.prioritized else None
-        self._max_priority = 1.0
+        # mass 1 per sampleable transition: len() and 'random' goals read it; the uniform sampler is it
+        self._sampler = make_sampler(sampler, slots, alpha=alpha, eps=eps, sort_every=sort_every)
+        self._valid = self._sampler if self._sampler.name == "uniform" else UniformSampler(slots)
         self._rng = as_generator(seed)
         self._lock = threading.RLock()
 
     # ----------------------------------------------------------------- properties
     def __len__(self) -> int:
         """Transitions that can be sampled now (their whole episode is in the ring)."""
-        return int(self._valid_tree.total())
+        return len(self._valid)
 
     @property
     def relabel_probability(self) -> float:
@@ -228,18 +217,14 @@ class HerReplayBuffer:
                 + self._episode_start.nbytes + self._episode_end.nbytes)
 
     @property
-    def tree(self) -> SumTree:
-        """The tree ``sample`` draws from (read it, don't write it).
-
-        With ``prioritized``: ``(priority + eps)^alpha`` per slot; otherwise 1 per sampleable slot.
-        Either way a slot that cannot be sampled holds 0.
-        """
-        return self._priority_tree if self.prioritized else self._valid_tree
+    def sampler(self) -> Sampler:
+        """How transitions are drawn (read it, don't write it); a slot that cannot be sampled is dead in it."""
+        return self._sampler
 
     @property
     def max_priority(self) -> float:
-        """Largest ``priority + eps`` seen so far; new transitions get it (with ``prioritized``)."""
-        return self._max_priority
+        """The largest priority seen so far; new transitions get it."""
+        return self._sampler.max_priority
 
     # ----------------------------------------------------------------- adding
     def add(self, obs: Mapping[str, Any], action: Any, reward: Any, next_obs: Mapping[str, Any], terminated: Any,
@@ -266,18 +251,15 @@ class HerReplayBuffer:
                 leaves, valid = her_kernels.her_write(
                     envs, done[envs], self._step_count, self._episode_start, self._episode_end, self._env_written,
                     self._env_episode_start, self.rows, self.num_envs)
-                self._set_mass(leaves, valid)
+                self._place(leaves, valid > 0.0)
                 written[envs] = flat
             self._skip[:] = active & done if self.autoreset_mode == "next_step" else False
         return written
 
-    def _set_mass(self, leaves: np.ndarray, valid: np.ndarray) -> None:
-        t = self._valid_tree.arrays
-        tree_kernels.sum_tree_update(t.sum_tree, t.level_offsets, leaves, valid)
-        if self.prioritized:
-            p = self._priority_tree.arrays
-            tree_kernels.priority_trees_update(p.sum_tree, p.min_tree, p.level_offsets, leaves,
-                                               valid * self._max_priority ** self.alpha)
+    def _place(self, leaves: np.ndarray, alive: np.ndarray) -> None:
+        self._valid.place(leaves, alive)
+        if self._sampler is not self._valid:
+            self._sampler.place(leaves, alive)
 
     def _check_step(self, obs, action, reward, next_obs, terminated, truncated, infos):
         """Every field as a checked ``[num_envs, ...]`` array, and the per-env episode-end flags."""
@@ -340,7 +322,7 @@ class HerReplayBuffer:
 
         Args:
             batch_size: number of transitions.
-            beta: importance-sampling exponent in ``[0, 1]`` (weights are 1 unless ``prioritized``).
+            beta: importance-sampling exponent in ``[0, 1]`` (weights are 1 when uniform).
 
         Returns:
             ``observation``, ``achieved_goal``, ``desired_goal`` (the relabelled goal where
@@ -356,20 +338,9 @@ class HerReplayBuffer:
             if len(self) == 0:
                 raise ValueError(self._nothing_to_sample())
             uniforms = self._rng.random((3, batch_size))  # [3, B]: sample, relabel, goal
-            v = self._valid_tree.arrays
-            if self.prioritized:
-                if not self._priority_tree.total() > 0.0:
-                    raise ValueError("cannot sample: every stored priority is 0 (possible only with eps=0)")
-                p = self._priority_tree.arrays
-                indices, weights = tree_kernels.sum_tree_sample_weighted(
-                    p.sum_tree, p.min_tree, p.level_offsets, uniforms[0], beta)
-            else:
-                indices = tree_kernels.sum_tree_find(v.sum_tree, v.level_offsets,
-                                                     uniforms[0] * self._valid_tree.total())
-                weights = np.ones(batch_size, dtype=np.float32)
+            indices, weights = self._sampler.sample(uniforms[0], beta)
             if self._strategy_code == 3:  # random: goal steps uniform over everything sampleable
-                random_goals = tree_kernels.sum_tree_find(v.sum_tree, v.level_offsets,
-                                                          uniforms[2] * self._valid_tree.total())
+                random_goals = self._valid.sample(uniforms[2], beta)[0]
             else:
                 random_goals = indices  # unused by the other strategies
             goal_indices, steps, pair_samples, pair_steps = her_kernels.her_sample_goals(
@@ -423,7 +394,7 @@ class HerReplayBuffer:
         """Set new priorities (typically ``|TD error|``) for sampled ``indices``; a repeated index: the last wins.
 
         Indices whose transition can no longer be sampled (its episode was partly overwritten since
-        it was sampled) are skipped. Without ``prioritized`` the input is only validated.
+        it was sampled) are skipped. With the uniform sampler the input is only validated.
 
         Raises:
             IndexError: an index outside the ring, or a slot that never held a transition.
@@ -431,21 +402,11 @@ class HerReplayBuffer:
         """
         with self._lock:
             leaves = as_index_array("indices", indices, self._step_count.shape[0])
-            values = as_priority_array("priorities", priorities, leaves.shape[0])
             never = np.flatnonzero(self._step_count[leaves] < 0)
             if never.size:
                 i = int(never[0])
                 raise IndexError(f"indices[{i}] = {leaves[i]} holds no transition yet; pass indices from sample()")
-            if not self.prioritized:
-                return
-            v = self._valid_tree.arrays
-            alive = v.sum_tree[v.leaf_offset + leaves] > 0.0
-            if not alive.all():
-                leaves, values = leaves[alive], values[alive]
-            p = self._priority_tree.arrays
-            largest = tree_kernels.priority_trees_update_scaled(
-                p.sum_tree, p.min_tree, p.level_offsets, leaves, values, self.eps, self.alpha)
-            self._max_priority = max(self._max_priority, largest)
+            self._sampler.update(leaves, priorities)
 
     # ----------------------------------------------------------------- tf.data
     def batch_spec(self, batch_size: int) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
@@ -471,7 +432,7 @@ class HerReplayBuffer:
     def _params(self) -> dict[str, Any]:
         return {"num_envs": self.num_envs, "n_sampled_goal": self.n_sampled_goal,
                 "goal_selection_strategy": self.goal_selection_strategy.value, "n_step": self.n_step,
-                "gamma": self.gamma, "prioritized": self.prioritized, "alpha": self.alpha, "eps": self.eps,
+                "gamma": self.gamma, **self._sampler.params(),
                 "relabel_unfinished": self.relabel_unfinished, "autoreset_mode": self.autoreset_mode}
 
     def save(self, path: str | os.PathLike) -> None:
@@ -490,16 +451,14 @@ class HerReplayBuffer:
                 "params": self._params(),
                 "has_compute_terminated": self.compute_terminated is not None,
                 "slots": slots,
-                "max_priority": self._max_priority,
                 "rng": rng_to_json(self._rng),
             }
+            meta["sampler"], sampler_arrays = self._sampler.state()
             arrays = {f"field.{name}": array[:slots] for name, array in self._data.items()}
             arrays.update(step_count=self._step_count[:slots], episode_start=self._episode_start[:slots],
                           episode_end=self._episode_end[:slots], env_written=self._env_written,
                           env_episode_start=self._env_episode_start, skip=self._skip,
-                          valid=self._valid_tree.leaves()[:slots])
-            if self.prioritized:
-                arrays["tree_values"] = self._priority_tree.leaves()[:slots]
+                          valid=np.flatnonzero(self._valid.alive), **sampler_arrays)
             write_npz(path, meta, arrays)
 
     @classmethod
@@ -527,11 +486,9 @@ class HerReplayBuffer:
                 raise ValueError(f"{path!r}: {slots} saved slots do not fit {buffer.rows} rows of "
                                  f"{buffer.num_envs} envs")
             expected = {f"field.{name}": (slots,) + spec.shape for name, spec in buffer._specs.items()}
-            expected.update(step_count=(slots,), episode_start=(slots,), episode_end=(slots,), valid=(slots,),
+            expected.update(step_count=(slots,), episode_start=(slots,), episode_end=(slots,), valid=(None,),
                             env_written=(buffer.num_envs,), env_episode_start=(buffer.num_envs,),
                             skip=(buffer.num_envs,))
-            if buffer.prioritized:
-                expected["tree_values"] = (slots,)
             require_arrays(path, arrays, expected)
             for name, array in buffer._data.items():
                 array[:slots] = arrays[f"field.{name}"]
@@ -542,13 +499,13 @@ class HerReplayBuffer:
             buffer._env_episode_start[:] = arrays["env_episode_start"]
             buffer._skip[:] = arrays["skip"]
             buffer._check_bookkeeping(path, slots)
-            leaves = np.zeros(buffer._step_count.shape[0])
-            leaves[:slots] = arrays["valid"]
-            buffer._valid_tree.set_leaves(leaves)
-            if buffer.prioritized:
-                leaves[:slots] = arrays["tree_values"]
-                buffer._priority_tree.set_leaves(leaves)
-            buffer._max_priority = check_float("max_priority", meta["max_priority"], 0.0)
+            buffer._valid.restore(meta["sampler"], {"sampler.alive": arrays["valid"]}, path)
+            if buffer._sampler is not buffer._valid:
+                buffer._sampler.restore(meta["sampler"], arrays, path)
+            alive = buffer._valid.alive
+            if (buffer._step_count[alive] < 0).any() or (buffer._sampler.alive != alive).any():
+                raise ValueError(f"{path!r}: the saved sampleable slots disagree with the stored steps; the file "
+                                 "is corrupt")
             buffer._rng = rng_from_json(meta["rng"])
         except (KeyError, TypeError) as error:
             raise ValueError(f"{path!r}: saved buffer metadata is incomplete or malformed ({error!r})") from error
@@ -571,4 +528,4 @@ class HerReplayBuffer:
     def __repr__(self) -> str:
         return (f"HerReplayBuffer(capacity={self.capacity}, num_envs={self.num_envs}, size={len(self)}, "
                 f"strategy={self.goal_selection_strategy.value!r}, n_sampled_goal={self.n_sampled_goal}, "
-                f"n_step={self.n_step}, prioritized={self.prioritized})")
+                f"n_step={self.n_step}, sampler={self._sampler.name!r})")

@@ -121,9 +121,11 @@ def rng_from_json(state: Mapping[str, Any]) -> np.random.Generator:
 
 
 def require_arrays(path: str, arrays: Mapping[str, np.ndarray], expected: Mapping[str, tuple]) -> None:
-    """Check that every expected array is present with the expected shape (a truncated save fails here)."""
+    """Check that every expected array is present with the expected shape (a truncated save fails here);
+    ``None`` in a shape takes any length."""
     for name, shape in expected.items():
         if name not in arrays:
             raise ValueError(f"{path!r} is missing the {name!r} array; the file is incomplete")
-        if tuple(arrays[name].shape) != tuple(shape):
+        given = tuple(arrays[name].shape)
+        if len(given) != len(shape) or any(want is not None and have != want for have, want in zip(given, shape)):
             raise ValueError(f"{path!r}: array {name!r} has shape {arrays[name].shape}, expected {tuple(shape)}")

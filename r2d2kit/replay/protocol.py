@@ -3,9 +3,10 @@
 :func:`~r2d2kit.replay.dataset.buffer_dataset`, :func:`~r2d2kit.replay.dataset.priority_updater` and
 the learner take any object with these methods. The same verbs and defaults hold for every buffer:
 
-* ``len(buffer)``: the samples ``sample`` can draw from now: stored items (``ReplayBuffer``,
-  ``PrioritizedReplayBuffer``, ``RankBasedReplayBuffer``), transitions whose episode is still whole in
-  the ring (``HerReplayBuffer``), or windows whose rows are all stored (the sequence buffers).
+* ``len(buffer)``: the samples ``sample`` can draw from now: stored items (``ReplayBuffer``),
+  transitions whose episode is still whole in the ring (``HerReplayBuffer``), or windows whose rows
+  are all stored (the sequence buffers).
+* ``sampler``: every buffer takes ``"uniform"``, ``"proportional"`` or ``"rank"``.
 * ``sample(batch_size, beta=DEFAULT_BETA)``: fresh arrays ``[batch_size, ...]`` per field plus
   ``indices`` (int64) and ``weights`` (float32 importance weights, max 1; all 1 when sampling is
   uniform). ``beta`` defaults to 0.4 everywhere, the PER paper's starting exponent; anneal it to 1
@@ -23,9 +24,10 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["DEFAULT_BETA", "SampledBuffer"]
+__all__ = ["DEFAULT_BETA", "SAMPLERS", "SampledBuffer"]
 
 DEFAULT_BETA = 0.4
+SAMPLERS = ("uniform", "proportional", "rank")  # every buffer's ``sampler`` (see ``replay/samplers.py``)
 
 
 @runtime_checkable

@@ -1,4 +1,4 @@
-"""SequenceReplayBuffer: prioritized R2D2 windows over a flat ring of steps stored once.
+"""SequenceReplayBuffer: R2D2 windows over a flat ring of steps stored once, drawn by priority.
 
 Overlapping windows share most of their rows. Rows live once in a ring of ``capacity`` steps;
 a window is a row of slot indices into it (plus its stored recurrent state)::
@@ -9,9 +9,9 @@ a window is a row of slot indices into it (plus its stored recurrent state)::
     padding:     slot ``capacity``, a row of zeros that is never written
 
 A window remembers the write index of its oldest row. When the ring overwrites that row, the
-window's priority drops to 0 at once (it can never be sampled again), so a sampled window never
-mixes rows of two episodes. Sampling is proportional over windows (a sum tree) and returns dense
-batch-major arrays ``[B, L, ...]`` with ``L = burn_in + trace_length + n_step``.
+window dies in the sampler at once (it can never be sampled again), so a sampled window never
+mixes rows of two episodes. Sampling is proportional over windows by default (R2D2's), or uniform or
+rank-based, and returns dense batch-major arrays ``[B, L, ...]`` with ``L = burn_in + trace_length + n_step``.
 """
 
 from __future__ import annotations
@@ -30,12 +30,11 @@ from r2d2kit._validation import (
     check_float,
     check_positive_int,
 )
-from r2d2kit.kernels import sumtree as tree_kernels
 from r2d2kit.replay.batch_pool import SampleMemory
 from r2d2kit.replay.fields import fields_from_json, parse_fields
 from r2d2kit.replay.persistence import read_npz, require_arrays, rng_from_json, rng_to_json, write_npz
 from r2d2kit.replay.protocol import DEFAULT_BETA
-from r2d2kit.sumtree import SumTree
+from r2d2kit.replay.samplers import Sampler, make_sampler
 
 ROW_FLAGS = {"reward": ((), "float32"), "prev_reward": ((), "float32"), "terminated": ((), "bool"),
              "truncated": ((), "bool"), "mask": ((), "bool")}
@@ -77,8 +76,10 @@ class SequenceReplayBuffer:
         max_sequences: windows kept; default ``2 * capacity // period`` is enough for the ring
             unless episodes are much shorter than ``period``. The oldest window goes first.
         period: the builder's window period (only used for the default ``max_sequences``).
-        alpha: priority exponent (R2D2: 0.9).
-        eps: added to every priority.
+        sampler: ``"proportional"`` (R2D2's), ``"uniform"`` or ``"rank"`` over the live windows
+            (:mod:`r2d2kit.replay.samplers`).
+        alpha: priority exponent; default 0.9 (R2D2's) for ``"proportional"``, 0.7 for ``"rank"``.
+        eps, sort_every: as for :class:`~r2d2kit.replay.ReplayBuffer`.
         initial_state: ``"stored"`` returns each window's stored recurrent state (R2D2's choice);
             ``"zero"`` returns zeros (the paper's "zero start state" baseline). Combine either with
             ``burn_in > 0`` or ``0`` for the paper's four variants.
@@ -87,8 +88,9 @@ class SequenceReplayBuffer:
 
     def __init__(self, capacity: int, fields: Mapping[str, Any], state: Mapping[str, Any] | None = None, *,
                  burn_in: int, trace_length: int, n_step: int, period: int | None = None,
-                 max_sequences: int | None = None, alpha: float = 0.9, eps: float = 1e-6,
-                 initial_state: str = "stored", seed: Any = None) -> None:
+                 max_sequences: int | None = None, sampler: str = "proportional", alpha: float | None = None,
+                 eps: float = 1e-6, sort_every: int | None = None, initial_state: str = "stored",
+                 seed: Any = None) -> None:
         self.capacity = check_positive_int("capacity", capacity)
         self.burn_in = check_positive_int("burn_in", burn_in, minimum=0)
         self.trace_length = check_positive_int("trace_length", trace_length)
@@ -98,8 +100,6 @@ class SequenceReplayBuffer:
         default_sequences = max(1, 2 * self.capacity // period)
         self.max_sequences = check_positive_int(
             "max_sequences", default_sequences if max_sequences is None else max_sequences)
-        self.alpha = check_float("alpha", alpha, 0.0)
-        self.eps = check_float("eps", eps, 0.0)
         if initial_state not in ("stored", "zero"):
             raise ValueError(f"initial_state must be 'stored' or 'zero', got {initial_state!r}")
         self.initial_state = initial_state
@@ -123,23 +123,22 @@ class SequenceReplayBuffer:
         self._slots = np.full((self.max_sequences, self.length), self.capacity, dtype=np.int32)  # [S, L]
         self._oldest_write = np.full(self.max_sequences, -1, dtype=np.int64)
         self._generation = np.zeros(self.max_sequences, dtype=np.int64)
-        self._valid = np.zeros(self.max_sequences, dtype=bool)
         self._states = {name: np.zeros((self.max_sequences,) + spec.shape, spec.dtype)
                         for name, spec in self._state_specs.items()}
         self._sequences_written = 0
         self._expiry: list[tuple[int, int, int]] = []  # heap of (oldest write index, slot, generation)
         self._last_window: dict[tuple[int, int], tuple[int, int, np.ndarray]] = {}
 
-        self._tree = SumTree(self.max_sequences)
+        r2d2_alpha = 0.9 if alpha is None and sampler == "proportional" else alpha
+        self._sampler = make_sampler(sampler, self.max_sequences, alpha=r2d2_alpha, eps=eps, sort_every=sort_every)
         self._sample_memory = SampleMemory(self.batch_spec)  # fresh arrays per sample, or the caller's out=
-        self._max_priority = 1.0
         self._rng = as_generator(seed)
         self._lock = threading.RLock()
 
     # ------------------------------------------------------------------ properties
     def __len__(self) -> int:
         """Windows that can be sampled now."""
-        return int(self._valid.sum())
+        return len(self._sampler)
 
     @property
     def steps_stored(self) -> int:
@@ -153,9 +152,14 @@ class SequenceReplayBuffer:
                 + sum(a.nbytes for a in self._states.values()) + self._row_write_index.nbytes)
 
     @property
-    def tree(self) -> SumTree:
-        """Sum tree of ``(priority + eps)^alpha`` per window slot (read only)."""
-        return self._tree
+    def sampler(self) -> Sampler:
+        """How windows are drawn, one slot per window (read it, don't write it)."""
+        return self._sampler
+
+    @property
+    def max_priority(self) -> float:
+        """The largest priority seen so far (``priority + eps`` for ``"proportional"``); new windows get it."""
+        return self._sampler.max_priority
 
     # ------------------------------------------------------------------ adding
     def add_sequences(self, windows: Mapping[str, np.ndarray], priorities: Any = None, source: int = 0) -> np.ndarray:
@@ -177,20 +181,15 @@ class SequenceReplayBuffer:
             priorities = as_priority_array("priorities", priorities, count)
         with self._lock:
             used = np.empty(count, dtype=np.int64)
+            alive = np.empty(count, dtype=bool)
             for w in range(count):
-                used[w] = self._add_window(windows, w, source)
+                used[w], alive[w] = self._add_window(windows, w, source)
+            self._sampler.place(used, alive, priorities)
             self._expire()
-            values = np.full(count, self._max_priority) if priorities is None else priorities + self.eps
-            if priorities is not None and count:
-                self._max_priority = max(self._max_priority, float(values.max()))
-            alive = self._valid[used]
-            t = self._tree.arrays
-            tree_kernels.priority_trees_update(t.sum_tree, t.min_tree, t.level_offsets, used,
-                                               # a zero priority has no mass, even at alpha = 0 (0 ** 0 = 1)
-                                               np.where(alive & (values > 0.0), values ** self.alpha, 0.0))
             return used
 
-    def _add_window(self, windows: Mapping[str, np.ndarray], w: int, source: int) -> int:
+    def _add_window(self, windows: Mapping[str, np.ndarray], w: int, source: int) -> tuple[int, bool]:
+        """Store window ``w``; (its slot, whether all its rows are still in the ring)."""
         env, episode, start = int(windows["env"][w]), int(windows["episode"][w]), int(windows["start"][w])
         present = np.asarray(windows["obs_mask"][w], dtype=bool)  # [L]
         key = (source, env)
@@ -225,25 +224,21 @@ class SequenceReplayBuffer:
         self._slots[slot] = np.where(stored, row_index % self.capacity, self.capacity)
         oldest = int(row_index[stored].min()) if stored.any() else self._rows_written
         self._oldest_write[slot] = oldest
-        self._valid[slot] = oldest >= self._rows_written - self.capacity
         for name, array in self._states.items():
             array[slot] = windows[name][w]
         heapq.heappush(self._expiry, (oldest, slot, int(self._generation[slot])))
-        return slot
+        return slot, oldest >= self._rows_written - self.capacity
 
     def _expire(self) -> None:
-        """Zero the priority of every window whose oldest row the ring has overwritten."""
+        """Kill every window whose oldest row the ring has overwritten."""
         threshold = self._rows_written - self.capacity
         expired = []
         while self._expiry and self._expiry[0][0] < threshold:
             _, slot, generation = heapq.heappop(self._expiry)
-            if self._generation[slot] == generation and self._valid[slot]:
-                self._valid[slot] = False
+            if self._generation[slot] == generation and self._sampler.alive[slot]:
                 expired.append(slot)
         if expired:
-            t = self._tree.arrays
-            slots = np.array(expired, dtype=np.int64)
-            tree_kernels.priority_trees_update(t.sum_tree, t.min_tree, t.level_offsets, slots, np.zeros(slots.size))
+            self._sampler.place(np.array(expired, dtype=np.int64), np.zeros(len(expired), dtype=bool))
 
     # ------------------------------------------------------------------ sampling
     def sample(self, batch_size: int, beta: float = DEFAULT_BETA, *,
@@ -288,15 +283,13 @@ class SequenceReplayBuffer:
         return batch_size, beta
 
     def _check_not_empty(self) -> None:
-        if not self._tree.total() > 0.0:
+        if len(self._sampler) == 0:
             raise ValueError(f"cannot sample from an empty {type(self).__name__}: add windows first")
 
     def _sample_windows(self, uniforms: np.ndarray, beta: float, batch: dict[str, np.ndarray]) -> np.ndarray:
         """Draw windows for ``uniforms`` ``[B]`` in [0, 1) and write them into ``batch``; return their slots
         (lock held)."""
-        t = self._tree.arrays
-        indices, weights = tree_kernels.sum_tree_sample_weighted(
-            t.sum_tree, t.min_tree, t.level_offsets, uniforms, beta)
+        indices, weights = self._sampler.sample(uniforms, beta)
         self._gather_windows(indices, batch)
         np.copyto(batch["indices"], indices)
         np.copyto(batch["weights"], weights)
@@ -325,15 +318,7 @@ class SequenceReplayBuffer:
         Windows that expired since they were sampled are skipped: their rows are gone.
         """
         with self._lock:
-            slots = as_index_array("indices", indices, self.max_sequences)
-            values = as_priority_array("priorities", priorities, slots.shape[0])
-            alive = self._valid[slots]
-            if not alive.all():
-                slots, values = slots[alive], values[alive]
-            t = self._tree.arrays
-            largest = tree_kernels.priority_trees_update_scaled(
-                t.sum_tree, t.min_tree, t.level_offsets, slots, values, self.eps, self.alpha)
-            self._max_priority = max(self._max_priority, largest)
+            self._sampler.update(as_index_array("indices", indices, self.max_sequences), priorities)
 
     def update_states(self, indices: Any, **states: Any) -> None:
         """Refresh stored recurrent states of sampled windows (R2D2's "stored state" refresh)."""
@@ -346,7 +331,7 @@ class SequenceReplayBuffer:
                 expected = (slots.shape[0],) + self._state_specs[name].shape
                 if array.shape != expected:
                     raise ValueError(f"state {name!r} must have shape {expected}, got {array.shape}")
-                alive = self._valid[slots]
+                alive = self._sampler.alive[slots]
                 self._states[name][slots[alive]] = array[alive]
 
     # ------------------------------------------------------------------ checks
@@ -394,7 +379,7 @@ class SequenceReplayBuffer:
     def _params(self) -> dict[str, Any]:
         """Constructor keyword arguments that ``load`` passes back."""
         return {"burn_in": self.burn_in, "trace_length": self.trace_length, "n_step": self.n_step,
-                "max_sequences": self.max_sequences, "alpha": self.alpha, "eps": self.eps,
+                "max_sequences": self.max_sequences, **self._sampler.params(),
                 "initial_state": self.initial_state}
 
     def _saved_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
@@ -410,15 +395,14 @@ class SequenceReplayBuffer:
             "params": self._params(),
             "rows_written": self._rows_written,
             "sequences_written": self._sequences_written,
-            "max_priority": self._max_priority,
             "rng": rng_to_json(self._rng),
         }
+        meta["sampler"], sampler_arrays = self._sampler.state()
         arrays = {f"row.{name}": array[:rows] for name, array in self._rows.items()}
         arrays["row_write_index"] = self._row_write_index[:rows]
         arrays.update({f"state.{name}": array[:sequences] for name, array in self._states.items()})
         arrays.update(slots=self._slots[:sequences], oldest_write=self._oldest_write[:sequences],
-                      generation=self._generation[:sequences], valid=self._valid[:sequences],
-                      tree_values=self._tree.leaves()[:sequences])
+                      generation=self._generation[:sequences], **sampler_arrays)
         keys = sorted(self._last_window)
         arrays["last_window_key"] = np.array([[s, e, self._last_window[(s, e)][0], self._last_window[(s, e)][1]]
                                               for s, e in keys], dtype=np.int64).reshape(-1, 4)
@@ -446,7 +430,7 @@ class SequenceReplayBuffer:
         expected = {f"row.{name}": (rows,) + spec.shape for name, spec in self._row_specs.items()}
         expected.update({f"state.{name}": (sequences,) + spec.shape for name, spec in self._state_specs.items()})
         expected.update(row_write_index=(rows,), slots=(sequences, self.length), oldest_write=(sequences,),
-                        generation=(sequences,), valid=(sequences,), tree_values=(sequences,))
+                        generation=(sequences,))
         require_arrays(path, arrays, expected)
         for name, array in self._rows.items():
             array[:rows] = arrays[f"row.{name}"]
@@ -459,15 +443,13 @@ class SequenceReplayBuffer:
         self._slots[:sequences] = slots
         self._oldest_write[:sequences] = arrays["oldest_write"]
         self._generation[:sequences] = arrays["generation"]
-        self._valid[:sequences] = arrays["valid"]
-        leaves = np.zeros(self.max_sequences)
-        leaves[:sequences] = arrays["tree_values"]
-        self._tree.set_leaves(leaves)
+        self._sampler.restore(meta["sampler"], arrays, path)
+        if self._sampler.alive[sequences:].any():
+            raise ValueError(f"{path!r}: a live window slot was never written; the file is corrupt")
         self._rows_written = int(meta["rows_written"])
         self._sequences_written = int(meta["sequences_written"])
-        self._max_priority = check_float("max_priority", meta["max_priority"], 0.0)
         self._expiry = [(int(self._oldest_write[s]), int(s), int(self._generation[s]))
-                          for s in np.flatnonzero(self._valid)]
+                        for s in np.flatnonzero(self._sampler.alive)]
         heapq.heapify(self._expiry)
         for (source, env, episode, start), row_index in zip(arrays["last_window_key"].tolist(),
                                                             arrays["last_window_rows"]):

@@ -126,7 +126,8 @@ class SequenceHerReplayBuffer(SequenceReplayBuffer):
             returning ``[M]`` rewards, e.g. ``env.unwrapped.compute_reward``; called once per
             ``sample`` (with ``info = {}``) when anything is relabelled.
         burn_in, trace_length, n_step: the window layout (the builder's); ``n_step >= 1``.
-        period, max_sequences, alpha, eps, initial_state, seed: as for ``SequenceReplayBuffer``.
+        period, max_sequences, sampler, alpha, eps, sort_every, initial_state, seed: as for
+            ``SequenceReplayBuffer``.
         n_sampled_goal: the HER paper's ``k``: relabel probability ``k / (k + 1)`` (0: never).
         goal_selection_strategy: ``"trace_future"`` (the default), ``"future"`` or ``"final"``
             (a :class:`~r2d2kit.replay.GoalSelectionStrategy`).
@@ -151,8 +152,9 @@ class SequenceHerReplayBuffer(SequenceReplayBuffer):
     def __init__(self, capacity: int, observation_spec: Any, goal_spec: Any, action_spec: Any = ((), "int64"),
                  state: Mapping[str, Any] | None = None, *, compute_reward: RewardFn, burn_in: int,
                  trace_length: int, n_step: int, period: int | None = None, max_sequences: int | None = None,
-                 n_sampled_goal: int = 4, goal_selection_strategy: Any = DEFAULT_STRATEGY, alpha: float = 0.9,
-                 eps: float = 1e-6, initial_state: str = "stored", seed: Any = None,
+                 n_sampled_goal: int = 4, goal_selection_strategy: Any = DEFAULT_STRATEGY,
+                 sampler: str = "proportional", alpha: float | None = None, eps: float = 1e-6,
+                 sort_every: int | None = None, initial_state: str = "stored", seed: Any = None,
                  compute_terminated: RewardFn | None = None) -> None:
         check_goal_functions(compute_reward, compute_terminated)
         self.compute_terminated = compute_terminated
@@ -175,8 +177,8 @@ class SequenceHerReplayBuffer(SequenceReplayBuffer):
         obs_dtype = np.result_type(self._observation_spec.dtype, self._goal_spec.dtype)
         fields = {"obs": ((obs_size,), obs_dtype), "action": action_spec, "achieved_goal": goal_spec}
         super().__init__(capacity, fields, state, burn_in=burn_in, trace_length=trace_length, n_step=n_step,
-                         period=period, max_sequences=max_sequences, alpha=alpha, eps=eps,
-                         initial_state=initial_state, seed=seed)
+                         period=period, max_sequences=max_sequences, sampler=sampler, alpha=alpha, eps=eps,
+                         sort_every=sort_every, initial_state=initial_state, seed=seed)
         self._action_spec = self._row_specs["action"]
         # per window slot: episode time of row 0, the episode's T (-1: unfinished), its goal-table origin
         self._window_start = np.zeros(self.max_sequences, dtype=np.int64)
@@ -225,8 +227,8 @@ class SequenceHerReplayBuffer(SequenceReplayBuffer):
                              "obs['achieved_goal']} to SequenceBuilder.step")
         return super()._check_windows(windows)
 
-    def _add_window(self, windows: Mapping[str, np.ndarray], w: int, source: int) -> int:
-        slot = super()._add_window(windows, w, source)
+    def _add_window(self, windows: Mapping[str, np.ndarray], w: int, source: int) -> tuple[int, bool]:
+        slot, alive = super()._add_window(windows, w, source)
         env, episode, start = int(windows["env"][w]), int(windows["episode"][w]), int(windows["start"][w])
         self._window_start[slot] = start
         self._window_transitions[slot] = -1
@@ -242,14 +244,14 @@ class SequenceHerReplayBuffer(SequenceReplayBuffer):
             if final.size and start + int(final[0]) == record.transitions:
                 self._window_transitions[slot] = record.transitions
                 self._table_origin[slot] = record.origin
-            return slot
+            return slot, alive
         record.windows.append((slot, int(self._generation[slot])))
         if final.size:
             self._finish_episode(record, start + int(final[0]))
         else:
             while record.windows and not self._alive(*record.windows[0]):
                 record.windows.popleft()
-        return slot
+        return slot, alive
 
     def _alive(self, slot: int, generation: int) -> bool:
         """The window is still in its slot and its oldest row still in the ring."""

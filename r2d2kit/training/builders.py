@@ -183,7 +183,7 @@ def _check_encoder_for_codes(config: TrainConfig, layout: Any) -> None:
 
 
 def make_sequence_replay(network: Any, config: R2D2Config, capacity: int, *, seed: Any = None,
-                         initial_state: str = "stored") -> SequenceReplayBuffer:
+                         initial_state: str = "stored", sampler: str = "proportional") -> SequenceReplayBuffer:
     """The replay an :class:`R2D2Learner` of ``network`` samples from.
 
     Windows match ``config`` (burn-in, trace, n-step, period, priority exponent) and carry the
@@ -195,13 +195,13 @@ def make_sequence_replay(network: Any, config: R2D2Config, capacity: int, *, see
         capacity, {"obs": (network.obs_shape, network.obs_dtype), "action": ((), "int64")},
         {"state_h": ((units,), "float32"), "state_c": ((units,), "float32")}, burn_in=config.burn_in,
         trace_length=config.trace_length, n_step=config.n_step, period=config.period,
-        alpha=config.priority_exponent, initial_state=initial_state, seed=seed)
+        sampler=sampler, alpha=config.priority_exponent, initial_state=initial_state, seed=seed)
 
 
 def make_sequence_her_replay(network: Any, config: R2D2Config, capacity: int, *, observation_size: int,
                              goal_size: int, compute_reward: Any, compute_terminated: Any = None,
                              n_sampled_goal: int = 4, goal_selection_strategy: str = "future", seed: Any = None,
-                             initial_state: str = "stored") -> SequenceHerReplayBuffer:
+                             initial_state: str = "stored", sampler: str = "proportional") -> SequenceHerReplayBuffer:
     """:func:`make_sequence_replay` for a goal env: windows relabelled in hindsight at sample time.
 
     The network's input is the observation (``observation_size`` entries) then the desired goal
@@ -218,7 +218,7 @@ def make_sequence_her_replay(network: Any, config: R2D2Config, capacity: int, *,
         compute_terminated=compute_terminated, burn_in=config.burn_in, trace_length=config.trace_length,
         n_step=config.n_step, period=config.period,
         n_sampled_goal=n_sampled_goal, goal_selection_strategy=goal_selection_strategy,
-        alpha=config.priority_exponent, initial_state=initial_state, seed=seed)
+        sampler=sampler, alpha=config.priority_exponent, initial_state=initial_state, seed=seed)
 
 
 def relabel_terminated(config: TrainConfig, goal: GoalReward) -> Callable[..., Any] | None:
@@ -232,14 +232,15 @@ def make_replay(config: TrainConfig, network: Any, goal: GoalReward | None, seed
     :func:`goal_reward`) :func:`make_sequence_her_replay` relabelling with the env's goal functions."""
     if goal is None:
         return make_sequence_replay(network, config.learner, config.replay.capacity,
-                                    initial_state=config.replay.initial_state, seed=seed)
+                                    initial_state=config.replay.initial_state, sampler=config.replay.sampler,
+                                    seed=seed)
     her = config.replay.her
     return make_sequence_her_replay(
         network, config.learner, config.replay.capacity, observation_size=goal.observation_size,
         goal_size=goal.goal_size, compute_reward=goal.compute_reward,
         compute_terminated=relabel_terminated(config, goal),
         n_sampled_goal=her.n_sampled_goal, goal_selection_strategy=her.goal_selection_strategy,
-        initial_state=config.replay.initial_state, seed=seed)
+        initial_state=config.replay.initial_state, sampler=config.replay.sampler, seed=seed)
 
 
 def make_actor_pool(config: TrainConfig, network: Any, epsilons: Any, incarnations: Any, callbacks: Any,

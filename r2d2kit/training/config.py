@@ -34,6 +34,7 @@ from typing import Any, Mapping, Sequence
 import yaml
 
 from r2d2kit.agent.config import R2D2Config
+from r2d2kit.replay.protocol import SAMPLERS
 
 
 class ConfigError(ValueError):
@@ -106,6 +107,7 @@ class ReplayConfig:
     """
 
     capacity: int = 100_000  # steps
+    sampler: str = "proportional"  # how windows are drawn: proportional (R2D2's) | uniform | rank
     initial_state: str = "stored"  # stored | zero
     her: bool | dict | HerConfig | None = None  # goal envs: hindsight relabelling (replay.her.* keys; true: defaults)
 
@@ -114,6 +116,8 @@ class ReplayConfig:
             raise ValueError(f"initial_state must be 'stored' or 'zero', got {self.initial_state!r}")
         if self.capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {self.capacity}")
+        if self.sampler not in SAMPLERS:
+            raise ValueError(f"sampler must be one of {', '.join(SAMPLERS)}, got {self.sampler!r}")
         if isinstance(self.her, bool):
             self.her = HerConfig() if self.her else None
         if isinstance(self.her, Mapping):

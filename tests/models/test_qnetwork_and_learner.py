@@ -297,8 +297,8 @@ def test_train_from_is_sample_train_and_update_priorities():
         np.testing.assert_allclose(out["priorities"], expected["priorities"], rtol=1e-6)
     assert by_helper.updates == 3
     assert len(replay_helper) == len(replay_hand) > config.batch_size
-    np.testing.assert_allclose(replay_helper.tree.leaves(), replay_hand.tree.leaves(), rtol=1e-6)
-    assert not np.allclose(replay_hand.tree.leaves()[:len(replay_hand)], 1.0)  # priorities were written
+    np.testing.assert_allclose(replay_helper.sampler.tree.leaves(), replay_hand.sampler.tree.leaves(), rtol=1e-6)
+    assert not np.allclose(replay_hand.sampler.tree.leaves()[:len(replay_hand)], 1.0)  # priorities were written
     # every update gathered into the same arrays (the losses above match with that reuse)
     replay, arrays = by_helper._sample_memory
     assert replay is replay_helper

@@ -8,6 +8,7 @@ from the code under test.
 from __future__ import annotations
 
 import collections
+import functools
 
 import numpy as np
 import pytest
@@ -15,9 +16,10 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from reference_buffers import ReferenceBuffer, is_weights, per_probabilities, rank_probabilities
 
-from r2d2kit.replay import LinearSchedule, PrioritizedReplayBuffer, RankBasedReplayBuffer, ReplayBuffer
+from r2d2kit.replay import LinearSchedule, ReplayBuffer
 
-CLASSES = {"uniform": ReplayBuffer, "per": PrioritizedReplayBuffer, "rank": RankBasedReplayBuffer}
+CLASSES = {"uniform": ReplayBuffer, "per": functools.partial(ReplayBuffer, sampler="proportional"),
+           "rank": functools.partial(ReplayBuffer, sampler="rank")}
 KINDS = list(CLASSES)
 FIELDS = {"obs": ((2,), "float32"), "action": ((), "int64")}
 
@@ -48,9 +50,9 @@ def stored_ids(buf) -> list[int]:
     return actions.tolist()
 
 
-def rank_priorities(buf: RankBasedReplayBuffer) -> np.ndarray:
+def rank_priorities(buf: ReplayBuffer) -> np.ndarray:
     """Raw priority per stored slot of a rank-based buffer (private: the public API shows only ranks)."""
-    return buf._priorities[:len(buf)]
+    return buf.sampler.priorities[buf.sampler.alive]
 
 
 def sampled_ids_match(sample: dict[str, np.ndarray], expected_ids: list[int]) -> None:
@@ -186,19 +188,19 @@ def check_against_model(buf, model: ReferenceBuffer) -> None:
     if model.kind == "per":
         assert buf.max_priority == model.max_priority
         if size:
-            leaves = buf.tree.get(np.arange(size))
+            leaves = buf.sampler.tree.get(np.arange(size))
             np.testing.assert_allclose(leaves, model.tree_values(), rtol=1e-14, atol=0)
-            np.testing.assert_allclose(buf.tree.total(), model.tree_values().sum(), rtol=1e-12)
+            np.testing.assert_allclose(buf.sampler.tree.total(), model.tree_values().sum(), rtol=1e-12)
             positive = model.tree_values()[model.tree_values() > 0]
             if positive.size:
-                np.testing.assert_allclose(buf.tree.min(), positive.min(), rtol=1e-14)
+                np.testing.assert_allclose(buf.sampler.tree.min(), positive.min(), rtol=1e-14)
         if size < buf.capacity:  # slots never written hold no mass
-            np.testing.assert_array_equal(buf.tree.get(np.arange(size, buf.capacity)), 0.0)
+            np.testing.assert_array_equal(buf.sampler.tree.get(np.arange(size, buf.capacity)), 0.0)
     if model.kind == "rank":
         assert buf.max_priority == model.max_priority
         np.testing.assert_array_equal(rank_priorities(buf), model.priorities())
         if size:
-            ranks = buf.ranks(np.arange(size))
+            ranks = buf.sampler.ranks(np.arange(size))
             assert sorted(ranks.tolist()) == list(range(1, size + 1))
             heap = np.empty(size, dtype=np.int64)
             heap[ranks - 1] = np.arange(size)  # heap[position] = slot
@@ -222,7 +224,7 @@ def check_sample(buf, model: ReferenceBuffer, sample: dict[str, np.ndarray], bet
         assert np.all(probabilities[indices] > 0), "an item without mass was sampled"
         np.testing.assert_allclose(weights, is_weights(probabilities, indices, beta), rtol=1e-6)
     else:
-        ranks = buf.ranks(np.arange(model.size))  # heap positions stand in for ranks
+        ranks = buf.sampler.ranks(np.arange(model.size))  # heap positions stand in for ranks
         probabilities = rank_probabilities(ranks, model.alpha)
         np.testing.assert_allclose(weights, is_weights(probabilities, indices, beta), rtol=1e-6)
 
@@ -272,7 +274,7 @@ def test_random_operations_match_reference(kind, capacity, alpha, eps, sort_ever
             model.update(indices, op[2])
         elif op[0] == "sort":
             if kind == "rank":
-                buf.sort()
+                buf.sampler.sort()
                 model.sort()
         else:
             _, batch_size, beta, memory = op
@@ -414,7 +416,7 @@ def test_beta_outside_unit_interval(filled, beta):
 
 
 def test_every_stored_priority_zero_cannot_be_sampled():
-    buf = PrioritizedReplayBuffer(4, FIELDS, alpha=0.6, eps=0.0, seed=0)
+    buf = ReplayBuffer(4, FIELDS, alpha=0.6, eps=0.0, seed=0, sampler="proportional")
     buf.add_batch(**batch(range(3)))
     buf.update_priorities([0, 1, 2], [0.0, 0.0, 0.0])
     with pytest.raises(ValueError, match="priority is 0"):
@@ -459,16 +461,17 @@ def test_bad_capacity(kind, capacity, error):
         CLASSES[kind](capacity, FIELDS)
 
 
-@pytest.mark.parametrize("cls, params, pattern", [
-    (PrioritizedReplayBuffer, {"alpha": -0.1}, "alpha"),
-    (PrioritizedReplayBuffer, {"eps": -1e-3}, "eps"),
-    (PrioritizedReplayBuffer, {"alpha": float("nan")}, "alpha"),
-    (RankBasedReplayBuffer, {"alpha": -1.0}, "alpha"),
-    (RankBasedReplayBuffer, {"sort_every": 0}, "sort_every"),
+@pytest.mark.parametrize("sampler, params, pattern", [
+    ("proportional", {"alpha": -0.1}, "alpha"),
+    ("proportional", {"eps": -1e-3}, "eps"),
+    ("proportional", {"alpha": float("nan")}, "alpha"),
+    ("rank", {"alpha": -1.0}, "alpha"),
+    ("rank", {"sort_every": 0}, "sort_every"),
+    ("ranked", {}, "sampler must be one of 'uniform', 'proportional', 'rank', got 'ranked'"),
 ])
-def test_bad_prioritisation_parameters(cls, params, pattern):
+def test_bad_prioritisation_parameters(sampler, params, pattern):
     with pytest.raises(ValueError, match=pattern):
-        cls(4, FIELDS, **params)
+        ReplayBuffer(4, FIELDS, sampler, **params)
 
 
 # ----------------------------------------------------------------- a failed call changes nothing
@@ -476,11 +479,11 @@ def test_bad_prioritisation_parameters(cls, params, pattern):
 
 def observable_state(buf) -> dict:
     state = {"len": len(buf), "ids": stored_ids(buf)}
-    if isinstance(buf, PrioritizedReplayBuffer):
-        state["leaves"] = buf.tree.get(np.arange(buf.capacity)).tolist()
+    if buf.sampler.name == "proportional":
+        state["leaves"] = buf.sampler.tree.get(np.arange(buf.capacity)).tolist()
         state["max"] = buf.max_priority
-    if isinstance(buf, RankBasedReplayBuffer):
-        state["ranks"] = buf.ranks(np.arange(len(buf))).tolist()
+    if buf.sampler.name == "rank":
+        state["ranks"] = buf.sampler.ranks(np.arange(len(buf))).tolist()
         state["max"] = buf.max_priority
     return state
 
@@ -552,7 +555,7 @@ def test_linear_schedule_holds_end_exactly(start, end, steps):
 
 def test_linear_schedule_beta_never_leaves_unit_interval():
     """A beta schedule ending at 1 must always be accepted by sample()."""
-    buf = PrioritizedReplayBuffer(4, FIELDS, seed=0)
+    buf = ReplayBuffer(4, FIELDS, seed=0, sampler="proportional")
     buf.add_batch(**batch(range(4)))
     for start in np.linspace(0.0, 1.0, 41):
         schedule = LinearSchedule(float(start), 1.0, 37)
@@ -573,8 +576,7 @@ def test_every_buffer_is_a_sampled_buffer_with_one_beta_default():
     from r2d2kit.replay import HerReplayBuffer, SampledBuffer, SequenceHerReplayBuffer, SequenceReplayBuffer
     from r2d2kit.replay.protocol import DEFAULT_BETA
 
-    classes = [ReplayBuffer, PrioritizedReplayBuffer, RankBasedReplayBuffer, HerReplayBuffer, SequenceReplayBuffer,
-               SequenceHerReplayBuffer]
+    classes = [ReplayBuffer, HerReplayBuffer, SequenceReplayBuffer, SequenceHerReplayBuffer]
     for cls in classes:
         for method in ("sample", "as_dataset"):
             assert inspect.signature(getattr(cls, method)).parameters["beta"].default == DEFAULT_BETA == 0.4, cls

@@ -28,8 +28,6 @@ from dataset_checks import draw, to_numpy
 from r2d2kit.replay import (
     HerReplayBuffer,
     LinearSchedule,
-    PrioritizedReplayBuffer,
-    RankBasedReplayBuffer,
     ReplayBuffer,
 )
 from r2d2kit.replay.dataset import buffer_dataset, priority_updater
@@ -42,7 +40,7 @@ FIELDS = {
     "frame": ((2, 2), "uint8"),
     "step": ((), "int32"),
 }
-BUFFER_CLASSES = [ReplayBuffer, PrioritizedReplayBuffer, RankBasedReplayBuffer]
+SAMPLERS = ["uniform", "proportional", "rank"]
 
 
 def items(start: int, count: int) -> dict[str, np.ndarray]:
@@ -58,9 +56,9 @@ def items(start: int, count: int) -> dict[str, np.ndarray]:
     }
 
 
-def filled(cls, capacity: int = 64, count: int = 40, seed: int = 0, **kwargs):
-    """A buffer of ``cls`` holding ``count`` items, with distinct priorities where they matter."""
-    buffer = cls(capacity, FIELDS, seed=seed, **kwargs)
+def filled(sampler: str, capacity: int = 64, count: int = 40, seed: int = 0, **kwargs):
+    """A buffer drawn by ``sampler`` holding ``count`` items, with distinct priorities where they matter."""
+    buffer = ReplayBuffer(capacity, FIELDS, sampler, seed=seed, **kwargs)
     buffer.add_batch(**items(0, count))
     rng = np.random.default_rng(seed + 1)
     buffer.update_priorities(np.arange(count), rng.uniform(0.1, 5.0, count))
@@ -68,10 +66,10 @@ def filled(cls, capacity: int = 64, count: int = 40, seed: int = 0, **kwargs):
 
 
 # ------------------------------------------------------------------------------------------- spec
-@pytest.mark.parametrize("cls", BUFFER_CLASSES, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("sampler", SAMPLERS)
 @pytest.mark.parametrize("batch_size", [1, 7])
-def test_element_spec_is_fixed_and_batches_match_it(cls, batch_size):
-    buffer = filled(cls)
+def test_element_spec_is_fixed_and_batches_match_it(sampler, batch_size):
+    buffer = filled(sampler)
     dataset = buffer.as_dataset(batch_size, beta=0.5)
     spec = dataset.element_spec
 
@@ -90,22 +88,22 @@ def test_element_spec_is_fixed_and_batches_match_it(cls, batch_size):
 
 
 def test_iterating_an_empty_buffer_raises_its_message():
-    buffer = PrioritizedReplayBuffer(8, FIELDS, seed=0)
-    with pytest.raises(tf.errors.InvalidArgumentError, match="empty PrioritizedReplayBuffer"):
+    buffer = ReplayBuffer(8, FIELDS, seed=0, sampler="proportional")
+    with pytest.raises(tf.errors.InvalidArgumentError, match="empty ReplayBuffer"):
         draw(buffer.as_dataset(4, prefetch=0), 1)
 
 
 # ------------------------------------------------------------------------------ same as sample()
-@pytest.mark.parametrize("cls", BUFFER_CLASSES, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("sampler", SAMPLERS)
 @pytest.mark.parametrize("beta", [0.5, LinearSchedule(0.4, 1.0, steps=3)], ids=["float", "schedule"])
 @pytest.mark.parametrize("prefetch", [0, 2])
-def test_batches_equal_sample_calls_on_a_saved_copy(cls, beta, prefetch, tmp_path):
-    buffer = filled(cls, seed=3)
+def test_batches_equal_sample_calls_on_a_saved_copy(sampler, beta, prefetch, tmp_path):
+    buffer = filled(sampler, seed=3)
     for _ in range(3):  # move the random state away from the seed
         buffer.sample(5, beta=0.4)
     path = tmp_path / "buffer.npz"
     buffer.save(path)
-    copy = cls.load(path)  # same items, priorities and random state
+    copy = ReplayBuffer.load(path)  # same items, priorities and random state
 
     beta_at = beta if callable(beta) else (lambda _count: beta)
     expected = [copy.sample(6, beta=beta_at(count)) for count in range(8)]
@@ -121,7 +119,7 @@ def test_batches_equal_sample_calls_on_a_saved_copy(cls, beta, prefetch, tmp_pat
 # ------------------------------------------------------------------------------------ beta(count)
 def test_beta_schedule_is_evaluated_at_each_draw():
     alpha, eps = 0.7, 1e-3
-    buffer = PrioritizedReplayBuffer(50, FIELDS, alpha=alpha, eps=eps, seed=0)
+    buffer = ReplayBuffer(50, FIELDS, alpha=alpha, eps=eps, seed=0, sampler="proportional")
     buffer.add_batch(**items(0, 20))
     priorities = np.linspace(0.05, 4.0, 20)  # distinct: weights differ per item
     buffer.update_priorities(np.arange(20), priorities)
@@ -143,7 +141,7 @@ def test_beta_schedule_is_evaluated_at_each_draw():
 @pytest.mark.parametrize("mode", ["eager", "tf.function"])
 def test_priority_updater_writes_exact_tree_values(mode):
     alpha, eps = 0.6, 1e-3
-    buffer = PrioritizedReplayBuffer(16, FIELDS, alpha=alpha, eps=eps, seed=0)
+    buffer = ReplayBuffer(16, FIELDS, alpha=alpha, eps=eps, seed=0, sampler="proportional")
     buffer.add_batch(**items(0, 10))
     update = priority_updater(buffer)
     if mode == "tf.function":
@@ -156,15 +154,15 @@ def test_priority_updater_writes_exact_tree_values(mode):
     assert int(count) == 5
     written = {0: 0.5, 3: 7.0, 5: 0.0, 7: 3.25}
     for index, priority in written.items():
-        np.testing.assert_allclose(buffer.tree.get([index]), [(priority + eps) ** alpha], rtol=1e-12, atol=0)
+        np.testing.assert_allclose(buffer.sampler.tree.get([index]), [(priority + eps) ** alpha], rtol=1e-12, atol=0)
     untouched = [i for i in range(10) if i not in written]
-    np.testing.assert_array_equal(buffer.tree.get(untouched), 1.0)  # new items got max priority 1^alpha
+    np.testing.assert_array_equal(buffer.sampler.tree.get(untouched), 1.0)  # new items got max priority 1^alpha
     assert buffer.max_priority == pytest.approx(7.0 + eps, rel=1e-12)
-    assert buffer.tree.total() == reference.flat_sum_tree(buffer.tree.leaves())[1]
+    assert buffer.sampler.tree.total() == reference.flat_sum_tree(buffer.sampler.tree.leaves())[1]
 
 
 def test_priority_updater_reports_invalid_priorities():
-    buffer = PrioritizedReplayBuffer(16, FIELDS, seed=0)
+    buffer = ReplayBuffer(16, FIELDS, seed=0, sampler="proportional")
     buffer.add_batch(**items(0, 8))
     update = priority_updater(buffer)
     with pytest.raises(ValueError, match=r"priorities\[1\] = -2\.0"):
@@ -183,7 +181,7 @@ def test_training_loop_while_the_dataset_prefetches():
     so a batch gathered halfway through a write would show mismatched rows.
     """
     capacity, batch_size, iterations = 128, 32, 400
-    buffer = PrioritizedReplayBuffer(capacity, FIELDS, alpha=0.6, seed=0)
+    buffer = ReplayBuffer(capacity, FIELDS, alpha=0.6, seed=0, sampler="proportional")
     buffer.add_batch(**items(0, 64))
     update = priority_updater(buffer)
     dataset = buffer.as_dataset(batch_size, beta=LinearSchedule(0.4, 1.0, iterations), prefetch=4)
@@ -214,10 +212,10 @@ def test_training_loop_while_the_dataset_prefetches():
         del batches
 
     assert len(buffer) == capacity
-    leaves = buffer.tree.leaves()
-    assert buffer.tree.total() == pytest.approx(math.fsum(leaves), rel=1e-12)
-    assert buffer.tree.total() == reference.flat_sum_tree(leaves)[1]  # bitwise: parents from children
-    assert buffer.tree.min() == leaves[leaves > 0].min()
+    leaves = buffer.sampler.tree.leaves()
+    assert buffer.sampler.tree.total() == pytest.approx(math.fsum(leaves), rel=1e-12)
+    assert buffer.sampler.tree.total() == reference.flat_sum_tree(leaves)[1]  # bitwise: parents from children
+    assert buffer.sampler.tree.min() == leaves[leaves > 0].min()
 
 
 # ------------------------------------------------------------------------------------ prefetch=0
@@ -226,7 +224,7 @@ def test_prefetch_zero_samples_only_on_demand(monkeypatch):
 
     Regression: tf.data's default ``inject_prefetch`` optimisation used to add a prefetch of its own.
     """
-    buffer = PrioritizedReplayBuffer(16, FIELDS, alpha=1.0, eps=0.0, seed=0)
+    buffer = ReplayBuffer(16, FIELDS, alpha=1.0, eps=0.0, seed=0, sampler="proportional")
     buffer.add_batch(**items(0, 8))
     calls = []
     read_ahead = threading.Event()
@@ -259,9 +257,9 @@ def test_dataset_does_not_keep_the_buffer_alive():
     import gc
     import weakref
 
-    from r2d2kit.replay import PrioritizedReplayBuffer
+    from r2d2kit.replay import ReplayBuffer
 
-    buffer = PrioritizedReplayBuffer(16, {"x": ((), "float32")}, seed=0)
+    buffer = ReplayBuffer(16, {"x": ((), "float32")}, seed=0, sampler="proportional")
     buffer.add_batch(x=np.arange(4, dtype=np.float32))
     dataset = buffer.as_dataset(2, prefetch=0)
     iterator = iter(dataset)
@@ -293,7 +291,7 @@ def _held_batches_survive(monkeypatch, prefetch: int, guard: bool) -> tuple[bool
     monkeypatch.setattr(dataset_module, "BatchPool", RecordingPool)
     if not guard:
         monkeypatch.setattr(batch_pool._Slot, "held_elsewhere", lambda slot: False)
-    buffer = filled(PrioritizedReplayBuffer, capacity=64, count=64)
+    buffer = filled("proportional", capacity=64, count=64)
     batches = iter(buffer.as_dataset(16, beta=0.5, prefetch=prefetch, reuse_memory=True))
     try:
         for _ in range(10):
@@ -314,7 +312,7 @@ def test_the_dataset_samples_into_fresh_arrays_unless_reuse_is_asked_for(monkeyp
 
     built = []
     monkeypatch.setattr(dataset_module, "BatchPool", lambda *args: built.append(args) or None)
-    buffer = filled(PrioritizedReplayBuffer, capacity=64, count=64)
+    buffer = filled("proportional", capacity=64, count=64)
     batches = iter(buffer.as_dataset(16, beta=0.5, prefetch=0))
     next(batches)
     del batches

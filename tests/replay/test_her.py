@@ -62,7 +62,14 @@ def feed(buffer: HerReplayBuffer, reference: ReferenceHer | None, calls) -> list
 
 
 def sampleable_slots(buffer: HerReplayBuffer) -> list[int]:
-    return np.flatnonzero(buffer.tree.leaves() > 0.0).tolist()
+    """The live slots of the buffer's sampler, checked against what it draws from (tree mass or heap ranks)."""
+    sampler = buffer.sampler
+    alive = np.flatnonzero(sampler.alive).tolist()
+    if sampler.name == "rank":
+        assert np.flatnonzero(sampler.ranks(np.arange(sampler.capacity)) > 0).tolist() == alive
+    else:
+        assert np.flatnonzero(sampler.tree.leaves() > 0.0).tolist() == alive
+    return alive
 
 
 def goal_step(goal: np.ndarray) -> int:
@@ -282,13 +289,12 @@ def test_compute_terminated_recomputes_termination_under_the_new_goal(n_step):
 
 @settings(deadline=None, max_examples=60)
 @given(capacity=st.integers(1, 30), num_envs=st.integers(1, 3), max_len=st.integers(1, 12),
-       num_calls=st.integers(1, 50), prioritized=st.booleans(), mode=st.sampled_from(["next_step", "same_step"]),
-       seed=st.integers(0, 2**16))
-def test_partly_overwritten_episodes_are_never_sampled(capacity, num_envs, max_len, num_calls, prioritized, mode,
-                                                       seed):
+       num_calls=st.integers(1, 50), sampler=st.sampled_from(["uniform", "proportional", "rank"]),
+       mode=st.sampled_from(["next_step", "same_step"]), seed=st.integers(0, 2**16))
+def test_partly_overwritten_episodes_are_never_sampled(capacity, num_envs, max_len, num_calls, sampler, mode, seed):
     """After every add, the slots with mass are exactly the steps whose whole episode is in the ring."""
     num_envs = min(num_envs, capacity)
-    buffer = make_buffer(capacity, num_envs, seed=seed, prioritized=prioritized, autoreset_mode=mode)
+    buffer = make_buffer(capacity, num_envs, seed=seed, sampler=sampler, autoreset_mode=mode)
     reference = ReferenceHer(capacity, num_envs, autoreset_mode=mode)
     for call in scripted_rollout(seed, num_envs, num_calls, max_len, autoreset_mode=mode):
         feed(buffer, reference, [call])
@@ -312,7 +318,7 @@ def test_uniform_sampling_over_sampleable_transitions():
     feed(buffer, None, scripted_rollout(5, 3, 60, max_len=6))
     slots = sampleable_slots(buffer)
     draws = np.concatenate([buffer.sample(1000)["indices"] for _ in range(30)])
-    counts = np.bincount(draws, minlength=buffer.tree.capacity)
+    counts = np.bincount(draws, minlength=buffer.sampler.capacity)
     assert counts[np.setdiff1d(np.arange(counts.size), slots)].sum() == 0
     _, dof, p_value = chi_square_test(counts[slots], np.ones(len(slots)))
     assert dof == len(slots) - 1 and p_value > 1e-4
@@ -427,19 +433,19 @@ def test_nstep_closed_form(name):
 
 def test_per_weights_match_the_formula():
     alpha, eps, beta = 0.7, 1e-3, 0.5
-    buffer = make_buffer(40, 2, seed=8, prioritized=True, alpha=alpha, eps=eps)
+    buffer = make_buffer(40, 2, seed=8, sampler="proportional", alpha=alpha, eps=eps)
     feed(buffer, None, scripted_rollout(9, 2, 30, max_len=5))
     slots = sampleable_slots(buffer)
     priorities = np.linspace(0.05, 3.0, len(slots))[np.random.default_rng(0).permutation(len(slots))]
     buffer.update_priorities(slots, priorities)
     values = {slot: (p + eps) ** alpha for slot, p in zip(slots, priorities)}
-    np.testing.assert_allclose(buffer.tree.get(slots), [values[s] for s in slots], rtol=1e-12)
+    np.testing.assert_allclose(buffer.sampler.tree.get(slots), [values[s] for s in slots], rtol=1e-12)
     batch = buffer.sample(512, beta=beta)
     np.testing.assert_allclose(batch["weights"], is_weights(values, batch["indices"], beta), rtol=1e-6)
     assert batch["weights"].dtype == np.float32 and batch["weights"].max() <= 1.0
     # frequencies follow the priorities
     draws = np.concatenate([buffer.sample(1000)["indices"] for _ in range(20)])
-    counts = np.bincount(draws, minlength=buffer.tree.capacity)
+    counts = np.bincount(draws, minlength=buffer.sampler.capacity)
     _, _, p_value = chi_square_test(counts[slots], np.array([values[s] for s in slots]))
     assert p_value > 1e-4
 
@@ -447,17 +453,17 @@ def test_per_weights_match_the_formula():
 def test_per_new_steps_get_max_priority_and_dropped_episodes_stay_dropped():
     alpha, eps = 0.6, 1e-6
     calls = scripted_rollout(0, 1, 13, max_len=1, lengths=[[(3, "terminated"), (3, "terminated"), (3, "truncated")]])
-    buffer = make_buffer(6, seed=9, prioritized=True, alpha=alpha, eps=eps)
+    buffer = make_buffer(6, seed=9, sampler="proportional", alpha=alpha, eps=eps)
     feed(buffer, None, calls[:4])  # episode 0 in rows 0 1 2, then its autoreset call
     buffer.update_priorities([0, 1, 2], [9.0, 0.5, 2.0])
     assert buffer.max_priority == pytest.approx(9.0 + eps)
     feed(buffer, None, calls[4:8])  # episode 1 in rows 3 4 5, then its autoreset call
-    np.testing.assert_allclose(buffer.tree.get([3, 4, 5]), (9.0 + eps) ** alpha)
+    np.testing.assert_allclose(buffer.sampler.tree.get([3, 4, 5]), (9.0 + eps) ** alpha)
     feed(buffer, None, calls[8:9])  # episode 2's first step overwrites row 0: episode 0 is gone
-    np.testing.assert_array_equal(buffer.tree.get([1, 2]), 0.0)
+    np.testing.assert_array_equal(buffer.sampler.tree.get([1, 2]), 0.0)
     buffer.update_priorities([1, 2, 3], [5.0, 5.0, 1.0])  # stale indices 1 and 2 are skipped
-    np.testing.assert_array_equal(buffer.tree.get([1, 2]), 0.0)
-    assert buffer.tree.get([3])[0] == pytest.approx((1.0 + eps) ** alpha)
+    np.testing.assert_array_equal(buffer.sampler.tree.get([1, 2]), 0.0)
+    assert buffer.sampler.tree.get([3])[0] == pytest.approx((1.0 + eps) ** alpha)
     assert sampleable_slots(buffer) == [0, 3, 4, 5] and len(buffer) == 4
     assert not np.isin(buffer.sample(500)["indices"], [1, 2]).any()
 
@@ -514,7 +520,7 @@ ROUND_TRIPS = {
     "empty": dict(capacity=30, num_envs=2, calls=0, kwargs={}),
     "partial": dict(capacity=30, num_envs=2, calls=5, kwargs={}),
     "wrapped_per_nstep": dict(capacity=31, num_envs=3, calls=60,
-                              kwargs=dict(prioritized=True, alpha=0.7, eps=0.01, n_step=3, gamma=0.9)),
+                              kwargs=dict(sampler="proportional", alpha=0.7, eps=0.01, n_step=3, gamma=0.9)),
     "random_strategy_same_step": dict(capacity=25, num_envs=2, calls=40, mode="same_step",
                                       kwargs=dict(goal_selection_strategy="random", autoreset_mode="same_step")),
     "relabel_unfinished_with_termination_fn": dict(
@@ -533,7 +539,7 @@ def continuation(buffer: HerReplayBuffer, calls, seed: int) -> list[np.ndarray]:
             batch = buffer.sample(16, beta=0.6)
             out.extend(batch[key] for key in sorted(batch))
             buffer.update_priorities(batch["indices"], rng.exponential(2.0, 16))
-        out.append(buffer.tree.leaves())
+        out.append(buffer.sampler.tree.leaves())
     return out
 
 
@@ -582,7 +588,7 @@ def rewrite(source, target, meta_changes=None, array_changes=None) -> None:
 
 @pytest.fixture
 def saved(tmp_path):
-    buffer = make_buffer(12, 2, prioritized=True)
+    buffer = make_buffer(12, 2, sampler="proportional")
     feed(buffer, None, scripted_rollout(0, 2, 20, max_len=4))
     buffer.save(tmp_path / "good.npz")
     return tmp_path / "good.npz"
@@ -593,7 +599,8 @@ def saved(tmp_path):
     ({"params": {"num_envs": 2, "prioritized": "yes"}}, None, "malformed"),
     ({"slots": 7}, None, "slots"),
     (None, {"field.observation": None}, "field.observation"),
-    (None, {"tree_values": np.full(12, -1.0)}, "priorit"),
+    (None, {"sampler.tree": np.full(12, -1.0)}, "priorit"),
+    (None, {"valid": np.array([0, 0])}, "live slots"),
     (None, {"step_count": np.full(12, 99, dtype=np.int64)}, "inconsistent"),
     (None, {"episode_end": np.full(12, -7, dtype=np.int64)}, "inconsistent"),
     (None, {"env_written": np.array([-1, 3])}, "write counts"),
@@ -612,10 +619,10 @@ def test_load_errors_name_the_problem(saved, tmp_path):
         HerReplayBuffer.load(saved, compute_reward=distance_reward, compute_terminated=reached)
     with pytest.raises(FileNotFoundError, match="missing.npz"):
         HerReplayBuffer.load(tmp_path / "missing.npz", compute_reward=distance_reward)
-    from r2d2kit.replay import PrioritizedReplayBuffer
+    from r2d2kit.replay import ReplayBuffer
 
-    PrioritizedReplayBuffer(4, {"x": ((), "float32")}).save(tmp_path / "per.npz")
-    with pytest.raises(ValueError, match="PrioritizedReplayBuffer.load"):
+    ReplayBuffer(4, {"x": ((), "float32")}, sampler="proportional").save(tmp_path / "per.npz")
+    with pytest.raises(ValueError, match="load it with ReplayBuffer.load"):
         HerReplayBuffer.load(tmp_path / "per.npz", compute_reward=distance_reward)
     data = saved.read_bytes()
     (tmp_path / "cut.npz").write_bytes(data[:len(data) // 2])
@@ -672,7 +679,7 @@ def test_one_default_strategy_for_transitions_and_windows_and_on_transitions_it_
 def test_as_dataset_yields_what_sample_would(tmp_path):
     import tensorflow as tf
 
-    buffer = make_buffer(40, 2, seed=13, n_step=2, prioritized=True)
+    buffer = make_buffer(40, 2, seed=13, n_step=2, sampler="proportional")
     feed(buffer, None, scripted_rollout(1, 2, 30, max_len=6))
     buffer.save(tmp_path / "b.npz")
     copy = HerReplayBuffer.load(tmp_path / "b.npz", compute_reward=distance_reward)
@@ -695,7 +702,7 @@ def test_as_dataset_yields_what_sample_would(tmp_path):
     (dict(compute_terminated=1), TypeError, "compute_terminated"),
     (dict(gamma=1.5), ValueError, "gamma"),
     (dict(n_step=0), ValueError, "n_step"),
-    (dict(prioritized="yes"), TypeError, "prioritized"),
+    (dict(sampler="yes"), ValueError, "sampler must be one of"),
     (dict(relabel_unfinished=1), TypeError, "relabel_unfinished"),
     (dict(autoreset_mode="sometimes"), ValueError, "autoreset_mode"),
     (dict(alpha=-1.0), ValueError, "alpha"),
@@ -796,6 +803,6 @@ def test_episodes_that_never_fit_explain_themselves():
 
 def test_unused_remainder_and_nbytes():
     buffer = make_buffer(11, 3)  # rows 3, 9 slots, 2 unused
-    assert buffer.rows == 3 and buffer.tree.capacity == 9
+    assert buffer.rows == 3 and buffer.sampler.tree.capacity == 9
     per_step = 4 * 4 * 2 + 3 * 4 * 3 + 8 + 4 + 1 + 1 + 3 * 8  # obs x2, goals x3, action, reward, flags, bookkeeping
     assert buffer.nbytes == 9 * per_step

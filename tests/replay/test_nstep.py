@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference_buffers import expected_nstep_transitions
 
-from r2d2kit.replay import NStepAccumulator, PrioritizedReplayBuffer
+from r2d2kit.replay import NStepAccumulator, ReplayBuffer
 
 KEYS = ("obs", "action", "reward", "next_obs", "discount", "env")
 
@@ -242,8 +242,8 @@ def test_reset_drops_pending_steps():
 
 def test_transitions_feed_a_buffer():
     acc = NStepAccumulator(2, 2, 0.9)
-    buf = PrioritizedReplayBuffer(64, {"obs": ((2,), "float32"), "action": ((), "int64"), "reward": ((), "float32"),
-                                       "next_obs": ((2,), "float32"), "discount": ((), "float32")}, seed=0)
+    buf = ReplayBuffer(64, {"obs": ((2,), "float32"), "action": ((), "int64"), "reward": ((), "float32"),
+                            "next_obs": ((2,), "float32"), "discount": ((), "float32")}, "proportional", seed=0)
     for out in run_accumulator(acc, fake_rollout(6, 2, 20, "next_step", 5, ())):
         buf.add_batch(**{key: value for key, value in out.items() if key in buf.fields})
     assert len(buf) > 10

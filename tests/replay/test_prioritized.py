@@ -21,16 +21,16 @@ from reference_buffers import (
     wilson_hilferty_sf,
 )
 
-from r2d2kit.replay import PrioritizedReplayBuffer
+from r2d2kit.replay import ReplayBuffer
 
 FIELDS = {"obs": ((2,), "float32"), "action": ((), "int64")}
 
 
-def filled_buffer(priorities, capacity: int, alpha: float, eps: float, seed: int = 0) -> PrioritizedReplayBuffer:
+def filled_buffer(priorities, capacity: int, alpha: float, eps: float, seed: int = 0) -> ReplayBuffer:
     """A buffer whose slot ``i`` holds item ``i`` with priority ``priorities[i]`` (set via update_priorities)."""
     priorities = np.asarray(priorities, dtype=np.float64)
     size = priorities.size
-    buf = PrioritizedReplayBuffer(capacity, FIELDS, alpha=alpha, eps=eps, seed=seed)
+    buf = ReplayBuffer(capacity, FIELDS, alpha=alpha, eps=eps, seed=seed, sampler="proportional")
     ids = np.arange(size)
     buf.add_batch(obs=np.stack([ids, -ids], axis=1).astype(np.float32), action=ids)
     buf.update_priorities(ids, priorities)
@@ -150,9 +150,9 @@ def test_tree_leaves_are_shifted_priorities_to_the_alpha():
             1     2     3     4
     """
     buf = filled_buffer([0.5, 1.5, 2.5, 3.5], capacity=4, alpha=1.0, eps=0.5)
-    np.testing.assert_array_equal(buf.tree.get([0, 1, 2, 3]), [1.0, 2.0, 3.0, 4.0])
-    assert buf.tree.total() == 10.0 and buf.tree.min() == 1.0
-    np.testing.assert_array_equal(buf.tree.find([0.0, 0.999, 1.0, 2.99, 3.0, 6.0, 9.99]), [0, 0, 1, 1, 2, 3, 3])
+    np.testing.assert_array_equal(buf.sampler.tree.get([0, 1, 2, 3]), [1.0, 2.0, 3.0, 4.0])
+    assert buf.sampler.tree.total() == 10.0 and buf.sampler.tree.min() == 1.0
+    np.testing.assert_array_equal(buf.sampler.tree.find([0.0, 0.999, 1.0, 2.99, 3.0, 6.0, 9.99]), [0, 0, 1, 1, 2, 3, 3])
 
 
 # =====================================================================================================
@@ -258,19 +258,19 @@ def test_weights_are_normalised_by_the_current_minimum_after_overwrite():
 
 
 def test_new_items_get_the_running_max_priority():
-    buf = PrioritizedReplayBuffer(8, FIELDS, alpha=0.5, eps=0.1, seed=0)
+    buf = ReplayBuffer(8, FIELDS, alpha=0.5, eps=0.1, seed=0, sampler="proportional")
     buf.add(obs=np.zeros(2, np.float32), action=0)
     assert buf.max_priority == 1.0
-    assert buf.tree.get(0)[0] == 1.0
+    assert buf.sampler.tree.get(0)[0] == 1.0
     buf.update_priorities([0], [0.2])  # below the initial max: max stays 1.0
     buf.add(obs=np.zeros(2, np.float32), action=1)
-    assert buf.max_priority == 1.0 and buf.tree.get(1)[0] == 1.0
+    assert buf.max_priority == 1.0 and buf.sampler.tree.get(1)[0] == 1.0
     buf.update_priorities([0, 1, 0], [5.0, 0.3, 0.4])  # 5.0 was overwritten by 0.4 but still counts
     assert buf.max_priority == 5.0 + 0.1
-    np.testing.assert_allclose(buf.tree.get([0, 1]), np.array([0.5, 0.4]) ** 0.5, rtol=1e-15)
+    np.testing.assert_allclose(buf.sampler.tree.get([0, 1]), np.array([0.5, 0.4]) ** 0.5, rtol=1e-15)
     buf.add_batch(obs=np.zeros((2, 2), np.float32), action=np.array([2, 3]))
-    np.testing.assert_allclose(buf.tree.get([2, 3]), [5.1**0.5] * 2, rtol=1e-15)
-    np.testing.assert_array_equal(buf.tree.get([4, 5, 6, 7]), 0.0)
+    np.testing.assert_allclose(buf.sampler.tree.get([2, 3]), [5.1**0.5] * 2, rtol=1e-15)
+    np.testing.assert_array_equal(buf.sampler.tree.get([4, 5, 6, 7]), 0.0)
 
 
 def test_a_new_item_is_the_only_one_sampled_when_the_rest_have_no_mass():
@@ -286,7 +286,7 @@ def test_overwritten_slots_get_the_max_priority_after_wraparound():
     buf = filled_buffer([2.0, 3.0, 4.0], capacity=3, alpha=1.0, eps=0.25)
     buf.update_priorities([0, 1, 2], [0.5, 0.5, 0.5])  # max stays 4.25
     buf.add_batch(obs=np.zeros((2, 2), np.float32), action=np.array([7, 8]))  # slots 0, 1
-    np.testing.assert_array_equal(buf.tree.get([0, 1, 2]), [4.25, 4.25, 0.75])
-    assert buf.tree.total() == 9.25 and buf.tree.min() == 0.75
+    np.testing.assert_array_equal(buf.sampler.tree.get([0, 1, 2]), [4.25, 4.25, 0.75])
+    assert buf.sampler.tree.total() == 9.25 and buf.sampler.tree.min() == 0.75
     buf.add_batch(obs=np.zeros((7, 2), np.float32), action=np.arange(7))  # more than the capacity
-    np.testing.assert_array_equal(buf.tree.get([0, 1, 2]), [4.25] * 3)
+    np.testing.assert_array_equal(buf.sampler.tree.get([0, 1, 2]), [4.25] * 3)

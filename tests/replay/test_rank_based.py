@@ -10,21 +10,21 @@ import numpy as np
 import pytest
 from reference_buffers import chi_square_gof, exact_ranks, is_weights, mass_intervals, rank_probabilities
 
-from r2d2kit.replay import RankBasedReplayBuffer
+from r2d2kit.replay import ReplayBuffer
 
 FIELDS = {"obs": ((2,), "float32"), "action": ((), "int64")}
 
 
 def filled_buffer(priorities, capacity: int, alpha: float, seed: int = 0, sort: bool = True,
-                  **params) -> RankBasedReplayBuffer:
+                  **params) -> ReplayBuffer:
     """Slot ``i`` holds item ``i`` with priority ``priorities[i]``; sorted exactly unless ``sort=False``."""
     priorities = np.asarray(priorities, dtype=np.float64)
     ids = np.arange(priorities.size)
-    buf = RankBasedReplayBuffer(capacity, FIELDS, alpha=alpha, seed=seed, **params)
+    buf = ReplayBuffer(capacity, FIELDS, alpha=alpha, seed=seed, **params, sampler="rank")
     buf.add_batch(obs=np.stack([ids, -ids], axis=1).astype(np.float32), action=ids)
     buf.update_priorities(ids, priorities)
     if sort:
-        buf.sort()
+        buf.sampler.sort()
     return buf
 
 
@@ -52,7 +52,7 @@ def test_sampling_frequencies_match_rank_power_law(alpha):
     """40 of 50 slots filled: the normaliser runs over N = 40 ranks, not the capacity."""
     priorities = distinct_priorities(40, seed=1)
     buf = filled_buffer(priorities, capacity=50, alpha=alpha, seed=2)
-    np.testing.assert_array_equal(buf.ranks(np.arange(40)), exact_ranks(priorities))
+    np.testing.assert_array_equal(buf.sampler.ranks(np.arange(40)), exact_ranks(priorities))
     counts = draw_counts(buf, 40_000, batch_size=1)
     probabilities = rank_probabilities(exact_ranks(priorities), alpha)
     statistic, dof, p_value = chi_square_gof(counts, probabilities)
@@ -64,11 +64,11 @@ def test_sampling_frequencies_match_rank_power_law(alpha):
 
 def test_sampling_frequencies_with_stratified_batches_after_wraparound():
     priorities = distinct_priorities(30, seed=3)
-    buf = RankBasedReplayBuffer(30, FIELDS, alpha=0.7, seed=4)
+    buf = ReplayBuffer(30, FIELDS, alpha=0.7, seed=4, sampler="rank")
     ids = np.arange(75)
     buf.add_batch(obs=np.stack([ids, ids], axis=1).astype(np.float32), action=ids)  # wraps twice and a half
     buf.update_priorities(np.arange(30), priorities)  # 30 updates = sort_every: sorted automatically
-    np.testing.assert_array_equal(buf.ranks(np.arange(30)), exact_ranks(priorities))
+    np.testing.assert_array_equal(buf.sampler.ranks(np.arange(30)), exact_ranks(priorities))
     samples = [buf.sample(32, beta=0.4) for _ in range(1500)]
     indices = np.concatenate([sample["indices"] for sample in samples])
     counts = np.bincount(indices, minlength=30)
@@ -133,7 +133,7 @@ def test_is_weights_hand_checked():
     r / 4: slots -> [0.75, 0.25, 0.5, 1.0].
     """
     buf = filled_buffer([0.3, 5.0, 1.0, 0.1], capacity=6, alpha=1.0, seed=11)
-    np.testing.assert_array_equal(buf.ranks([0, 1, 2, 3]), [3, 1, 2, 4])
+    np.testing.assert_array_equal(buf.sampler.ranks([0, 1, 2, 3]), [3, 1, 2, 4])
     expected = np.array([0.75, 0.25, 0.5, 1.0], dtype=np.float32)
     sample = buf.sample(500, beta=1.0)
     np.testing.assert_array_equal(sample["weights"], expected[sample["indices"]])
@@ -145,7 +145,7 @@ def test_weights_follow_the_heap_positions_before_a_sort():
     priorities = distinct_priorities(20, seed=12)
     buf = filled_buffer(priorities, capacity=20, alpha=0.7, seed=13, sort=False, sort_every=10_000)
     buf.update_priorities([3, 7, 3], [1e5, 2e-7, 0.5])
-    ranks = buf.ranks(np.arange(20))
+    ranks = buf.sampler.ranks(np.arange(20))
     assert sorted(ranks.tolist()) == list(range(1, 21))
     sample = buf.sample(300, beta=0.6)
     np.testing.assert_allclose(sample["weights"],
@@ -166,37 +166,38 @@ def test_sort_every_triggers_an_exact_sort():
         values = rng.uniform(0, 100, size=4)
         current[indices] = values
         buf.update_priorities(indices, values)  # 4 values = sort_every: sorted afterwards
-        np.testing.assert_array_equal(buf.ranks(np.arange(12)), exact_ranks(current))
+        np.testing.assert_array_equal(buf.sampler.ranks(np.arange(12)), exact_ranks(current))
 
 
 def test_new_items_get_the_running_max_priority_and_rank_first():
     buf = filled_buffer([0.5, 0.3, 0.2], capacity=5, alpha=0.7, seed=17)
     assert buf.max_priority == 1.0
     buf.add(obs=np.zeros(2, np.float32), action=3)  # priority 1.0 beats 0.5
-    buf.sort()
-    np.testing.assert_array_equal(buf.ranks([0, 1, 2, 3]), [2, 3, 4, 1])
+    buf.sampler.sort()
+    np.testing.assert_array_equal(buf.sampler.ranks([0, 1, 2, 3]), [2, 3, 4, 1])
     buf.update_priorities([3, 3], [7.0, 0.1])  # 7.0 raises the max even though 0.1 wins for slot 3
     assert buf.max_priority == 7.0
     buf.add(obs=np.zeros(2, np.float32), action=4)  # slot 4 at 7.0
-    buf.sort()
-    np.testing.assert_array_equal(buf.ranks([0, 1, 2, 3, 4]), [2, 3, 4, 5, 1])
+    buf.sampler.sort()
+    np.testing.assert_array_equal(buf.sampler.ranks([0, 1, 2, 3, 4]), [2, 3, 4, 5, 1])
     buf.add(obs=np.zeros(2, np.float32), action=5)  # wraps onto slot 0, also at 7.0: ties share the top two
-    buf.sort()
-    assert sorted(buf.ranks([0, 4]).tolist()) == [1, 2]
-    np.testing.assert_array_equal(buf.ranks([1, 2, 3]), [3, 4, 5])
+    buf.sampler.sort()
+    assert sorted(buf.sampler.ranks([0, 4]).tolist()) == [1, 2]
+    np.testing.assert_array_equal(buf.sampler.ranks([1, 2, 3]), [3, 4, 5])
 
 
 def test_repeated_index_last_value_wins():
     """Slot 0 gets 10.0 then 0.5 in one call: the last value (0.5) decides its rank; 10.0 still raises the max."""
     buf = filled_buffer([1.0, 2.0, 3.0], capacity=4, alpha=0.7, sort_every=1)
     buf.update_priorities([0, 2, 0], [10.0, 2.5, 0.5])
-    np.testing.assert_array_equal(buf.ranks([0, 1, 2]), [3, 2, 1])
+    np.testing.assert_array_equal(buf.sampler.ranks([0, 1, 2]), [3, 2, 1])
     assert buf.max_priority == 10.0
     buf.update_priorities([1, 1], [0.1, 7.0])
-    np.testing.assert_array_equal(buf.ranks([0, 1, 2]), [3, 1, 2])
+    np.testing.assert_array_equal(buf.sampler.ranks([0, 1, 2]), [3, 1, 2])
 
 
 def test_ranks_validates_indices():
     buf = filled_buffer([1.0, 2.0], capacity=4, alpha=0.7)
-    with pytest.raises(IndexError, match=r"indices\[0\] = 2"):
-        buf.ranks([2])
+    assert buf.sampler.ranks([2, 0]).tolist() == [0, 2]  # slot 2 holds nothing: rank 0
+    with pytest.raises(IndexError, match=r"slots\[0\] = 4"):
+        buf.sampler.ranks([4])

@@ -97,12 +97,12 @@ def test_overlapping_windows_store_each_step_once():
 
 def test_expired_windows_are_never_sampled_and_ignore_updates():
     buffer, _ = drive(2, 2, 4, 1, 2, capacity=30, steps=200, seed=3, check_every=1000)
-    dead = np.flatnonzero(~buffer._valid[:min(buffer._sequences_written, buffer.max_sequences)])
+    dead = np.flatnonzero(~buffer.sampler.alive[:min(buffer._sequences_written, buffer.max_sequences)])
     assert dead.size
     buffer.update_priorities(dead, np.full(dead.size, 5.0))
-    np.testing.assert_array_equal(buffer.tree.get(dead), 0.0)
+    np.testing.assert_array_equal(buffer.sampler.tree.get(dead), 0.0)
     batch = buffer.sample(512)
-    assert buffer._valid[batch["indices"]].all()
+    assert buffer.sampler.alive[batch["indices"]].all()
 
 
 @pytest.mark.parametrize("name,td,mask,eta,expected", [
@@ -135,7 +135,7 @@ def test_save_load_round_trip_continues_identically(tmp_path):
         priorities = rng.random(8)
         buffer.update_priorities(a["indices"], priorities)
         copy.update_priorities(b["indices"], priorities)
-    np.testing.assert_array_equal(buffer.tree.leaves(), copy.tree.leaves())
+    np.testing.assert_array_equal(buffer.sampler.tree.leaves(), copy.sampler.tree.leaves())
 
 
 def test_load_refuses_a_transition_buffer_file(tmp_path):
@@ -177,7 +177,7 @@ def test_as_dataset_yields_batches_with_the_sample_spec():
     batch = next(iter(dataset))
     for key, (shape, dtype) in buffer.batch_spec(4).items():
         assert tuple(batch[key].shape) == shape and batch[key].dtype.as_numpy_dtype == dtype, key
-    assert np.all(buffer._valid[batch["indices"].numpy()])
+    assert np.all(buffer.sampler.alive[batch["indices"].numpy()])
 
 
 def test_zero_priority_windows_have_no_mass_at_alpha_zero_on_add_and_update():
@@ -198,9 +198,9 @@ def test_zero_priority_windows_have_no_mass_at_alpha_zero_on_add_and_update():
             slots += list(buffer.add_sequences(out, priorities=given))
     slots = np.asarray(slots)
     even = np.arange(slots.size) % 2 == 0  # added with priority 0, the odd ones with 3
-    np.testing.assert_array_equal(buffer.tree.get(slots), np.where(even, 0.0, 1.0))
+    np.testing.assert_array_equal(buffer.sampler.tree.get(slots), np.where(even, 0.0, 1.0))
     buffer.update_priorities(slots, np.where(even, 3.0, 0.0))
-    np.testing.assert_array_equal(buffer.tree.get(slots), np.where(even, 1.0, 0.0))
+    np.testing.assert_array_equal(buffer.sampler.tree.get(slots), np.where(even, 1.0, 0.0))
     assert set(buffer.sample(256)["indices"]) == set(slots[::2])
 
 
@@ -262,7 +262,7 @@ def naive_sample(buffer: SequenceReplayBuffer, batch_size: int) -> dict:
     """What ``sample`` returns, drawn with the buffer's own tree and random stream but gathered window by window."""
     from r2d2kit.kernels import sumtree as tree_kernels
 
-    t = buffer._tree.arrays
+    t = buffer.sampler.tree.arrays
     indices, weights = tree_kernels.sum_tree_sample_weighted(t.sum_tree, t.min_tree, t.level_offsets,
                                                              buffer._rng.random(batch_size), 0.6)
     batch = {}

@@ -96,7 +96,7 @@ class Rig:
         """
         held = self.ring()
         checked = 0
-        for slot in np.flatnonzero(self.buffer.tree.leaves() > 0.0):
+        for slot in np.flatnonzero(self.buffer.sampler.tree.leaves() > 0.0):
             env, j, start = self.emitted[int(slot)]
             for t in range(max(start, 0), self.stored_until[env, j] + 1):
                 assert (env, j, t) in held, f"window {slot} ({env}, {j}, t0={start}) is sampleable but row {t} is gone"
@@ -480,7 +480,7 @@ def test_update_priorities_steers_sampling_and_relabelled_windows_keep_their_slo
     rig = Rig(fixed_episodes([[8, 3], [5]], 80), 120, 2, 3, 1, 2, seed=7)
     rig.feed(60)
     batch = rig.buffer.sample(16)
-    live = np.flatnonzero(rig.buffer.tree.leaves() > 0)
+    live = np.flatnonzero(rig.buffer.sampler.tree.leaves() > 0)
     favourite = int(batch["indices"][batch["relabelled"]][0])
     rig.buffer.update_priorities(live, np.where(live == favourite, 1e6, 0.0))
     again = rig.buffer.sample(256, beta=0.5)
@@ -500,7 +500,7 @@ def continuation(rig: Rig, steps: int, seed: int) -> list[np.ndarray]:
         batch = rig.buffer.sample(16, beta=0.6)
         out.extend(batch[key] for key in sorted(batch))
         rig.buffer.update_priorities(batch["indices"], rng.exponential(2.0, 16))
-        out.append(rig.buffer.tree.leaves())
+        out.append(rig.buffer.sampler.tree.leaves())
     return out
 
 
@@ -532,7 +532,7 @@ def test_save_load_round_trip_continues_identically(tmp_path, strategy):
     for a, b in zip(first, second):
         assert a.dtype == b.dtype
         np.testing.assert_array_equal(a, b)
-    np.testing.assert_array_equal(original.buffer.tree.leaves(), copy.buffer.tree.leaves())
+    np.testing.assert_array_equal(original.buffer.sampler.tree.leaves(), copy.buffer.sampler.tree.leaves())
 
 
 def test_load_needs_compute_reward_and_refuses_other_files(tmp_path):

@@ -1,6 +1,5 @@
-"""What every transition buffer shares: ring storage, add/sample verbs, persistence, a lock.
+"""ReplayBuffer: fixed-shape items in a ring, drawn by a uniform, proportional or rank-based sampler.
 
-Subclasses decide only how indices are drawn and what a priority means (three hooks below).
 The lock makes each verb atomic, so a ``tf.data`` pipeline may sample in its own thread while the
 training loop adds items and updates priorities.
 """
@@ -29,20 +28,40 @@ from r2d2kit.replay.persistence import (
     write_npz,
 )
 from r2d2kit.replay.protocol import DEFAULT_BETA
+from r2d2kit.replay.samplers import Sampler, make_sampler
 from r2d2kit.replay.schedules import Beta
 
 
-class BaseReplayBuffer:
-    """Ring storage of fixed-shape items with the public verbs of every r2d2kit buffer.
+class ReplayBuffer:
+    """Ring storage of fixed-shape items, sampled uniformly or by priority (PER, Schaul et al. 2016).
+
+    New items get the running maximum priority (1.0 until a larger one is seen), so each is drawn
+    soon; ``sample`` returns importance weights normalised to a maximum of 1 (all 1 when uniform).
 
     Args:
         capacity: number of items kept; the oldest is overwritten first.
         fields: ``{"name": (shape, dtype)}`` for one item, e.g. ``{"obs": ((4,), "float32")}``.
+        sampler: ``"uniform"``, ``"proportional"`` (``P(i) ~ (p_i + eps)^alpha``) or ``"rank"``
+            (``P(i) ~ rank(i)^-alpha``); see :mod:`r2d2kit.replay.samplers`.
+        alpha: priority exponent; default PER's (0.6 proportional, 0.7 rank), 0 = uniform.
+        eps: added to every priority (proportional): no item with a zero TD error starves. With
+            ``eps=0`` a zero priority is allowed and that item is never sampled.
+        sort_every: priority updates between full sorts of the rank heap; default ``capacity``.
         seed: int seed, ``None`` or a ``np.random.Generator`` (used as is) for sampling.
+
+    Example:
+        >>> buf = ReplayBuffer(1000, {"obs": ((4,), "float32")}, sampler="proportional", seed=0)
+        >>> buf.add_batch(obs=np.zeros((8, 4)))
+        >>> batch = buf.sample(4, beta=0.4)
+        >>> buf.update_priorities(batch["indices"], np.full(4, 2.0))
     """
 
-    def __init__(self, capacity: int, fields: Mapping[str, Any], seed: Any = None) -> None:
+    def __init__(self, capacity: int, fields: Mapping[str, Any], sampler: str = "uniform", *,
+                 alpha: float | None = None, eps: float = 1e-6, sort_every: int | None = None,
+                 seed: Any = None) -> None:
         self._storage = RingStorage(capacity, fields)
+        self._sampler = make_sampler(sampler, self.capacity, alpha=alpha, eps=eps, sort_every=sort_every,
+                                     dense=True)
         self._rng = as_generator(seed)
         self._lock = threading.RLock()
         self._sample_memory = SampleMemory(self.batch_spec)  # fresh arrays per sample, or the caller's out=
@@ -57,6 +76,16 @@ class BaseReplayBuffer:
     def fields(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
         """``{"name": (shape, dtype)}`` of one item per field."""
         return {name: (spec.shape, spec.dtype) for name, spec in self._storage.specs.items()}
+
+    @property
+    def sampler(self) -> Sampler:
+        """How items are drawn (read it, don't write it): its ``max_priority``, ``tree`` or ``ranks``."""
+        return self._sampler
+
+    @property
+    def max_priority(self) -> float:
+        """The largest priority seen so far (``priority + eps`` for ``"proportional"``); new items get it."""
+        return self._sampler.max_priority
 
     @property
     def nbytes(self) -> int:
@@ -88,7 +117,7 @@ class BaseReplayBuffer:
 
     def _write(self, batch: Mapping[str, np.ndarray], count: int) -> None:
         for start, stop in self._storage.write(batch, count):
-            self._on_written(start, stop)
+            self._sampler.place(slice(start, stop))
 
     # ----------------------------------------------------------------- sampling
     def sample(self, batch_size: int, beta: float = DEFAULT_BETA, *,
@@ -102,8 +131,7 @@ class BaseReplayBuffer:
 
         Args:
             batch_size: number of items.
-            beta: importance-sampling exponent in ``[0, 1]`` (ignored by the uniform buffer, whose
-                weights are all 1).
+            beta: importance-sampling exponent in ``[0, 1]`` (weights are all 1 when uniform).
             out: optional dict of arrays with :meth:`batch_spec`'s shapes and dtypes (e.g.
                 :meth:`sample_buffers`, or a :class:`~r2d2kit.replay.BatchPool`'s ``acquire()``),
                 filled in place and returned; the next ``sample`` into it overwrites it.
@@ -118,7 +146,7 @@ class BaseReplayBuffer:
         with self._lock:
             if self._storage.size == 0:
                 raise ValueError(f"cannot sample from an empty {type(self).__name__}: add items first")
-            indices, weights = self._sample_indices(batch_size, beta)
+            indices, weights = self._sampler.sample(self._rng.random(batch_size), beta)
             batch = self._storage.gather(indices, out=self._sample_memory.batch(batch_size, out))
             np.copyto(batch["indices"], indices)
             np.copyto(batch["weights"], weights)
@@ -134,35 +162,14 @@ class BaseReplayBuffer:
     def update_priorities(self, indices: Any, priorities: Any) -> None:
         """Set new priorities (typically ``|TD error|``) for sampled ``indices``.
 
-        A repeated index: the last value wins. Raises ``IndexError`` for an index that holds no
-        item and ``ValueError`` naming the first NaN, infinite or negative priority.
+        A repeated index: the last value wins; a no-op once validated when uniform. Raises
+        ``IndexError`` for an index that holds no item and ``ValueError`` naming the first NaN,
+        infinite or negative priority.
         """
         with self._lock:
-            leaf_indices = as_index_array("indices", indices, self._storage.size)
-            self._set_priorities(leaf_indices, priorities)
-
-    # ----------------------------------------------------------------- hooks
-    def _on_written(self, start: int, stop: int) -> None:
-        """Slots ``[start, stop)`` now hold new items."""
-
-    def _sample_indices(self, batch_size: int, beta: float) -> tuple[np.ndarray, np.ndarray]:
-        raise NotImplementedError
-
-    def _set_priorities(self, leaf_indices: np.ndarray, priorities: Any) -> None:
-        raise NotImplementedError
+            self._sampler.update(as_index_array("indices", indices, self._storage.size), priorities)
 
     # ----------------------------------------------------------------- persistence
-    def _params(self) -> dict[str, Any]:
-        """Constructor keyword arguments (besides capacity, fields, seed) that ``load`` passes back."""
-        return {}
-
-    def _state(self, size: int) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        """Scalars (JSON) and arrays beyond the fields that ``load`` must restore."""
-        return {}, {}
-
-    def _restore(self, scalars: Mapping[str, Any], arrays: Mapping[str, np.ndarray], path: str) -> None:
-        """Inverse of ``_state`` on a freshly constructed buffer."""
-
     def save(self, path: str | os.PathLike) -> None:
         """Write the whole buffer to ``path`` (``.npz``, no pickle, atomic replace).
 
@@ -171,12 +178,12 @@ class BaseReplayBuffer:
         """
         with self._lock:
             size = self._storage.size
-            scalars, extra = self._state(size)
+            scalars, extra = self._sampler.state()
             meta = {
                 "class": type(self).__name__,
                 "capacity": self.capacity,
                 "fields": {name: spec.to_json() for name, spec in self._storage.specs.items()},
-                "params": self._params(),
+                "params": self._sampler.params(),
                 "position": self._storage.position,
                 "size": size,
                 "rng": rng_to_json(self._rng),
@@ -187,7 +194,7 @@ class BaseReplayBuffer:
             write_npz(path, meta, arrays)
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "BaseReplayBuffer":
+    def load(cls, path: str | os.PathLike) -> "ReplayBuffer":
         """Read a buffer written by ``save``; a missing, truncated or foreign file raises, naming it."""
         path = os.fspath(path)
         meta, arrays = read_npz(path, cls.__name__)
@@ -204,7 +211,8 @@ class BaseReplayBuffer:
                 array[:size] = arrays[f"field.{name}"]
             storage.size, storage.position = size, position
             buffer._rng = rng_from_json(meta["rng"])
-            buffer._restore(meta["state"], arrays, path)
+            buffer._sampler.place(slice(0, size))
+            buffer._sampler.restore(meta["state"], arrays, path)
         except (KeyError, TypeError) as error:
             raise ValueError(f"{path!r}: saved buffer metadata is incomplete or malformed ({error!r})") from error
         return buffer

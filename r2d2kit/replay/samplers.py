@@ -1,0 +1,297 @@
+"""Samplers: which stored item a buffer draws, the same three for every buffer kind.
+
+A buffer keeps its items in slots ``[0, capacity)`` (transitions, HER steps or R2D2 windows) and
+tells its sampler what each write did with :meth:`Sampler.place`: a slot now holds a new
+sampleable item (at the running maximum priority, so that it is drawn soon), or holds nothing
+sampleable any more (overwritten, or its episode partly overwritten). The sampler draws slots with
+importance weights and takes priority updates, skipping slots that died since they were drawn::
+
+    buffer.add(...)     --> sampler.place(slots, alive)           uniform | proportional | rank
+    buffer.sample(B)    --> sampler.sample(uniforms [B], beta)    --> slots [B], weights [B]
+    update_priorities   --> sampler.update(slots, priorities)
+
+* ``"uniform"``: every live item equally likely; weights 1; priorities validated and ignored.
+* ``"proportional"``: PER's ``P(i) ~ (p_i + eps)^alpha`` over a sum tree, weights
+  ``(N P(i))^-beta / max_j`` with the max over the live items (a min tree).
+* ``"rank"``: PER's ``P(i) ~ rank(i)^-alpha`` over a heap kept roughly sorted (fully every
+  ``sort_every`` updates); outliers in ``|TD|`` cannot dominate. Weights ``(rank_i / N)^(alpha beta)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from r2d2kit._validation import as_index_array, as_priority_array, check_float, check_positive_int
+from r2d2kit.kernels import rank as rank_kernels
+from r2d2kit.kernels import sumtree as tree_kernels
+from r2d2kit.replay.persistence import require_arrays
+from r2d2kit.replay.protocol import SAMPLERS
+from r2d2kit.sumtree import SumTree
+
+__all__ = ["SAMPLERS", "Sampler", "UniformSampler", "ProportionalSampler", "RankSampler", "make_sampler"]
+
+DEFAULT_ALPHA = {"uniform": 0.0, "proportional": 0.6, "rank": 0.7}  # PER's exponents for each scheme
+
+
+def make_sampler(name: str, capacity: int, *, alpha: float | None = None, eps: float = 1e-6,
+                 sort_every: int | None = None, dense: bool = False) -> "Sampler":
+    """The sampler called ``name`` over ``capacity`` slots.
+
+    ``alpha`` defaults to PER's exponent for the scheme (0.6 proportional, 0.7 rank); ``eps`` is
+    used by ``"proportional"``, ``sort_every`` by ``"rank"``. ``dense``: live slots are always
+    ``[0, n)`` and never removed (transition rings), which lets ``"uniform"`` skip its tree.
+    """
+    if name not in SAMPLERS:
+        raise ValueError(f"sampler must be one of {', '.join(repr(s) for s in SAMPLERS)}, got {name!r}")
+    alpha = DEFAULT_ALPHA[name] if alpha is None else check_float("alpha", alpha, 0.0)
+    if name == "uniform":
+        return UniformSampler(capacity, dense=dense)
+    if name == "proportional":
+        return ProportionalSampler(capacity, alpha=alpha, eps=eps)
+    return RankSampler(capacity, alpha=alpha, sort_every=sort_every)
+
+
+class Sampler:
+    """What every sampler does (see the module docstring); ``len()`` counts the live slots."""
+
+    name = ""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = check_positive_int("capacity", capacity)
+        self.alive = np.zeros(self.capacity, dtype=bool)
+        self.max_priority = 1.0  # the largest priority seen; new items get it
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def place(self, slots: np.ndarray | slice, alive: np.ndarray | None = None,
+              priorities: np.ndarray | None = None) -> None:
+        """``slots`` now hold new items (``alive`` true or omitted) or nothing sampleable (false).
+
+        ``priorities``: validated initial priorities of the new items; default the running maximum.
+        """
+        slots = np.arange(slots.start, slots.stop, dtype=np.int64) if isinstance(slots, slice) else slots
+        alive = np.ones(slots.shape[0], dtype=bool) if alive is None else alive
+        distinct = np.unique(slots)  # a slot written twice in one call counts once (the last write wins)
+        before = np.count_nonzero(self.alive[distinct])
+        self.alive[slots] = alive
+        self._count += int(np.count_nonzero(self.alive[distinct])) - int(before)
+        self._place(slots, alive, priorities)
+
+    def update(self, slots: np.ndarray, priorities: Any) -> None:
+        """New priorities for drawn ``slots`` (validated); slots that died since are skipped."""
+        values = as_priority_array("priorities", priorities, slots.shape[0])
+        live = self.alive[slots]
+        if not live.all():
+            slots, values = slots[live], values[live]
+        self._update(slots, values)
+
+    def sample(self, uniforms: np.ndarray, beta: float) -> tuple[np.ndarray, np.ndarray]:
+        """One slot per uniform in ``[0, 1)`` (stratified where the scheme allows) and its weight."""
+        if self._count == 0:
+            raise ValueError("cannot sample: nothing sampleable is stored")
+        return self._sample(uniforms, beta)
+
+    def params(self) -> dict[str, Any]:
+        """The constructor arguments besides capacity (saved with the buffer)."""
+        return {"sampler": self.name}
+
+    def state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """Scalars (JSON) and arrays that :meth:`restore` needs."""
+        return {"max_priority": self.max_priority}, {"sampler.alive": np.flatnonzero(self.alive)}
+
+    def restore(self, scalars: Mapping[str, Any], arrays: Mapping[str, np.ndarray], path: str) -> None:
+        """Inverse of :meth:`state` on a fresh sampler."""
+        require_arrays(path, arrays, {"sampler.alive": (None,)})
+        live = arrays["sampler.alive"].astype(np.int64)
+        if live.size and (live.min() < 0 or live.max() >= self.capacity or np.unique(live).size != live.size):
+            raise ValueError(f"{path!r}: the saved live slots are not distinct slots below {self.capacity}; the file "
+                             "is corrupt")
+        self.alive[live] = True
+        self._count = int(live.size)
+        self.max_priority = check_float("max_priority", scalars["max_priority"], 0.0)
+
+    # hooks
+    def _place(self, slots: np.ndarray, alive: np.ndarray, priorities: np.ndarray | None) -> None:
+        raise NotImplementedError
+
+    def _update(self, slots: np.ndarray, values: np.ndarray) -> None:
+        """Priorities of live slots (validated)."""
+
+    def _sample(self, uniforms: np.ndarray, beta: float) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+
+class UniformSampler(Sampler):
+    """Every live item equally likely: a 0/1 sum tree over the slots (``dense``: no tree, the live
+    slots are ``[0, n)``)."""
+
+    name = "uniform"
+
+    def __init__(self, capacity: int, dense: bool = False) -> None:
+        super().__init__(capacity)
+        self.tree = None if dense else SumTree(self.capacity, track_min=False)
+
+    def place(self, slots: np.ndarray | slice, alive: np.ndarray | None = None,
+              priorities: np.ndarray | None = None) -> None:
+        if self.tree is None:  # dense: a slice of new items, counted without a mask pass
+            self._count = max(self._count, slots.stop)
+            return
+        super().place(slots, alive, priorities)
+
+    def _place(self, slots, alive, priorities) -> None:
+        t = self.tree.arrays
+        tree_kernels.sum_tree_update(t.sum_tree, t.level_offsets, slots, alive.astype(np.float64))
+
+    def update(self, slots: np.ndarray, priorities: Any) -> None:
+        as_priority_array("priorities", priorities, slots.shape[0])
+
+    def _sample(self, uniforms, beta):
+        if self.tree is None:
+            indices = np.minimum((uniforms * self._count).astype(np.int64), self._count - 1)
+        else:
+            t = self.tree.arrays
+            indices = tree_kernels.sum_tree_find(t.sum_tree, t.level_offsets, uniforms * self.tree.total())
+        return indices, np.ones(uniforms.shape[0], dtype=np.float32)
+
+    def state(self):
+        return ({}, {}) if self.tree is None else super().state()
+
+    def restore(self, scalars, arrays, path) -> None:
+        if self.tree is not None:
+            super().restore(scalars, arrays, path)
+            self.tree.set_leaves(self.alive.astype(np.float64))
+
+
+class ProportionalSampler(Sampler):
+    """Proportional PER: tree value ``(priority + eps)^alpha`` per live slot, 0 elsewhere.
+
+    Args:
+        capacity: slots.
+        alpha: prioritisation exponent, 0 = uniform (PER: 0.6; R2D2: 0.9).
+        eps: added to every priority so that no item with a zero TD error starves. With ``eps=0``
+            a zero priority is allowed and that item is never drawn.
+    """
+
+    name = "proportional"
+
+    def __init__(self, capacity: int, alpha: float = 0.6, eps: float = 1e-6) -> None:
+        super().__init__(capacity)
+        self.alpha = check_float("alpha", alpha, 0.0)
+        self.eps = check_float("eps", eps, 0.0)
+        self.tree = SumTree(self.capacity)
+
+    def _place(self, slots, alive, priorities) -> None:
+        values = np.full(slots.shape[0], self.max_priority) if priorities is None else priorities + self.eps
+        if priorities is not None and values.size:
+            self.max_priority = max(self.max_priority, float(values.max()))
+        t = self.tree.arrays
+        # a zero priority has no mass, even at alpha = 0 (0 ** 0 = 1)
+        tree_kernels.priority_trees_update(t.sum_tree, t.min_tree, t.level_offsets, slots,
+                                           np.where(alive & (values > 0.0), values ** self.alpha, 0.0))
+
+    def _update(self, slots, values) -> None:
+        t = self.tree.arrays
+        largest = tree_kernels.priority_trees_update_scaled(t.sum_tree, t.min_tree, t.level_offsets, slots, values,
+                                                            self.eps, self.alpha)
+        self.max_priority = max(self.max_priority, largest)
+
+    def _sample(self, uniforms, beta):
+        if not self.tree.total() > 0.0:
+            raise ValueError("cannot sample: every stored priority is 0 (possible only with eps=0)")
+        t = self.tree.arrays
+        return tree_kernels.sum_tree_sample_weighted(t.sum_tree, t.min_tree, t.level_offsets, uniforms, beta)
+
+    def params(self) -> dict[str, Any]:
+        return {"sampler": self.name, "alpha": self.alpha, "eps": self.eps}
+
+    def state(self):
+        scalars, arrays = super().state()
+        return scalars, dict(arrays, **{"sampler.tree": self.tree.leaves()})
+
+    def restore(self, scalars, arrays, path) -> None:
+        super().restore(scalars, arrays, path)
+        require_arrays(path, arrays, {"sampler.tree": (self.capacity,)})
+        self.tree.set_leaves(np.where(self.alive, arrays["sampler.tree"], 0.0))
+
+
+class RankSampler(Sampler):
+    """Rank-based PER over a binary max-heap whose array order stands in for the ranks.
+
+    Heap position ``k`` is rank ``k + 1``; every ``sort_every`` priority updates the heap is sorted
+    exactly. Sampling is stratified over equal-probability segments of the rank distribution, whose
+    cumulative sums are precomputed once for the full capacity.
+
+    Args:
+        capacity: slots.
+        alpha: rank exponent (PER: 0.7).
+        sort_every: priority updates between full sorts; default ``capacity``.
+    """
+
+    name = "rank"
+
+    def __init__(self, capacity: int, alpha: float = 0.7, sort_every: int | None = None) -> None:
+        super().__init__(capacity)
+        self.alpha = check_float("alpha", alpha, 0.0)
+        self.sort_every = check_positive_int("sort_every", self.capacity if sort_every is None else sort_every)
+        self._cumulative = np.cumsum(np.arange(1, self.capacity + 1, dtype=np.float64) ** -self.alpha)
+        self.priorities = np.zeros(self.capacity, dtype=np.float64)
+        self._heap = np.zeros(self.capacity, dtype=np.int64)
+        self._position_of = np.full(self.capacity, -1, dtype=np.int64)
+        self._updates_since_sort = 0
+
+    def ranks(self, slots: Any) -> np.ndarray:
+        """Current (approximate) rank of each slot, 1 = highest priority; 0 for a slot holding nothing."""
+        return self._position_of[as_index_array("slots", slots, self.capacity)] + 1
+
+    def sort(self) -> None:
+        """Sort the heap exactly (a sorted array is a valid max-heap)."""
+        items = self._heap[:self._count]
+        order = np.argsort(-self.priorities[items], kind="stable")
+        self._heap[:self._count] = items[order]
+        self._position_of[self._heap[:self._count]] = np.arange(self._count)
+        self._updates_since_sort = 0
+
+    def place(self, slots, alive=None, priorities=None) -> None:
+        slots = np.arange(slots.start, slots.stop, dtype=np.int64) if isinstance(slots, slice) else slots
+        alive = np.ones(slots.shape[0], dtype=bool) if alive is None else alive
+        # the heap size is the live count: the kernels keep it, so it is set here, not by the base
+        self.alive[slots] = alive
+        born = slots[alive]
+        values = np.full(born.shape[0], self.max_priority) if priorities is None else priorities[alive]
+        size = rank_kernels.rank_heap_write(self.priorities, self._heap, self._position_of, self._count, born, values)
+        if priorities is not None and values.size:
+            self.max_priority = max(self.max_priority, float(values.max()))
+        self._count = rank_kernels.rank_heap_remove(self.priorities, self._heap, self._position_of, size,
+                                                    slots[~alive])
+
+    def _update(self, slots, values) -> None:
+        rank_kernels.rank_heap_update(self.priorities, self._heap, self._position_of, self._count, slots, values)
+        if values.size:
+            self.max_priority = max(self.max_priority, float(values.max()))
+        self._updates_since_sort += values.size
+        if self._updates_since_sort >= self.sort_every:
+            self.sort()
+
+    def _sample(self, uniforms, beta):
+        return rank_kernels.rank_sample(self._cumulative, self._count, self._heap, uniforms, self.alpha * beta)
+
+    def params(self) -> dict[str, Any]:
+        return {"sampler": self.name, "alpha": self.alpha, "sort_every": self.sort_every}
+
+    def state(self):
+        scalars, _ = super().state()
+        return (dict(scalars, updates_since_sort=self._updates_since_sort),
+                {"sampler.heap": self._heap[:self._count].copy(), "sampler.priorities": self.priorities.copy()})
+
+    def restore(self, scalars, arrays, path) -> None:
+        require_arrays(path, arrays, {"sampler.heap": (None,), "sampler.priorities": (self.capacity,)})
+        heap = arrays["sampler.heap"].astype(np.int64)
+        super().restore(scalars, {"sampler.alive": heap}, path)  # the heap holds exactly the live slots
+        self.priorities[:] = as_priority_array("priorities", arrays["sampler.priorities"], self.capacity)
+        self._heap[:heap.size] = heap
+        self._position_of[heap] = np.arange(heap.size)
+        self._updates_since_sort = int(scalars["updates_since_sort"])
