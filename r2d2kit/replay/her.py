@@ -33,13 +33,13 @@ Differences from Stable-Baselines3's ``HerReplayBuffer``:
 from __future__ import annotations
 
 import os
-import threading
 from typing import Any, Mapping
 
 import numpy as np
 
-from r2d2kit._validation import as_generator, as_index_array, check_float, check_positive_int
+from r2d2kit._validation import as_index_array, check_float, check_positive_int
 from r2d2kit.kernels import her as her_kernels
+from r2d2kit.replay.core import BufferCore
 from r2d2kit.replay.fields import FieldSpec, check_cast, fields_from_json, parse_fields
 from r2d2kit.replay.goals import (
     DEFAULT_STRATEGY,
@@ -51,16 +51,9 @@ from r2d2kit.replay.goals import (
     check_saved_goal_functions,
 )
 from r2d2kit.replay.nstep import check_autoreset_mode
-from r2d2kit.replay.persistence import (
-    read_npz,
-    require_arrays,
-    rng_from_json,
-    rng_to_json,
-    write_npz,
-)
+from r2d2kit.replay.persistence import require_arrays
 from r2d2kit.replay.protocol import DEFAULT_BETA
-from r2d2kit.replay.samplers import Sampler, UniformSampler, make_sampler
-from r2d2kit.replay.schedules import Beta
+from r2d2kit.replay.samplers import UniformSampler, make_sampler
 
 __all__ = ["HerReplayBuffer"]
 
@@ -82,7 +75,7 @@ def _check_bool(name: str, value: Any) -> bool:
     return bool(value)
 
 
-class HerReplayBuffer:
+class HerReplayBuffer(BufferCore):
     """Transition replay for goal-conditioned envs (gymnasium-robotics GoalEnv protocol) with hindsight relabelling.
 
     Storage: ``rows = capacity // num_envs`` rows of ``num_envs`` columns; the ``c``-th step of env
@@ -190,10 +183,9 @@ class HerReplayBuffer:
         self._skip = np.zeros(self.num_envs, dtype=bool)  # [E] next step only carries a reset observation
 
         # mass 1 per sampleable transition: len() and 'random' goals read it; the uniform sampler is it
-        self._sampler = make_sampler(sampler, slots, alpha=alpha, eps=eps, sort_every=sort_every)
-        self._valid = self._sampler if self._sampler.name == "uniform" else UniformSampler(slots)
-        self._rng = as_generator(seed)
-        self._lock = threading.RLock()
+        sampler = make_sampler(sampler, slots, alpha=alpha, eps=eps, sort_every=sort_every)
+        self._valid = sampler if sampler.name == "uniform" else UniformSampler(slots)
+        super().__init__(sampler, seed)
 
     # ----------------------------------------------------------------- properties
     def __len__(self) -> int:
@@ -215,16 +207,6 @@ class HerReplayBuffer:
         """Bytes of preallocated storage: step fields and episode bookkeeping (trees not included)."""
         return (sum(array.nbytes for array in self._data.values()) + self._step_count.nbytes
                 + self._episode_start.nbytes + self._episode_end.nbytes)
-
-    @property
-    def sampler(self) -> Sampler:
-        """How transitions are drawn (read it, don't write it); a slot that cannot be sampled is dead in it."""
-        return self._sampler
-
-    @property
-    def max_priority(self) -> float:
-        """The largest priority seen so far; new transitions get it."""
-        return self._sampler.max_priority
 
     # ----------------------------------------------------------------- adding
     def add(self, obs: Mapping[str, Any], action: Any, reward: Any, next_obs: Mapping[str, Any], terminated: Any,
@@ -317,12 +299,15 @@ class HerReplayBuffer:
         return patched
 
     # ----------------------------------------------------------------- sampling
-    def sample(self, batch_size: int, beta: float = DEFAULT_BETA) -> dict[str, np.ndarray]:
+    def sample(self, batch_size: int, beta: float = DEFAULT_BETA, *,
+               out: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
         """Sample ``batch_size`` transitions (with replacement) and relabel them in hindsight.
 
         Args:
             batch_size: number of transitions.
             beta: importance-sampling exponent in ``[0, 1]`` (weights are 1 when uniform).
+            out: optional arrays with :meth:`batch_spec`'s shapes and dtypes, filled in place
+                (e.g. :meth:`sample_buffers`); default fresh arrays.
 
         Returns:
             ``observation``, ``achieved_goal``, ``desired_goal`` (the relabelled goal where
@@ -332,8 +317,7 @@ class HerReplayBuffer:
             ``relabelled`` (bool), ``indices`` (int64, for ``update_priorities``) and ``weights``
             (float32, max 1). Use ``desired_goal`` with both observations.
         """
-        batch_size = check_positive_int("batch_size", batch_size)
-        beta = check_float("beta", beta, 0.0, 1.0)
+        batch_size, beta = self._check_sample_args(batch_size, beta, out)
         with self._lock:  # held through compute_reward: the returns read stored rewards the ring may overwrite
             if len(self) == 0:
                 raise ValueError(self._nothing_to_sample())
@@ -347,18 +331,20 @@ class HerReplayBuffer:
                 indices, self._step_count, self._episode_start, self._episode_end, self._env_written, self.rows,
                 self.num_envs, self.n_step, self._strategy_code, self._relabel_probability, self.relabel_unfinished,
                 uniforms[1], uniforms[2], random_goals)
-            batch = self._gather(indices, goal_indices, steps, pair_samples, pair_steps)
-        batch["indices"] = indices
-        batch["weights"] = weights
+            batch = self._sample_memory.batch(batch_size, out)
+            self._gather(batch, indices, goal_indices, steps, pair_samples, pair_steps)
+        np.copyto(batch["indices"], indices)
+        np.copyto(batch["weights"], weights)
         return batch
 
-    def _gather(self, indices: np.ndarray, goal_indices: np.ndarray, steps: np.ndarray, pair_samples: np.ndarray,
-                pair_steps: np.ndarray) -> dict[str, np.ndarray]:
-        """The batch for sampled ``indices``: relabelled goals, recomputed rewards, n-step returns."""
+    def _gather(self, batch: dict[str, np.ndarray], indices: np.ndarray, goal_indices: np.ndarray, steps: np.ndarray,
+                pair_samples: np.ndarray, pair_steps: np.ndarray) -> None:
+        """Write the batch of sampled ``indices`` into ``batch``: relabelled goals, recomputed rewards, n-step
+        returns (``mode="clip"``: the indices are valid, and numpy then takes straight into the output)."""
         d, slots = self._data, self._slots
         relabelled = goal_indices >= 0  # [B]
         goal_rows = np.where(relabelled, goal_indices + 2 * slots, indices + slots)  # [B] rows of self._goals
-        desired = self._goals.take(goal_rows, axis=0)  # [B, *goal]
+        desired = np.take(self._goals, goal_rows, axis=0, out=batch["desired_goal"], mode="clip")  # [B, *goal]
         if pair_samples.size:
             achieved = d["next_achieved_goal"].take(pair_steps, axis=0)  # [M, *goal]
             goals = desired.take(pair_samples, axis=0)  # [M, *goal]
@@ -372,17 +358,14 @@ class HerReplayBuffer:
             pair_rewards, pair_terminated = np.zeros(0), np.zeros(0, dtype=bool)
         returns, discount, last_steps = her_kernels.her_nstep_returns(
             steps, goal_indices, d["reward"], d["terminated"], pair_rewards, pair_terminated, self.gamma)
-        return {
-            "observation": d["observation"].take(indices, axis=0),
-            "achieved_goal": self._goals.take(indices, axis=0),
-            "desired_goal": desired,
-            "action": d["action"].take(indices, axis=0),
-            "reward": returns,
-            "next_observation": d["next_observation"].take(last_steps, axis=0),
-            "next_achieved_goal": d["next_achieved_goal"].take(last_steps, axis=0),
-            "discount": discount,
-            "relabelled": relabelled,
-        }
+        for name, source, rows in (("observation", d["observation"], indices), ("achieved_goal", self._goals, indices),
+                                   ("action", d["action"], indices),
+                                   ("next_observation", d["next_observation"], last_steps),
+                                   ("next_achieved_goal", d["next_achieved_goal"], last_steps)):
+            np.take(source, rows, axis=0, out=batch[name], mode="clip")
+        np.copyto(batch["reward"], returns)
+        np.copyto(batch["discount"], discount)
+        np.copyto(batch["relabelled"], relabelled)
 
     def _nothing_to_sample(self) -> str:
         if not self._env_written.any():
@@ -390,23 +373,13 @@ class HerReplayBuffer:
         return (f"cannot sample: every stored episode is partly overwritten (an episode longer than "
                 f"capacity // num_envs = {self.rows} steps can never be sampled); raise capacity")
 
-    def update_priorities(self, indices: Any, priorities: Any) -> None:
-        """Set new priorities (typically ``|TD error|``) for sampled ``indices``; a repeated index: the last wins.
-
-        Indices whose transition can no longer be sampled (its episode was partly overwritten since
-        it was sampled) are skipped. With the uniform sampler the input is only validated.
-
-        Raises:
-            IndexError: an index outside the ring, or a slot that never held a transition.
-            ValueError: a priority is NaN, infinite or negative (the first one is named).
-        """
-        with self._lock:
-            leaves = as_index_array("indices", indices, self._step_count.shape[0])
-            never = np.flatnonzero(self._step_count[leaves] < 0)
-            if never.size:
-                i = int(never[0])
-                raise IndexError(f"indices[{i}] = {leaves[i]} holds no transition yet; pass indices from sample()")
-            self._sampler.update(leaves, priorities)
+    def _checked_indices(self, indices: Any) -> np.ndarray:
+        leaves = as_index_array("indices", indices, self._step_count.shape[0])
+        never = np.flatnonzero(self._step_count[leaves] < 0)
+        if never.size:
+            i = int(never[0])
+            raise IndexError(f"indices[{i}] = {leaves[i]} holds no transition yet; pass indices from sample()")
+        return leaves
 
     # ----------------------------------------------------------------- tf.data
     def batch_spec(self, batch_size: int) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
@@ -421,95 +394,68 @@ class HerReplayBuffer:
         spec["weights"] = ((batch_size,), np.dtype(np.float32))
         return spec
 
-    def as_dataset(self, batch_size: int, beta: Beta = DEFAULT_BETA, prefetch: int = 2):
-        """A ``tf.data.Dataset`` of endless ``sample(batch_size, beta)`` batches (imports TensorFlow), each
-        into fresh arrays."""
-        from r2d2kit.replay.dataset import buffer_dataset
-
-        return buffer_dataset(self, batch_size, beta=beta, prefetch=prefetch)
-
     # ----------------------------------------------------------------- persistence
-    def _params(self) -> dict[str, Any]:
-        return {"num_envs": self.num_envs, "n_sampled_goal": self.n_sampled_goal,
-                "goal_selection_strategy": self.goal_selection_strategy.value, "n_step": self.n_step,
-                "gamma": self.gamma, **self._sampler.params(),
-                "relabel_unfinished": self.relabel_unfinished, "autoreset_mode": self.autoreset_mode}
-
-    def save(self, path: str | os.PathLike) -> None:
-        """Write the whole buffer to ``path`` (``.npz``, no pickle, atomic replace).
-
-        Steps, episode bookkeeping, priorities and the random state are kept, so sampling after
-        ``load`` gives exactly what sampling without the round trip would. The reward and
-        termination functions are not saved: pass them to :meth:`load`.
-        """
-        with self._lock:
-            slots = min(self.rows, int(self._env_written.max())) * self.num_envs
-            meta = {
-                "class": type(self).__name__,
-                "capacity": self.capacity,
-                "specs": {name: self._specs[name].to_json() for name in ("observation", "desired_goal", "action")},
-                "params": self._params(),
+    def _saved_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        slots = min(self.rows, int(self._env_written.max())) * self.num_envs
+        meta = {"capacity": self.capacity, "slots": slots,
                 "has_compute_terminated": self.compute_terminated is not None,
-                "slots": slots,
-                "rng": rng_to_json(self._rng),
-            }
-            meta["sampler"], sampler_arrays = self._sampler.state()
-            arrays = {f"field.{name}": array[:slots] for name, array in self._data.items()}
-            arrays.update(step_count=self._step_count[:slots], episode_start=self._episode_start[:slots],
-                          episode_end=self._episode_end[:slots], env_written=self._env_written,
-                          env_episode_start=self._env_episode_start, skip=self._skip,
-                          valid=np.flatnonzero(self._valid.alive), **sampler_arrays)
-            write_npz(path, meta, arrays)
+                "specs": {name: self._specs[name].to_json() for name in ("observation", "desired_goal", "action")},
+                "params": {"num_envs": self.num_envs, "n_sampled_goal": self.n_sampled_goal,
+                           "goal_selection_strategy": self.goal_selection_strategy.value, "n_step": self.n_step,
+                           "gamma": self.gamma, **self._sampler.params(),
+                           "relabel_unfinished": self.relabel_unfinished, "autoreset_mode": self.autoreset_mode}}
+        arrays = {f"field.{name}": array[:slots] for name, array in self._data.items()}
+        arrays.update(step_count=self._step_count[:slots], episode_start=self._episode_start[:slots],
+                      episode_end=self._episode_end[:slots], env_written=self._env_written,
+                      env_episode_start=self._env_episode_start, skip=self._skip,
+                      valid=np.flatnonzero(self._valid.alive))
+        return meta, arrays
 
     @classmethod
     def load(cls, path: str | os.PathLike, *, compute_reward: RewardFn,
              compute_terminated: RewardFn | None = None) -> "HerReplayBuffer":
-        """Read a buffer written by ``save``; a missing, truncated or foreign file raises, naming it.
+        """Read a buffer written by ``save``; a missing, truncated, foreign or corrupt file raises, naming it.
 
         Args:
             path: the file ``save`` wrote.
             compute_reward: the reward function (functions are not saved).
             compute_terminated: required exactly when the saved buffer had one.
         """
-        path = os.fspath(path)
         if not callable(compute_reward):
             raise TypeError(f"load() needs compute_reward (functions are not saved), got {compute_reward!r}")
-        meta, arrays = read_npz(path, cls.__name__)
-        try:
-            check_saved_goal_functions(path, meta, compute_terminated)
-            specs = fields_from_json(meta["specs"])
-            buffer = cls(meta["capacity"], specs["observation"], specs["desired_goal"], specs["action"],
-                         compute_reward=compute_reward, compute_terminated=compute_terminated, seed=0,
-                         **meta["params"])
-            slots = int(meta["slots"])
-            if not (0 <= slots <= buffer._step_count.shape[0] and slots % buffer.num_envs == 0):
-                raise ValueError(f"{path!r}: {slots} saved slots do not fit {buffer.rows} rows of "
-                                 f"{buffer.num_envs} envs")
-            expected = {f"field.{name}": (slots,) + spec.shape for name, spec in buffer._specs.items()}
-            expected.update(step_count=(slots,), episode_start=(slots,), episode_end=(slots,), valid=(None,),
-                            env_written=(buffer.num_envs,), env_episode_start=(buffer.num_envs,),
-                            skip=(buffer.num_envs,))
-            require_arrays(path, arrays, expected)
-            for name, array in buffer._data.items():
-                array[:slots] = arrays[f"field.{name}"]
-            buffer._step_count[:slots] = arrays["step_count"]
-            buffer._episode_start[:slots] = arrays["episode_start"]
-            buffer._episode_end[:slots] = arrays["episode_end"]
-            buffer._env_written[:] = arrays["env_written"]
-            buffer._env_episode_start[:] = arrays["env_episode_start"]
-            buffer._skip[:] = arrays["skip"]
-            buffer._check_bookkeeping(path, slots)
-            buffer._valid.restore(meta["sampler"], {"sampler.alive": arrays["valid"]}, path)
-            if buffer._sampler is not buffer._valid:
-                buffer._sampler.restore(meta["sampler"], arrays, path)
-            alive = buffer._valid.alive
-            if (buffer._step_count[alive] < 0).any() or (buffer._sampler.alive != alive).any():
-                raise ValueError(f"{path!r}: the saved sampleable slots disagree with the stored steps; the file "
-                                 "is corrupt")
-            buffer._rng = rng_from_json(meta["rng"])
-        except (KeyError, TypeError) as error:
-            raise ValueError(f"{path!r}: saved buffer metadata is incomplete or malformed ({error!r})") from error
-        return buffer
+        return super().load(path, compute_reward=compute_reward, compute_terminated=compute_terminated)
+
+    @classmethod
+    def _from_meta(cls, path: str, meta: Mapping[str, Any], compute_reward: RewardFn,
+                   compute_terminated: RewardFn | None) -> "HerReplayBuffer":
+        check_saved_goal_functions(path, meta, compute_terminated)
+        specs = fields_from_json(meta["specs"])
+        return cls(meta["capacity"], specs["observation"], specs["desired_goal"], specs["action"],
+                   compute_reward=compute_reward, compute_terminated=compute_terminated, seed=0, **meta["params"])
+
+    def _restore_saved_state(self, path: str, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
+        slots = int(meta["slots"])
+        if not (0 <= slots <= self._step_count.shape[0] and slots % self.num_envs == 0):
+            raise ValueError(f"{path!r}: {slots} saved slots do not fit {self.rows} rows of {self.num_envs} envs")
+        expected = {f"field.{name}": (slots,) + spec.shape for name, spec in self._specs.items()}
+        expected.update(step_count=(slots,), episode_start=(slots,), episode_end=(slots,), valid=(None,),
+                        env_written=(self.num_envs,), env_episode_start=(self.num_envs,), skip=(self.num_envs,))
+        require_arrays(path, arrays, expected)
+        for name, array in self._data.items():
+            array[:slots] = arrays[f"field.{name}"]
+        self._step_count[:slots] = arrays["step_count"]
+        self._episode_start[:slots] = arrays["episode_start"]
+        self._episode_end[:slots] = arrays["episode_end"]
+        self._env_written[:] = arrays["env_written"]
+        self._env_episode_start[:] = arrays["env_episode_start"]
+        self._skip[:] = arrays["skip"]
+        self._check_bookkeeping(path, slots)
+        if self._valid is not self._sampler:
+            self._valid.restore({"max_priority": 1.0}, {"sampler.alive": arrays["valid"]}, path)
+        alive = self._valid.alive
+        if (self._step_count[alive] < 0).any() or (self._sampler.alive != alive).any():
+            raise ValueError(f"{path!r}: the saved sampleable slots disagree with the stored steps; the file is "
+                             "corrupt")
 
     def _check_bookkeeping(self, path: str, slots: int) -> None:
         """Refuse loaded counts that would send the kernels outside the ring (they do no bounds checks)."""

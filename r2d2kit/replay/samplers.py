@@ -137,7 +137,8 @@ class UniformSampler(Sampler):
 
     def place(self, slots: np.ndarray | slice, alive: np.ndarray | None = None,
               priorities: np.ndarray | None = None) -> None:
-        if self.tree is None:  # dense: a slice of new items, counted without a mask pass
+        if self.tree is None:  # dense: a slice of new items, counted without a pass over a mask
+            self.alive[slots] = True
             self._count = max(self._count, slots.stop)
             return
         super().place(slots, alive, priorities)
@@ -157,12 +158,9 @@ class UniformSampler(Sampler):
             indices = tree_kernels.sum_tree_find(t.sum_tree, t.level_offsets, uniforms * self.tree.total())
         return indices, np.ones(uniforms.shape[0], dtype=np.float32)
 
-    def state(self):
-        return ({}, {}) if self.tree is None else super().state()
-
     def restore(self, scalars, arrays, path) -> None:
+        super().restore(scalars, arrays, path)
         if self.tree is not None:
-            super().restore(scalars, arrays, path)
             self.tree.set_leaves(self.alive.astype(np.float64))
 
 

@@ -17,24 +17,21 @@ rank-based, and returns dense batch-major arrays ``[B, L, ...]`` with ``L = burn
 from __future__ import annotations
 
 import heapq
-import os
-import threading
 from typing import Any, Mapping
 
 import numpy as np
 
 from r2d2kit._validation import (
-    as_generator,
     as_index_array,
     as_priority_array,
     check_float,
     check_positive_int,
 )
-from r2d2kit.replay.batch_pool import SampleMemory
+from r2d2kit.replay.core import BufferCore
 from r2d2kit.replay.fields import fields_from_json, parse_fields
-from r2d2kit.replay.persistence import read_npz, require_arrays, rng_from_json, rng_to_json, write_npz
+from r2d2kit.replay.persistence import require_arrays
 from r2d2kit.replay.protocol import DEFAULT_BETA
-from r2d2kit.replay.samplers import Sampler, make_sampler
+from r2d2kit.replay.samplers import make_sampler
 
 ROW_FLAGS = {"reward": ((), "float32"), "prev_reward": ((), "float32"), "terminated": ((), "bool"),
              "truncated": ((), "bool"), "mask": ((), "bool")}
@@ -62,7 +59,7 @@ def sequence_priorities(abs_td: Any, mask: Any, eta: float = 0.9) -> np.ndarray:
     return eta * masked.max(axis=1, initial=0.0) + (1.0 - eta) * mean
 
 
-class SequenceReplayBuffer:
+class SequenceReplayBuffer(BufferCore):
     """Prioritized replay of fixed-length windows from :class:`~r2d2kit.replay.SequenceBuilder`.
 
     Args:
@@ -130,10 +127,8 @@ class SequenceReplayBuffer:
         self._last_window: dict[tuple[int, int], tuple[int, int, np.ndarray]] = {}
 
         r2d2_alpha = 0.9 if alpha is None and sampler == "proportional" else alpha
-        self._sampler = make_sampler(sampler, self.max_sequences, alpha=r2d2_alpha, eps=eps, sort_every=sort_every)
-        self._sample_memory = SampleMemory(self.batch_spec)  # fresh arrays per sample, or the caller's out=
-        self._rng = as_generator(seed)
-        self._lock = threading.RLock()
+        super().__init__(make_sampler(sampler, self.max_sequences, alpha=r2d2_alpha, eps=eps, sort_every=sort_every),
+                         seed)
 
     # ------------------------------------------------------------------ properties
     def __len__(self) -> int:
@@ -150,16 +145,6 @@ class SequenceReplayBuffer:
         """Bytes of preallocated storage: rows, slot table, states."""
         return (sum(a.nbytes for a in self._rows.values()) + self._slots.nbytes
                 + sum(a.nbytes for a in self._states.values()) + self._row_write_index.nbytes)
-
-    @property
-    def sampler(self) -> Sampler:
-        """How windows are drawn, one slot per window (read it, don't write it)."""
-        return self._sampler
-
-    @property
-    def max_priority(self) -> float:
-        """The largest priority seen so far (``priority + eps`` for ``"proportional"``); new windows get it."""
-        return self._sampler.max_priority
 
     # ------------------------------------------------------------------ adding
     def add_sequences(self, windows: Mapping[str, np.ndarray], priorities: Any = None, source: int = 0) -> np.ndarray:
@@ -269,19 +254,6 @@ class SequenceReplayBuffer:
             self._sample_windows(self._rng.random(batch_size), beta, batch)
         return batch
 
-    def sample_buffers(self, batch_size: int) -> dict[str, np.ndarray]:
-        """Zeroed arrays for ``sample(batch_size, out=...)``: one per :meth:`batch_spec` field, already touched.
-
-        The arrays are 64-byte aligned, so TensorFlow wraps them without a copy.
-        """
-        return self._sample_memory.buffers(batch_size)
-
-    def _check_sample_args(self, batch_size: Any, beta: Any, out: Any) -> tuple[int, float]:
-        batch_size = check_positive_int("batch_size", batch_size)
-        beta = check_float("beta", beta, 0.0, 1.0)
-        self._sample_memory.check_out(batch_size, out)
-        return batch_size, beta
-
     def _check_not_empty(self) -> None:
         if len(self._sampler) == 0:
             raise ValueError(f"cannot sample from an empty {type(self).__name__}: add windows first")
@@ -312,13 +284,8 @@ class SequenceReplayBuffer:
             else:
                 batch[name].fill(0)
 
-    def update_priorities(self, indices: Any, priorities: Any) -> None:
-        """Set new priorities for sampled windows (see :func:`sequence_priorities`).
-
-        Windows that expired since they were sampled are skipped: their rows are gone.
-        """
-        with self._lock:
-            self._sampler.update(as_index_array("indices", indices, self.max_sequences), priorities)
+    def _checked_indices(self, indices: Any) -> np.ndarray:
+        return as_index_array("indices", indices, self.max_sequences)
 
     def update_states(self, indices: Any, **states: Any) -> None:
         """Refresh stored recurrent states of sampled windows (R2D2's "stored state" refresh)."""
@@ -362,20 +329,6 @@ class SequenceReplayBuffer:
         spec["weights"] = ((batch_size,), np.dtype(np.float32))
         return spec
 
-    def as_dataset(self, batch_size: int, beta: Any = DEFAULT_BETA, prefetch: int = 2, reuse_memory: bool = False):
-        """An endless ``tf.data.Dataset`` of ``sample(batch_size, beta)`` (imports TensorFlow); arguments as for
-        :func:`~r2d2kit.replay.dataset.buffer_dataset`."""
-        from r2d2kit.replay.dataset import buffer_dataset
-
-        return buffer_dataset(self, batch_size, beta=beta, prefetch=prefetch, reuse_memory=reuse_memory)
-
-    # ------------------------------------------------------------------ persistence
-    def save(self, path: str | os.PathLike) -> None:
-        """Write rows, windows, priorities, counters and the random state to ``.npz`` (no pickle)."""
-        with self._lock:
-            meta, arrays = self._saved_state()
-            write_npz(path, meta, arrays)
-
     def _params(self) -> dict[str, Any]:
         """Constructor keyword arguments that ``load`` passes back."""
         return {"burn_in": self.burn_in, "trace_length": self.trace_length, "n_step": self.n_step,
@@ -387,22 +340,14 @@ class SequenceReplayBuffer:
         rows = min(self._rows_written, self.capacity)
         sequences = min(self._sequences_written, self.max_sequences)
         user_fields = {name: spec.to_json() for name, spec in self._row_specs.items() if name not in ROW_FLAGS}
-        meta = {
-            "class": type(self).__name__,
-            "capacity": self.capacity,
-            "fields": user_fields,
-            "state": {name: spec.to_json() for name, spec in self._state_specs.items()},
-            "params": self._params(),
-            "rows_written": self._rows_written,
-            "sequences_written": self._sequences_written,
-            "rng": rng_to_json(self._rng),
-        }
-        meta["sampler"], sampler_arrays = self._sampler.state()
+        meta = {"capacity": self.capacity, "fields": user_fields, "params": self._params(),
+                "state": {name: spec.to_json() for name, spec in self._state_specs.items()},
+                "rows_written": self._rows_written, "sequences_written": self._sequences_written}
         arrays = {f"row.{name}": array[:rows] for name, array in self._rows.items()}
         arrays["row_write_index"] = self._row_write_index[:rows]
         arrays.update({f"state.{name}": array[:sequences] for name, array in self._states.items()})
         arrays.update(slots=self._slots[:sequences], oldest_write=self._oldest_write[:sequences],
-                      generation=self._generation[:sequences], **sampler_arrays)
+                      generation=self._generation[:sequences])
         keys = sorted(self._last_window)
         arrays["last_window_key"] = np.array([[s, e, self._last_window[(s, e)][0], self._last_window[(s, e)][1]]
                                               for s, e in keys], dtype=np.int64).reshape(-1, 4)
@@ -411,17 +356,9 @@ class SequenceReplayBuffer:
         return meta, arrays
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "SequenceReplayBuffer":
-        """Read a buffer written by ``save``; a missing, truncated or foreign file raises, naming it."""
-        path = os.fspath(path)
-        meta, arrays = read_npz(path, cls.__name__)
-        try:
-            buffer = cls(meta["capacity"], fields_from_json(meta["fields"]), fields_from_json(meta["state"]),
-                         seed=0, **meta["params"])
-            buffer._restore_saved_state(path, meta, arrays)
-        except (KeyError, TypeError) as error:
-            raise ValueError(f"{path!r}: saved buffer metadata is incomplete or malformed ({error!r})") from error
-        return buffer
+    def _from_meta(cls, path: str, meta: Mapping[str, Any]) -> "SequenceReplayBuffer":
+        return cls(meta["capacity"], fields_from_json(meta["fields"]), fields_from_json(meta["state"]), seed=0,
+                   **meta["params"])
 
     def _restore_saved_state(self, path: str, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
         """Inverse of ``_saved_state`` on a freshly constructed buffer with the saved parameters."""
@@ -443,7 +380,6 @@ class SequenceReplayBuffer:
         self._slots[:sequences] = slots
         self._oldest_write[:sequences] = arrays["oldest_write"]
         self._generation[:sequences] = arrays["generation"]
-        self._sampler.restore(meta["sampler"], arrays, path)
         if self._sampler.alive[sequences:].any():
             raise ValueError(f"{path!r}: a live window slot was never written; the file is corrupt")
         self._rows_written = int(meta["rows_written"])
@@ -454,7 +390,6 @@ class SequenceReplayBuffer:
         for (source, env, episode, start), row_index in zip(arrays["last_window_key"].tolist(),
                                                             arrays["last_window_rows"]):
             self._last_window[(source, env)] = (episode, start, row_index.copy())
-        self._rng = rng_from_json(meta["rng"])
 
     def __repr__(self) -> str:
         return (f"SequenceReplayBuffer(capacity={self.capacity}, windows={len(self)}, "

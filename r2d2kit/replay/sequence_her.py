@@ -85,7 +85,7 @@ from r2d2kit.replay.goals import (
     check_goal_functions,
     check_saved_goal_functions,
 )
-from r2d2kit.replay.persistence import read_npz, require_arrays
+from r2d2kit.replay.persistence import require_arrays
 from r2d2kit.replay.protocol import DEFAULT_BETA
 from r2d2kit.replay.sequence import SequenceReplayBuffer
 
@@ -388,18 +388,16 @@ class SequenceHerReplayBuffer(SequenceReplayBuffer):
         when the saved buffer had one) are passed again (functions are not saved)."""
         if not callable(compute_reward):
             raise TypeError(f"load() needs compute_reward (functions are not saved), got {compute_reward!r}")
-        path = os.fspath(path)
-        meta, arrays = read_npz(path, cls.__name__)
-        try:
-            check_saved_goal_functions(path, meta, compute_terminated)
-            specs = fields_from_json(meta["specs"])
-            buffer = cls(meta["capacity"], specs["observation"], specs["goal"], specs["action"],
-                         fields_from_json(meta["state"]), compute_reward=compute_reward,
-                         compute_terminated=compute_terminated, seed=0, **meta["params"])
-            buffer._restore_saved_state(path, meta, arrays)
-        except (KeyError, TypeError) as error:
-            raise ValueError(f"{path!r}: saved buffer metadata is incomplete or malformed ({error!r})") from error
-        return buffer
+        return super().load(path, compute_reward=compute_reward, compute_terminated=compute_terminated)
+
+    @classmethod
+    def _from_meta(cls, path: str, meta: Mapping[str, Any], compute_reward: RewardFn,
+                   compute_terminated: RewardFn | None) -> "SequenceHerReplayBuffer":
+        check_saved_goal_functions(path, meta, compute_terminated)
+        specs = fields_from_json(meta["specs"])
+        return cls(meta["capacity"], specs["observation"], specs["goal"], specs["action"],
+                   fields_from_json(meta["state"]), compute_reward=compute_reward,
+                   compute_terminated=compute_terminated, seed=0, **meta["params"])
 
     def _restore_saved_state(self, path: str, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
         super()._restore_saved_state(path, meta, arrays)

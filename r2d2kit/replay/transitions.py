@@ -1,38 +1,20 @@
-"""ReplayBuffer: fixed-shape items in a ring, drawn by a uniform, proportional or rank-based sampler.
-
-The lock makes each verb atomic, so a ``tf.data`` pipeline may sample in its own thread while the
-training loop adds items and updates priorities.
-"""
+"""ReplayBuffer: fixed-shape items in a ring, drawn by a uniform, proportional or rank-based sampler."""
 
 from __future__ import annotations
 
-import os
-import threading
 from typing import Any, Mapping
 
 import numpy as np
 
-from r2d2kit._validation import (
-    as_generator,
-    as_index_array,
-    check_float,
-    check_positive_int,
-)
-from r2d2kit.replay.batch_pool import SampleMemory
+from r2d2kit._validation import as_index_array
+from r2d2kit.replay.core import BufferCore
 from r2d2kit.replay.fields import RingStorage, fields_from_json
-from r2d2kit.replay.persistence import (
-    read_npz,
-    require_arrays,
-    rng_from_json,
-    rng_to_json,
-    write_npz,
-)
+from r2d2kit.replay.persistence import require_arrays
 from r2d2kit.replay.protocol import DEFAULT_BETA
-from r2d2kit.replay.samplers import Sampler, make_sampler
-from r2d2kit.replay.schedules import Beta
+from r2d2kit.replay.samplers import make_sampler
 
 
-class ReplayBuffer:
+class ReplayBuffer(BufferCore):
     """Ring storage of fixed-shape items, sampled uniformly or by priority (PER, Schaul et al. 2016).
 
     New items get the running maximum priority (1.0 until a larger one is seen), so each is drawn
@@ -60,11 +42,8 @@ class ReplayBuffer:
                  alpha: float | None = None, eps: float = 1e-6, sort_every: int | None = None,
                  seed: Any = None) -> None:
         self._storage = RingStorage(capacity, fields)
-        self._sampler = make_sampler(sampler, self.capacity, alpha=alpha, eps=eps, sort_every=sort_every,
-                                     dense=True)
-        self._rng = as_generator(seed)
-        self._lock = threading.RLock()
-        self._sample_memory = SampleMemory(self.batch_spec)  # fresh arrays per sample, or the caller's out=
+        super().__init__(make_sampler(sampler, self.capacity, alpha=alpha, eps=eps, sort_every=sort_every,
+                                      dense=True), seed)
 
     # ----------------------------------------------------------------- properties
     @property
@@ -76,16 +55,6 @@ class ReplayBuffer:
     def fields(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
         """``{"name": (shape, dtype)}`` of one item per field."""
         return {name: (spec.shape, spec.dtype) for name, spec in self._storage.specs.items()}
-
-    @property
-    def sampler(self) -> Sampler:
-        """How items are drawn (read it, don't write it): its ``max_priority``, ``tree`` or ``ranks``."""
-        return self._sampler
-
-    @property
-    def max_priority(self) -> float:
-        """The largest priority seen so far (``priority + eps`` for ``"proportional"``); new items get it."""
-        return self._sampler.max_priority
 
     @property
     def nbytes(self) -> int:
@@ -140,9 +109,7 @@ class ReplayBuffer:
             ``{field: [batch_size, *shape]}`` plus ``"indices"`` (int64, for
             ``update_priorities``) and ``"weights"`` (float32 importance weights, max 1).
         """
-        batch_size = check_positive_int("batch_size", batch_size)
-        beta = check_float("beta", beta, 0.0, 1.0)
-        self._sample_memory.check_out(batch_size, out)
+        batch_size, beta = self._check_sample_args(batch_size, beta, out)
         with self._lock:
             if self._storage.size == 0:
                 raise ValueError(f"cannot sample from an empty {type(self).__name__}: add items first")
@@ -152,82 +119,30 @@ class ReplayBuffer:
             np.copyto(batch["weights"], weights)
         return batch
 
-    def sample_buffers(self, batch_size: int) -> dict[str, np.ndarray]:
-        """Zeroed arrays for ``sample(batch_size, out=...)``: one per :meth:`batch_spec` field, already touched.
-
-        The arrays are 64-byte aligned, so TensorFlow wraps them without a copy.
-        """
-        return self._sample_memory.buffers(batch_size)
-
-    def update_priorities(self, indices: Any, priorities: Any) -> None:
-        """Set new priorities (typically ``|TD error|``) for sampled ``indices``.
-
-        A repeated index: the last value wins; a no-op once validated when uniform. Raises
-        ``IndexError`` for an index that holds no item and ``ValueError`` naming the first NaN,
-        infinite or negative priority.
-        """
-        with self._lock:
-            self._sampler.update(as_index_array("indices", indices, self._storage.size), priorities)
+    def _checked_indices(self, indices: Any) -> np.ndarray:
+        return as_index_array("indices", indices, self._storage.size)
 
     # ----------------------------------------------------------------- persistence
-    def save(self, path: str | os.PathLike) -> None:
-        """Write the whole buffer to ``path`` (``.npz``, no pickle, atomic replace).
-
-        Data, priorities, write position and the random state are kept, so sampling after
-        ``load`` gives exactly what sampling without the round trip would.
-        """
-        with self._lock:
-            size = self._storage.size
-            scalars, extra = self._sampler.state()
-            meta = {
-                "class": type(self).__name__,
-                "capacity": self.capacity,
-                "fields": {name: spec.to_json() for name, spec in self._storage.specs.items()},
-                "params": self._sampler.params(),
-                "position": self._storage.position,
-                "size": size,
-                "rng": rng_to_json(self._rng),
-                "state": scalars,
-            }
-            arrays = {f"field.{name}": array[:size] for name, array in self._storage.arrays.items()}
-            arrays.update(extra)
-            write_npz(path, meta, arrays)
+    def _saved_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        size = self._storage.size
+        meta = {"capacity": self.capacity, "params": self._sampler.params(), "position": self._storage.position,
+                "size": size, "fields": {name: spec.to_json() for name, spec in self._storage.specs.items()}}
+        return meta, {f"field.{name}": array[:size] for name, array in self._storage.arrays.items()}
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "ReplayBuffer":
-        """Read a buffer written by ``save``; a missing, truncated or foreign file raises, naming it."""
-        path = os.fspath(path)
-        meta, arrays = read_npz(path, cls.__name__)
-        try:
-            buffer = cls(meta["capacity"], fields_from_json(meta["fields"]), seed=0, **meta["params"])
-            size, position = int(meta["size"]), int(meta["position"])
-            if not (0 <= size <= buffer.capacity and 0 <= position < buffer.capacity):
-                raise ValueError(f"size {size} / position {position} do not fit capacity {buffer.capacity}")
-            storage = buffer._storage
-            require_arrays(path, arrays, {
-                f"field.{name}": (size,) + spec.shape for name, spec in storage.specs.items()
-            })
-            for name, array in storage.arrays.items():
-                array[:size] = arrays[f"field.{name}"]
-            storage.size, storage.position = size, position
-            buffer._rng = rng_from_json(meta["rng"])
-            buffer._sampler.place(slice(0, size))
-            buffer._sampler.restore(meta["state"], arrays, path)
-        except (KeyError, TypeError) as error:
-            raise ValueError(f"{path!r}: saved buffer metadata is incomplete or malformed ({error!r})") from error
-        return buffer
+    def _from_meta(cls, path: str, meta: Mapping[str, Any]) -> "ReplayBuffer":
+        return cls(meta["capacity"], fields_from_json(meta["fields"]), seed=0, **meta["params"])
 
-    # ----------------------------------------------------------------- tf.data
-    def as_dataset(self, batch_size: int, beta: Beta = DEFAULT_BETA, prefetch: int = 2, reuse_memory: bool = False):
-        """A ``tf.data.Dataset`` of endless ``sample(batch_size, beta)`` batches with a fixed spec.
-
-        ``beta`` may be a float or a callable ``beta(sample_count)`` such as
-        :class:`~r2d2kit.replay.LinearSchedule`; ``reuse_memory``: see
-        :func:`~r2d2kit.replay.dataset.buffer_dataset`. Imports TensorFlow on first use only.
-        """
-        from r2d2kit.replay.dataset import buffer_dataset
-
-        return buffer_dataset(self, batch_size, beta=beta, prefetch=prefetch, reuse_memory=reuse_memory)
+    def _restore_saved_state(self, path: str, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
+        size, position, storage = int(meta["size"]), int(meta["position"]), self._storage
+        if not (0 <= size <= self.capacity and 0 <= position < self.capacity):
+            raise ValueError(f"{path!r}: size {size} / position {position} do not fit capacity {self.capacity}")
+        if not (self._sampler.alive[:size].all() and len(self._sampler) == size):
+            raise ValueError(f"{path!r}: the sampler's live slots are not the {size} stored items; the file is corrupt")
+        require_arrays(path, arrays, {f"field.{name}": (size,) + spec.shape for name, spec in storage.specs.items()})
+        for name, array in storage.arrays.items():
+            array[:size] = arrays[f"field.{name}"]
+        storage.size, storage.position = size, position
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(capacity={self.capacity}, size={len(self)}, fields={list(self.fields)})"

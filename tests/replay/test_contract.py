@@ -11,7 +11,7 @@ sampler only adds a row (and, for a new kind, a ``fill``). The checks follow ``r
     4. ``save``/``load``: the copy samples exactly the batches the original samples
     5. ``as_dataset`` yields what ``sample`` of a saved twin yields
     6. bad input is refused with an error naming the argument
-    7. ``sample`` returns fresh arrays and ``beta`` defaults to ``DEFAULT_BETA``
+    7. ``sample`` returns fresh arrays, or fills the caller's ``out=`` arrays; ``beta`` defaults to ``DEFAULT_BETA``
 
 Expectations come from the brute-force modules (``reference_buffers``, ``reference_her``,
 ``reference_sequence_her``), never from the code under test.
@@ -357,6 +357,18 @@ def test_beta_defaults_to_the_protocol_default(case, tmp_path):
     buffer.update_priorities(indices, log_spread(ITEMS, seed=6))
     twin = saved_twin(case, buffer, tmp_path)
     assert_batches_equal(buffer.sample(16), twin.sample(16, beta=DEFAULT_BETA))
+
+
+@ALL
+def test_sampling_into_out_arrays_fills_them_with_what_fresh_arrays_get(case, tmp_path):
+    buffer, indices = filled(case, seed=19)
+    buffer.update_priorities(indices, log_spread(ITEMS, seed=7))
+    twin = saved_twin(case, buffer, tmp_path)
+    out = buffer.sample_buffers(8)
+    assert buffer.sample(8, out=out) is out
+    assert_batches_equal(out, twin.sample(8))
+    with pytest.raises(ValueError, match="out"):
+        buffer.sample(4, out=out)  # arrays of another batch size are refused
 
 
 def test_the_table_covers_every_buffer_class_with_every_sampler():

@@ -1,0 +1,139 @@
+"""BufferCore: what every r2d2kit buffer kind shares, written once.
+
+A kind (transitions, HER transitions, R2D2 windows, HER windows) brings its storage, its writer
+(``add`` / ``add_batch`` / ``add_sequences``), ``sample`` and ``batch_spec``; the core owns the rest:
+
+* the lock: every verb is atomic, so a ``tf.data`` pipeline may sample in its own thread while the
+  training loop adds items and updates priorities;
+* the random generator and the sampler (:mod:`r2d2kit.replay.samplers`), hence ``max_priority``
+  and ``update_priorities``;
+* sample memory: fresh arrays per ``sample``, or the caller's ``out=`` (:mod:`r2d2kit.replay.batch_pool`);
+* pickle-free ``save`` / ``load`` of one ``.npz`` (the kind adds its arrays through two hooks);
+* ``as_dataset``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, Mapping
+
+import numpy as np
+
+from r2d2kit._validation import as_generator, check_float, check_positive_int
+from r2d2kit.replay.batch_pool import SampleMemory
+from r2d2kit.replay.persistence import read_npz, rng_from_json, rng_to_json, write_npz
+from r2d2kit.replay.protocol import DEFAULT_BETA
+from r2d2kit.replay.samplers import Sampler
+from r2d2kit.replay.schedules import Beta
+
+
+class BufferCore:
+    """The shared part of every buffer (see the module docstring); not used on its own."""
+
+    def __init__(self, sampler: Sampler, seed: Any) -> None:
+        self._sampler = sampler
+        self._rng = as_generator(seed)
+        self._lock = threading.RLock()
+        self._sample_memory = SampleMemory(self.batch_spec)  # fresh arrays per sample, or the caller's out=
+
+    @property
+    def sampler(self) -> Sampler:
+        """How items are drawn (read it, don't write it): its ``alive`` slots, ``tree`` or ``ranks``."""
+        return self._sampler
+
+    @property
+    def max_priority(self) -> float:
+        """The largest priority seen so far (``priority + eps`` for ``"proportional"``); new items get it."""
+        return self._sampler.max_priority
+
+    def batch_spec(self, batch_size: int) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+        """Shape and dtype of every array ``sample(batch_size)`` returns."""
+        raise NotImplementedError
+
+    def sample_buffers(self, batch_size: int) -> dict[str, np.ndarray]:
+        """Zeroed arrays for ``sample(batch_size, out=...)``: one per :meth:`batch_spec` field, already touched.
+
+        The arrays are 64-byte aligned, so TensorFlow wraps them without a copy.
+        """
+        return self._sample_memory.buffers(batch_size)
+
+    def _check_sample_args(self, batch_size: Any, beta: Any, out: Any) -> tuple[int, float]:
+        batch_size = check_positive_int("batch_size", batch_size)
+        beta = check_float("beta", beta, 0.0, 1.0)
+        self._sample_memory.check_out(batch_size, out)
+        return batch_size, beta
+
+    def update_priorities(self, indices: Any, priorities: Any) -> None:
+        """Set new priorities (typically ``|TD error|``) for sampled ``indices``; a repeated index: the last wins.
+
+        Items that died since they were sampled (overwritten, or a window's rows gone) are skipped;
+        with the uniform sampler the input is only validated.
+
+        Raises:
+            IndexError: an index that holds no item.
+            ValueError: a priority is NaN, infinite or negative (the first one is named).
+        """
+        with self._lock:
+            self._sampler.update(self._checked_indices(indices), priorities)
+
+    def _checked_indices(self, indices: Any) -> np.ndarray:
+        """``indices`` as int64 slots that may be passed to the sampler, or an ``IndexError``."""
+        raise NotImplementedError
+
+    # ----------------------------------------------------------------- persistence
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the whole buffer to ``path`` (``.npz``, no pickle, atomic replace).
+
+        Items, priorities, counters and the random state are kept, so sampling after ``load`` gives
+        exactly what sampling without the round trip would. Goal functions are not saved: pass them
+        to ``load``.
+        """
+        with self._lock:
+            meta, arrays = self._saved_state()
+            meta["sampler"], sampler_arrays = self._sampler.state()
+            meta.update({"class": type(self).__name__, "rng": rng_to_json(self._rng)})
+            write_npz(path, meta, {**arrays, **sampler_arrays})
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, **functions: Any) -> Any:
+        """Read a buffer written by ``save``; a missing, truncated, foreign or corrupt file raises, naming it.
+
+        ``functions``: what the kind's constructor needs and ``save`` cannot keep (the HER buffers'
+        ``compute_reward`` and ``compute_terminated``).
+        """
+        path = os.fspath(path)
+        meta, arrays = read_npz(path, cls.__name__)
+        try:
+            buffer = cls._from_meta(path, meta, **functions)
+            buffer._sampler.restore(meta["sampler"], arrays, path)
+            buffer._restore_saved_state(path, meta, arrays)
+            buffer._rng = rng_from_json(meta["rng"])
+        except (KeyError, TypeError) as error:
+            raise ValueError(f"{path!r}: saved buffer metadata is incomplete or malformed ({error!r})") from error
+        return buffer
+
+    def _saved_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """JSON metadata (constructor arguments included) and arrays of the kind (lock held)."""
+        raise NotImplementedError
+
+    @classmethod
+    def _from_meta(cls, path: str, meta: Mapping[str, Any], **functions: Any) -> "BufferCore":
+        """A fresh buffer with the saved constructor arguments."""
+        raise NotImplementedError
+
+    def _restore_saved_state(self, path: str, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
+        """Inverse of ``_saved_state`` on a fresh buffer whose sampler is already restored."""
+        raise NotImplementedError
+
+    # ----------------------------------------------------------------- tf.data
+    def as_dataset(self, batch_size: int, beta: Beta = DEFAULT_BETA, prefetch: int = 2, reuse_memory: bool = False):
+        """An endless ``tf.data.Dataset`` of ``sample(batch_size, beta)`` batches (imports TensorFlow).
+
+        ``beta`` may be a float or a callable ``beta(sample_count)`` such as
+        :class:`~r2d2kit.replay.LinearSchedule`; ``reuse_memory``: see
+        :func:`~r2d2kit.replay.dataset.buffer_dataset`.
+        """
+        from r2d2kit.replay.dataset import buffer_dataset
+
+        return buffer_dataset(self, batch_size, beta=beta, prefetch=prefetch, reuse_memory=reuse_memory)
