@@ -22,14 +22,14 @@ unless told otherwise. Two ways to opt in:
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from r2d2kit._validation import check_positive_int
 
-__all__ = ["BatchPool", "SampleMemory", "allocate_batch", "check_batch_out"]
+__all__ = ["BatchPool", "allocate_batch", "check_batch_out"]
 
 ALIGNMENT = 64  # bytes; TensorFlow wraps (does not copy) numpy arrays aligned like this
 
@@ -165,34 +165,3 @@ class BatchPool:
     def __repr__(self) -> str:
         return (f"BatchPool(size={self.size}, slots={len(self._slots)}, allocated={self.allocated}, "
                 f"reused={self.reused})")
-
-
-class SampleMemory:
-    """What a buffer's ``sample`` writes into: the caller's ``out``, else fresh arrays.
-
-    Args:
-        spec_of: ``batch_size -> {name: (shape, dtype)}``, the buffer's ``batch_spec``.
-    """
-
-    def __init__(self, spec_of: Callable[[int], BatchSpec]) -> None:
-        self._spec_of = spec_of
-
-    def check_out(self, batch_size: int, out: Any) -> None:
-        """Raise naming the field unless ``out`` is ``None`` or fits ``batch_size`` (see :func:`check_batch_out`)."""
-        if out is not None:
-            check_batch_out(out, self._spec_of(batch_size))
-
-    def buffers(self, batch_size: int) -> dict[str, np.ndarray]:
-        """Zeroed, touched, 64-byte aligned arrays of one ``batch_size`` batch, for ``sample(..., out=)``
-        (the buffers' ``sample_buffers``)."""
-        return allocate_batch(self._spec_of(check_positive_int("batch_size", batch_size)))
-
-    def batch(self, batch_size: int, out: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
-        """``out`` (checked by :meth:`check_out`) as a dict, else fresh arrays for ``batch_size``.
-
-        ``np.empty`` per field: 2 us for a 512-transition batch, where carving one aligned block
-        (:func:`allocate_batch`) took 58 us; the gather writes every element.
-        """
-        if out is not None:
-            return out if isinstance(out, dict) else dict(out)
-        return {name: np.empty(shape, dtype) for name, (shape, dtype) in self._spec_of(batch_size).items()}

@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 __all__ = ["DEFAULT_STRATEGY", "GoalSelectionStrategy", "RewardFn", "as_strategy", "call_goal_function",
-           "check_goal_functions", "check_saved_goal_functions"]
+           "check_goal_functions", "GoalFunctionsLoad"]
 
 RewardFn = Callable[[np.ndarray, np.ndarray, Any], Any]
 
@@ -90,12 +90,31 @@ def check_goal_functions(compute_reward: Any, compute_terminated: Any) -> None:
                         f"got {compute_terminated!r}")
 
 
-def check_saved_goal_functions(path: str, meta: Mapping[str, Any], compute_terminated: RewardFn | None) -> None:
-    """Refuse to load a buffer saved with(out) ``compute_terminated`` without (with) one: the targets would change."""
-    saved = bool(meta["has_compute_terminated"])
-    if saved != (compute_terminated is not None):
-        raise ValueError(f"{path!r} was saved from a buffer {'with' if saved else 'without'} compute_terminated; "
-                         "pass the same to load() so that sampling continues identically")
+class GoalFunctionsLoad:
+    """``load`` of the HER buffers (a mixin before ``BufferCore``): the goal functions come again,
+    since functions are not saved, and ``compute_terminated`` exactly when the saved buffer had one,
+    or the targets would change. A buffer defines ``_construct(meta, **functions)``."""
+
+    @classmethod
+    def load(cls, path: Any, *, compute_reward: RewardFn, compute_terminated: RewardFn | None = None) -> Any:
+        """Read a buffer written by ``save``; a missing, truncated, foreign or corrupt file raises, naming it.
+
+        Args:
+            path: the file ``save`` wrote.
+            compute_reward: the reward function.
+            compute_terminated: required exactly when the saved buffer had one.
+        """
+        if not callable(compute_reward):
+            raise TypeError(f"load() needs compute_reward (functions are not saved), got {compute_reward!r}")
+        return super().load(path, compute_reward=compute_reward, compute_terminated=compute_terminated)
+
+    @classmethod
+    def _from_meta(cls, path: str, meta: Mapping[str, Any], **functions: Any) -> Any:
+        saved = bool(meta["has_compute_terminated"])
+        if saved != (functions["compute_terminated"] is not None):
+            raise ValueError(f"{path!r} was saved from a buffer {'with' if saved else 'without'} compute_terminated; "
+                             "pass the same to load() so that sampling continues identically")
+        return cls._construct(meta, **functions)
 
 
 def call_goal_function(name: str, function: RewardFn, achieved: np.ndarray, goals: np.ndarray) -> np.ndarray:

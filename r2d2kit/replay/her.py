@@ -32,7 +32,6 @@ Differences from Stable-Baselines3's ``HerReplayBuffer``:
 
 from __future__ import annotations
 
-import os
 from typing import Any, Mapping
 
 import numpy as np
@@ -43,12 +42,12 @@ from r2d2kit.replay.core import BufferCore
 from r2d2kit.replay.fields import FieldSpec, check_cast, fields_from_json, parse_fields
 from r2d2kit.replay.goals import (
     DEFAULT_STRATEGY,
+    GoalFunctionsLoad,
     GoalSelectionStrategy,
     RewardFn,
     as_strategy,
     call_goal_function,
     check_goal_functions,
-    check_saved_goal_functions,
 )
 from r2d2kit.replay.nstep import check_autoreset_mode
 from r2d2kit.replay.persistence import require_arrays
@@ -75,7 +74,7 @@ def _check_bool(name: str, value: Any) -> bool:
     return bool(value)
 
 
-class HerReplayBuffer(BufferCore):
+class HerReplayBuffer(GoalFunctionsLoad, BufferCore):
     """Transition replay for goal-conditioned envs (gymnasium-robotics GoalEnv protocol) with hindsight relabelling.
 
     Storage: ``rows = capacity // num_envs`` rows of ``num_envs`` columns; the ``c``-th step of env
@@ -331,7 +330,7 @@ class HerReplayBuffer(BufferCore):
                 indices, self._step_count, self._episode_start, self._episode_end, self._env_written, self.rows,
                 self.num_envs, self.n_step, self._strategy_code, self._relabel_probability, self.relabel_unfinished,
                 uniforms[1], uniforms[2], random_goals)
-            batch = self._sample_memory.batch(batch_size, out)
+            batch = self._batch_memory(batch_size, out)
             self._gather(batch, indices, goal_indices, steps, pair_samples, pair_steps)
         np.copyto(batch["indices"], indices)
         np.copyto(batch["weights"], weights)
@@ -412,26 +411,10 @@ class HerReplayBuffer(BufferCore):
         return meta, arrays
 
     @classmethod
-    def load(cls, path: str | os.PathLike, *, compute_reward: RewardFn,
-             compute_terminated: RewardFn | None = None) -> "HerReplayBuffer":
-        """Read a buffer written by ``save``; a missing, truncated, foreign or corrupt file raises, naming it.
-
-        Args:
-            path: the file ``save`` wrote.
-            compute_reward: the reward function (functions are not saved).
-            compute_terminated: required exactly when the saved buffer had one.
-        """
-        if not callable(compute_reward):
-            raise TypeError(f"load() needs compute_reward (functions are not saved), got {compute_reward!r}")
-        return super().load(path, compute_reward=compute_reward, compute_terminated=compute_terminated)
-
-    @classmethod
-    def _from_meta(cls, path: str, meta: Mapping[str, Any], compute_reward: RewardFn,
-                   compute_terminated: RewardFn | None) -> "HerReplayBuffer":
-        check_saved_goal_functions(path, meta, compute_terminated)
+    def _construct(cls, meta: Mapping[str, Any], **functions: Any) -> "HerReplayBuffer":
         specs = fields_from_json(meta["specs"])
-        return cls(meta["capacity"], specs["observation"], specs["desired_goal"], specs["action"],
-                   compute_reward=compute_reward, compute_terminated=compute_terminated, seed=0, **meta["params"])
+        return cls(meta["capacity"], specs["observation"], specs["desired_goal"], specs["action"], seed=0,
+                   **functions, **meta["params"])
 
     def _restore_saved_state(self, path: str, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
         slots = int(meta["slots"])

@@ -73,9 +73,10 @@ class Sampler:
 
         ``priorities``: validated initial priorities of the new items; default the running maximum.
         """
-        slots = np.arange(slots.start, slots.stop, dtype=np.int64) if isinstance(slots, slice) else slots
+        ring = isinstance(slots, slice)
+        slots = np.arange(slots.start, slots.stop, dtype=np.int64) if ring else slots
         alive = np.ones(slots.shape[0], dtype=bool) if alive is None else alive
-        distinct = np.unique(slots)  # a slot written twice in one call counts once (the last write wins)
+        distinct = slots if ring else np.unique(slots)  # a slot written twice counts once (the last write wins)
         before = np.count_nonzero(self.alive[distinct])
         self.alive[slots] = alive
         self._count += int(np.count_nonzero(self.alive[distinct])) - int(before)

@@ -250,7 +250,7 @@ class SequenceReplayBuffer(BufferCore):
         batch_size, beta = self._check_sample_args(batch_size, beta, out)
         with self._lock:
             self._check_not_empty()
-            batch = self._sample_memory.batch(batch_size, out)
+            batch = self._batch_memory(batch_size, out)
             self._sample_windows(self._rng.random(batch_size), beta, batch)
         return batch
 

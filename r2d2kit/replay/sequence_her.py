@@ -66,7 +66,6 @@ Differences from the flat :class:`~r2d2kit.replay.HerReplayBuffer`:
 
 from __future__ import annotations
 
-import os
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -78,12 +77,12 @@ from r2d2kit.kernels import sequence_her as sequence_her_kernels
 from r2d2kit.replay.fields import fields_from_json, parse_fields
 from r2d2kit.replay.goals import (
     DEFAULT_STRATEGY,
+    GoalFunctionsLoad,
     GoalSelectionStrategy,
     RewardFn,
     as_strategy,
     call_goal_function,
     check_goal_functions,
-    check_saved_goal_functions,
 )
 from r2d2kit.replay.persistence import require_arrays
 from r2d2kit.replay.protocol import DEFAULT_BETA
@@ -105,7 +104,7 @@ class _EpisodeRecord:
     windows: deque = field(default_factory=deque)  # (slot, generation) of its windows, while running
 
 
-class SequenceHerReplayBuffer(SequenceReplayBuffer):
+class SequenceHerReplayBuffer(GoalFunctionsLoad, SequenceReplayBuffer):
     """Prioritized R2D2 window replay for goal envs, relabelled in hindsight at sample time.
 
     A :class:`~r2d2kit.replay.SequenceReplayBuffer` whose per-step ``obs`` is the flattened
@@ -300,7 +299,7 @@ class SequenceHerReplayBuffer(SequenceReplayBuffer):
         batch_size, beta = self._check_sample_args(batch_size, beta, out)
         with self._lock:
             self._check_not_empty()
-            batch = self._sample_memory.batch(batch_size, out)
+            batch = self._batch_memory(batch_size, out)
             uniforms = self._rng.random((3, batch_size))  # [3, B]: window, relabel, goal
             indices = self._sample_windows(uniforms[0], beta, batch)
             goal_rows, pair_samples, pair_positions, pair_rows, stale = sequence_her_kernels.sequence_her_relabel(
@@ -382,22 +381,10 @@ class SequenceHerReplayBuffer(SequenceReplayBuffer):
         return meta, arrays
 
     @classmethod
-    def load(cls, path: str | os.PathLike, *, compute_reward: RewardFn,
-             compute_terminated: RewardFn | None = None) -> "SequenceHerReplayBuffer":
-        """Read a buffer written by ``save``; ``compute_reward`` (and ``compute_terminated``, required exactly
-        when the saved buffer had one) are passed again (functions are not saved)."""
-        if not callable(compute_reward):
-            raise TypeError(f"load() needs compute_reward (functions are not saved), got {compute_reward!r}")
-        return super().load(path, compute_reward=compute_reward, compute_terminated=compute_terminated)
-
-    @classmethod
-    def _from_meta(cls, path: str, meta: Mapping[str, Any], compute_reward: RewardFn,
-                   compute_terminated: RewardFn | None) -> "SequenceHerReplayBuffer":
-        check_saved_goal_functions(path, meta, compute_terminated)
+    def _construct(cls, meta: Mapping[str, Any], **functions: Any) -> "SequenceHerReplayBuffer":
         specs = fields_from_json(meta["specs"])
         return cls(meta["capacity"], specs["observation"], specs["goal"], specs["action"],
-                   fields_from_json(meta["state"]), compute_reward=compute_reward,
-                   compute_terminated=compute_terminated, seed=0, **meta["params"])
+                   fields_from_json(meta["state"]), seed=0, **functions, **meta["params"])
 
     def _restore_saved_state(self, path: str, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
         super()._restore_saved_state(path, meta, arrays)

@@ -114,7 +114,7 @@ class ReplayBuffer(BufferCore):
             if self._storage.size == 0:
                 raise ValueError(f"cannot sample from an empty {type(self).__name__}: add items first")
             indices, weights = self._sampler.sample(self._rng.random(batch_size), beta)
-            batch = self._storage.gather(indices, out=self._sample_memory.batch(batch_size, out))
+            batch = self._storage.gather(indices, out=self._batch_memory(batch_size, out))
             np.copyto(batch["indices"], indices)
             np.copyto(batch["weights"], weights)
         return batch
