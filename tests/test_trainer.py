@@ -83,6 +83,24 @@ def test_a_run_writes_checkpoints_and_resume_continues_the_counts(finished_run):
         assert (run_dir / name).is_file(), name
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("sampler", ["uniform", "rank"])
+def test_every_sampler_trains_and_its_state_comes_back_on_resume(tmp_path, sampler):
+    settings = [f"replay.sampler={sampler}", "checkpoints.save_replay=true"]
+    trainer = Trainer(tiny(600, *settings), tmp_path / "run")
+    assert trainer.fit()["updates"] > 0
+    before = trainer.replay
+    resumed = Trainer(tiny(800, *settings), tmp_path / "run", resume=True)
+    after = resumed.replay
+    assert after.sampler.name == sampler and len(after) == len(before) > 0
+    np.testing.assert_array_equal(after.sampler.alive, before.sampler.alive)
+    if sampler == "rank":  # the priorities the learner wrote, and the heap order over them
+        np.testing.assert_array_equal(after.sampler.priorities, before.sampler.priorities)
+        slots = np.flatnonzero(before.sampler.alive)
+        np.testing.assert_array_equal(after.sampler.ranks(slots), before.sampler.ranks(slots))
+        assert len(set(before.sampler.priorities[slots].tolist())) > 1
+
+
 def test_callbacks_run_in_order_with_the_run_counts(finished_run):
     recorder, first = finished_run["recorder"], finished_run["first"]
     assert recorder.calls[0] == "train_begin" and recorder.calls[1] == "learner_begin@0"
