@@ -21,9 +21,10 @@ from r2d2kit.envs.bitflip import BitFlipEnv, make_bitflip
 from r2d2kit.envs.memory import CueMemoryEnv
 from r2d2kit.envs.point_goal import PointMassGoalEnv, make_point_mass_goal
 from r2d2kit.envs.pomdp import MaskObservation, make_cartpole_no_velocity
+from r2d2kit.envs.success import SuccessOnPositiveReward
 
 __all__ = ["BitFlipEnv", "make_bitflip", "CueMemoryEnv", "MaskObservation", "make_cartpole_no_velocity",
-           "PointMassGoalEnv", "make_point_mass_goal", "ensure_registered"]
+           "PointMassGoalEnv", "make_point_mass_goal", "SuccessOnPositiveReward", "ensure_registered"]
 
 # id prefix -> (module that registers those ids, the extra that installs it)
 OPTIONAL_PACKAGES = {"ALE/": ("ale_py", "atari"), "MiniGrid-": ("minigrid", "minigrid"),
