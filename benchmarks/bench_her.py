@@ -52,10 +52,7 @@ class Run:
     peak_rss_mb: float = 0.0  # the worker process's own peak RSS (ru_maxrss)
 
 
-# ---------------------------------------------------------------------------------------------
-# the runs: r2d2kit's agents/her_dqn.py (imported by path: agents/ is a folder of scripts), SB3 DQN + HER
-
-
+# --- the runs: r2d2kit's agents/her_dqn.py (imported by path: agents/ is a folder of scripts), SB3 DQN + HER
 def run_r2d2kit(agent, n_bits: int, seed: int, her: bool, steps: int, seconds: float, eval_every: int) -> Run:
     argv = ["--config", str(CONFIG), "--n-bits", str(n_bits), "--seed", str(seed), "--total-steps", str(steps),
             "--max-seconds", str(seconds), "--eval-every", str(eval_every), "--eval-episodes", str(EVAL_EPISODES),
@@ -139,10 +136,7 @@ def run_job(job: dict) -> Run:
     return Run(**dict(result["run"], peak_rss_mb=result["peak_rss_mb"]))
 
 
-# ---------------------------------------------------------------------------------------------
-# table
-
-
+# --- table
 def fmt_steps(steps: float | None) -> str:
     if steps is None:
         return "not reached"

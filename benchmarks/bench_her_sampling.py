@@ -24,10 +24,7 @@ QUICK = dict(capacity=2**14, fill=2**14 + 2**12, n_bits=15, batch=256, reps=300,
 STEP_FIELDS = ("observation", "achieved_goal", "desired_goal")  # of obs; next_obs gives the next_ ones
 
 
-# ---------------------------------------------------------------------------------------------
-# seed-style baseline (the seed article's buffer, as described there; NOT r2d2kit code)
-
-
+# --- seed-style baseline (the seed article's buffer, as described there; NOT r2d2kit code)
 class SeedStyleHerBuffer:
     """One ring of transitions, bookkept as the seed article does (``index_episode_map[i]``: the episode of slot
     ``i``; ``episode_end_indices[id]``: the slot of its last step); the first ``her_ratio * batch`` samples are
@@ -99,10 +96,7 @@ class SeedStyleHerBuffer:
         return out
 
 
-# ---------------------------------------------------------------------------------------------
-# data, timing
-
-
+# --- data, timing
 def episodes(n_steps: int, n_bits: int, seed: int):
     """``n_steps`` BitFlip-style steps: random start and goal, a random walk; half the episodes reach the goal."""
     rng = np.random.default_rng(seed)

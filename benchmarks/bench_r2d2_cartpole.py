@@ -109,10 +109,7 @@ def run_ppo(steps: int, seed: int, eval_every: int, eval_episodes: int, torch_th
                 config=dict(ZOO_RECURRENT_PPO, torch_threads=result.pop("torch_threads")))
 
 
-# ---------------------------------------------------------------------------------------------
-# report
-
-
+# --- report
 def report(results: list[dict], skipped: dict[str, str], markdown: bool, steps: int) -> str:
     all_steps = sorted({e[0] for r in results for e in r["evaluations"]})  # curves: one row per evaluation
     rows = []
@@ -182,7 +179,7 @@ def plot(results: list[dict], path: str, steps: int) -> None:
 
 
 def parse_args(argv=None):
-    p = harness.arg_parser(__doc__, "quick", "markdown", "json")
+    p = harness.arg_parser(__doc__, "quick", "markdown", "json", "set", "torch-threads")
     p.add_argument("--steps", type=int, default=None, help="env steps per agent (default 100000; --quick: 10000)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--seeds", default=None,
@@ -190,14 +187,9 @@ def parse_args(argv=None):
                         "the target is judged per seed")
     p.add_argument("--eval-every", type=int, default=None, help="env steps (default 5000; --quick: 2500)")
     p.add_argument("--eval-episodes", type=int, default=10)
-    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                   help="override a config value (YAML), e.g. learner.learning_rate=5e-4; repeatable")
     p.add_argument("--without", default="", help=f"comma-separated peers to skip: {', '.join(PEERS)}")
     p.add_argument("--only-peers", action="store_true", help="skip r2d2kit (peers only)")
     p.add_argument("--out", default=None, help="optional PNG of both curves")
-    p.add_argument("--torch-threads", type=int, default=1,
-                   help="torch CPU threads for RecurrentPPO (default 1: with 2 its OpenMP threads spin against "
-                        "TensorFlow's and other work on a 2-core machine, and a run takes many times longer)")
     p.add_argument("--runners", default="processes",
                    help="comma-separated actor pools for r2d2kit: processes (the README command's), local")
     p.add_argument("--stop-on-miss", action="store_true",
