@@ -24,11 +24,11 @@ QUICK = dict(capacity=2**14, fill=2**14 + 2**12, n_bits=15, batch=256, reps=300,
 STEP_FIELDS = ("observation", "achieved_goal", "desired_goal")  # of obs; next_obs gives the next_ ones
 
 
-# --- seed-style baseline (the seed article's buffer, as described there; NOT r2d2kit code)
 class SeedStyleHerBuffer:
-    """One ring of transitions, bookkept as the seed article does (``index_episode_map[i]``: the episode of slot
-    ``i``; ``episode_end_indices[id]``: the slot of its last step); the first ``her_ratio * batch`` samples are
-    relabelled in a Python loop, and an episode that wraps the ring falls back from ``future`` to ``final``."""
+    """The seed article's buffer as described there (not r2d2kit code): one ring of transitions, bookkept by
+    ``index_episode_map[i]`` (the episode of slot ``i``) and ``episode_end_indices[id]`` (the slot of its last
+    step); the first ``her_ratio * batch`` samples are relabelled in a Python loop, and an episode that wraps the
+    ring falls back from ``future`` to ``final``."""
 
     def __init__(self, capacity: int, n_bits: int, n_sampled_goal: int, strategy: str,
                  compute_reward: Callable, seed: int = 0) -> None:
@@ -96,7 +96,6 @@ class SeedStyleHerBuffer:
         return out
 
 
-# --- data, timing
 def episodes(n_steps: int, n_bits: int, seed: int):
     """``n_steps`` BitFlip-style steps: random start and goal, a random walk; half the episodes reach the goal."""
     rng = np.random.default_rng(seed)
@@ -176,8 +175,7 @@ def main(argv: list[str] | None = None) -> None:
           f"load average {load_start}")
     rows, notes = run(cfg)
     print(table(["operation", "r2d2kit", "seed-style", "seed-style/r2d2kit"], rows, args.markdown))
-    for note in notes:
-        print(f"note: {note}")
+    print("\n".join(f"note: {note}" for note in notes))
     print(harness.load_footer(began, load_start))
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib
 import importlib.util
 import json
 import math
@@ -64,7 +65,7 @@ def machine_line(dists: Sequence[str]) -> str:
 
 
 def load_average() -> float:
-    """The 1-minute load average, nan where the OS has none: other work on the machine skews timings."""
+    """The 1-minute load average (nan where the OS has none)."""
     try:
         return os.getloadavg()[0]
     except (AttributeError, OSError):
@@ -83,8 +84,7 @@ def command_line() -> str:
 
 
 def start(dists: Sequence[str]) -> tuple[float, str]:
-    """Print the command and machine lines; return the start time (perf_counter) and the load average now
-    for :func:`load_footer`."""
+    """Print the command and machine lines; return the start time and the load average for :func:`load_footer`."""
     print(f"command: {command_line()}", flush=True)
     print(machine_line(dists), flush=True)
     return time.perf_counter(), format_load()
@@ -140,14 +140,12 @@ def load_footer(began: float, load_start: str) -> str:
 
 
 def peak_rss_mb() -> float:
-    """This process's peak resident set (``ru_maxrss``) in MB, cumulative (a spawned child starts from its
-    parent's peak; :func:`process_peak_rss_mb`, ``VmHWM``, has no such floor)."""
+    """This process's peak resident set (``ru_maxrss``) in MB (a spawned child's starts from its parent's)."""
     return float("nan") if resource is None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def process_peak_rss_mb(pid: int | str, field: str = "VmHWM") -> float:
-    """Peak resident set (``VmHWM`` in /proc/<pid>/status; ``field="VmRSS"``: the resident set now) of a
-    live process in MB; nan if unreadable."""
+    """Peak (``VmHWM``; ``field="VmRSS"``: current) resident set of a live process in MB; nan if unreadable."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith(field + ":"):
@@ -194,8 +192,7 @@ def run_job(script: str | Path, job: dict, quiet: bool = False, env: dict[str, s
 
 
 def serve_job(handler: Callable[[dict], Any]) -> None:
-    """In a child that :func:`run_job` started: write ``handler(job)`` to the file the parent reads, and exit.
-    Elsewhere nothing happens (a script calls this first thing in ``main``)."""
+    """In a child that :func:`run_job` started (else nothing): write ``handler(job)`` for the parent, and exit."""
     if len(sys.argv) == 5 and sys.argv[1] == "--job" and sys.argv[3] == "--child-out":
         Path(sys.argv[4]).write_text(json.dumps(handler(json.loads(sys.argv[2])), default=str))
         sys.exit(0)
@@ -203,11 +200,9 @@ def serve_job(handler: Callable[[dict], Any]) -> None:
 
 # --- results files
 class Results:
-    """A sweep's runs in a JSON file ``{..header, "runs": [...]}``, rewritten (atomically) after every run.
-
-    With ``resume`` the file's finished runs are kept (failed ones are tried again): ``has(key, same)`` says
-    whether one of ``key`` that ``same`` accepts is there; a new run replaces the stored one of its key.
-    """
+    """A sweep's runs in a JSON file ``{..header, "runs": [...]}``, rewritten (atomically) after every run. With
+    ``resume`` the file's finished runs are kept (failed ones are tried again): ``has(key, same)`` says whether
+    one of ``key`` that ``same`` accepts is there; a new run replaces the stored one of its key."""
 
     def __init__(self, path: str | None, key: Callable[[dict], tuple], resume: bool = False,
                  header: Callable[[], dict] = dict) -> None:
@@ -232,9 +227,8 @@ class Results:
 
 # --- r2d2kit's Trainer
 def fit(config_path: str | Path, overrides: list[str], callbacks: list) -> tuple[Any, dict, float]:
-    """The Trainer (the loop ``python -m r2d2kit.train`` runs) on ``config_path`` with ``overrides``, in a
-    temporary run directory, without progress bar, TensorBoard or periodic checkpoints; (the trainer, its
-    summary, the seconds ``fit`` took, evaluations included)."""
+    """The Trainer (as ``python -m r2d2kit.train`` runs it) in a temporary run directory, without progress bar,
+    TensorBoard or periodic checkpoints; (the trainer, its summary, seconds of ``fit``, evaluations included)."""
     from r2d2kit.training.config import load_config
     from r2d2kit.training.trainer import Trainer
 
@@ -332,9 +326,7 @@ def pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    return importlib.import_module("matplotlib.pyplot")
 
 
 def seed_band(ax, curves: list, label: str, color=None, ms: float = 3.0) -> None:
