@@ -473,14 +473,12 @@ def print_broadcast_part(measured: dict, size: int, cfg: dict, markdown: bool) -
 def main(argv: list[str] | None = None) -> dict:
     parser = harness.arg_parser(__doc__, "quick", "markdown", "json")
     parser.add_argument("--only", choices=PARTS, default=None, help="one part (default: all)")
-    parser.add_argument("--backends", default=",".join(BACKENDS),
+    parser.add_argument("--backends", type=harness.comma_list(BACKENDS), default=BACKENDS,
                         help=f"actor backends of the step part, comma-separated, of {BACKENDS} (default: both)")
     parser.add_argument("--reps", type=int, default=None, help="broadcasts timed per transport")
     parser.add_argument("--mb", type=float, default=None, help="broadcast size in MB (10^6 bytes; default 10)")
     args = parser.parse_args(argv)
-    backends = tuple(b.strip() for b in args.backends.split(",") if b.strip())
-    if not backends or any(b not in BACKENDS for b in backends):
-        parser.error(f"--backends {args.backends!r}: choose from {BACKENDS}, comma-separated")
+    backends = tuple(args.backends)
     cfg = dict(QUICK if args.quick else FULL)
     cfg.update({key: value for key, value in dict(reps=args.reps, mb=args.mb).items() if value is not None})
     size = int(cfg["mb"] * 1e6) // 4  # float32 values

@@ -314,7 +314,8 @@ def parse_args(argv=None):
                                                                 "--quick: 1024); a multiple of 8")
     p.add_argument("--eval-episodes", type=int, default=None, help="greedy episodes per evaluation (default 16; "
                                                                    "--quick: 4)")
-    p.add_argument("--without", action="append", default=[], metavar="AGENT",
+    p.add_argument("--without", action="extend", type=harness.comma_list(AGENTS, str.lower), default=[],
+                   metavar="AGENT",
                    help=f"skip an agent: {' or '.join(AGENTS)} (repeatable, or comma-separated)")
     p.add_argument("--ppo-set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a numeric RecurrentPPO hyper-parameter, e.g. gamma=0.5 (repeatable; keys: "
@@ -336,9 +337,6 @@ def parse_args(argv=None):
     if args.eval_every % 8:
         p.error("--eval-every must be a multiple of 8: both agents step 8 envs at a time, so only then do they "
                 "evaluate at the same env steps")
-    args.without = {w.strip().lower() for item in args.without for w in item.split(",") if w.strip()}
-    if args.without - set(AGENTS):
-        p.error(f"unknown agent(s) {sorted(args.without - set(AGENTS))} in --without; agents: {', '.join(AGENTS)}")
     return args
 
 

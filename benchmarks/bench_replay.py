@@ -467,18 +467,15 @@ def scaling(cfg: dict, errors: dict, without: set[str], exponents: range) -> tup
 
 def main(argv: list[str] | None = None) -> int:
     parser = harness.arg_parser(__doc__, "quick", "markdown", "json")
-    parser.add_argument("--only", default=None,
+    parser.add_argument("--only", type=harness.comma_list(("buffer", "add", "tree", "import", "scaling")),
                         help="comma-separated subset of: buffer, add, tree, import, scaling")
-    parser.add_argument("--without", default="", metavar="PEERS",
+    parser.add_argument("--without", type=harness.comma_list(PEERS), default=[], metavar="PEERS",
                         help=f"comma-separated peers to leave out, of: {', '.join(PEERS)}")
     args = parser.parse_args(argv)
-    without = {name for name in args.without.split(",") if name}
-    if without - set(PEERS):
-        parser.error(f"--without: unknown peer(s) {sorted(without - set(PEERS))}; choose from {PEERS}")
+    without, only = set(args.without), set(args.only) if args.only else None
     cfg = dict(QUICK if args.quick else FULL, torch_threads=1)  # torch on one core, as every library
 
     started, load_start = harness.start(DISTS)
-    only = set(args.only.split(",")) if args.only else None
     rows, errors, notes = run(cfg, args.quick, only, without)
     print(f"N = {cfg['n']:,} items, batch {cfg['batch']}, fields {', '.join(FIELDS)}; "
           f"alpha={ALPHA}, beta={BETA}, eps={EPS}; medians of {cfg['reps']} repeats "

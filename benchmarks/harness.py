@@ -119,6 +119,18 @@ def arg_parser(doc: str, *flags: str) -> argparse.ArgumentParser:
     return parser
 
 
+def comma_list(choices: Sequence[str] | None = None, cast: Callable = str) -> Callable[[str], list]:
+    """An argparse ``type``: comma-separated values, each ``cast`` and, if ``choices`` are given, one of them."""
+    def parse(text: str) -> list:
+        values = [cast(value.strip()) for value in text.split(",") if value.strip()]
+        if not values or (choices and set(values) - set(choices)):
+            raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated values"
+                                             + (f" of {', '.join(choices)}" if choices else ""))
+        return values
+
+    return parse
+
+
 def write_json(path: str | Path | None, data: Any) -> None:
     """``data`` as indented JSON at ``path`` (nothing for None); what JSON cannot hold is written as text."""
     if path:
