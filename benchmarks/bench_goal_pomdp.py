@@ -4,8 +4,7 @@
     python benchmarks/bench_goal_pomdp.py --json goal.json --resume   # only the (agent, seed) runs not in goal.json
     python benchmarks/bench_goal_pomdp.py --quick               # smoke run: seed 0, 3k env steps, about a minute
 
-Scores the greedy success rate every ``--eval-every`` env steps; every run is its own subprocess. The
-task, the agents and the method: benchmarks/README.md.
+Scores the greedy success rate every ``--eval-every`` env steps. Task, agents, method: benchmarks/README.md.
 """
 
 from __future__ import annotations

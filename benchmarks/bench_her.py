@@ -4,9 +4,7 @@
     python benchmarks/bench_her.py --quick            # smoke run: n_bits 8, small budgets, about a minute
     python benchmarks/bench_her.py --n-bits 15 30 --sb3-n-bits 15 --seeds 1 --json her.json --markdown
 
-Every run (a fresh subprocess each) is scored by the greedy success rate over 100 random-goal
-episodes every ``eval_every`` env steps and stops at the first evaluation >= 0.95 or at its budget
-of env steps or training seconds. Rows, settings and method: benchmarks/README.md.
+Each run stops at the first greedy success rate >= 0.95 or at its budget. Method: benchmarks/README.md.
 """
 
 from __future__ import annotations

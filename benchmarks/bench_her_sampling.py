@@ -3,8 +3,7 @@
     python benchmarks/bench_her_sampling.py --quick      # capacity 2^14, about 15 s (full: 2^17, about a minute)
     python benchmarks/bench_her_sampling.py --markdown   # the table as markdown
 
-Median seconds of one ``sample(batch)`` call (a ratio above 1: r2d2kit is faster), both buffers holding
-the same BitFlip-style episodes in a ring that has wrapped. Method: benchmarks/README.md.
+Median seconds of one ``sample(batch)`` call (a ratio above 1: r2d2kit is faster). Method: benchmarks/README.md.
 """
 
 from __future__ import annotations

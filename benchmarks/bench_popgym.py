@@ -5,9 +5,7 @@
     python benchmarks/bench_popgym.py --without recurrent-ppo --set learner.learning_rate=5e-4
     python benchmarks/bench_popgym.py --quick                          # smoke run: every env, seed 0, 2,048 steps
 
-MMER (POPGym's metric): the maximum over a run's greedy evaluations of the mean episodic return, in
-[-1, 1]. Each (agent, env, seed) run trains in its own subprocess; ``--json`` is rewritten after every
-run. Method, agents and hyper-parameters: benchmarks/README.md.
+MMER: the maximum over a run's greedy evaluations of the mean return. Method: benchmarks/README.md.
 """
 
 from __future__ import annotations

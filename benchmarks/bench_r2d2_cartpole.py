@@ -4,9 +4,8 @@
     python benchmarks/bench_r2d2_cartpole.py --quick            # smoke run: 10k steps, evals every 2.5k
     python benchmarks/bench_r2d2_cartpole.py --seeds 0,1,2 --without recurrent-ppo --stop-on-miss  # a screen
 
-Both agents are evaluated greedily on the same episodes. The target, per seed: the first greedy
-10-episode mean >= 475 comes within 30k env steps, and every later evaluation up to the end (100k)
-stays >= 425. Method and hyper-parameters: benchmarks/README.md.
+The target, per seed: a first greedy 10-episode mean >= 475 within 30k env steps, every later one >= 425.
+Method and hyper-parameters: benchmarks/README.md.
 """
 
 from __future__ import annotations

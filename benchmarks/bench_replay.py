@@ -3,9 +3,7 @@
     python benchmarks/bench_replay.py --quick      # smoke run: N = 2^16, under ~30 s (full: N = 2^20)
     python benchmarks/bench_replay.py --only tree,import --without seed-style --markdown
 
-A ratio above 1 means r2d2kit is faster. The peers (install: benchmarks/requirements.txt) are loaded by
-benchmarks/peers.py; one that cannot be loaded is reported in the table, never fatal. Method:
-benchmarks/README.md.
+A ratio above 1: r2d2kit is faster. A peer that does not load shows as n/a. Method: benchmarks/README.md.
 """
 
 from __future__ import annotations
