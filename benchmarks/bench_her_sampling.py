@@ -155,7 +155,7 @@ def run(cfg: dict) -> tuple[list[list[str]], list[str]]:
         ours = seed_style = None
         gc.collect()
     for label, strategy, kwargs in [("episode, k=4", "episode", {}), ("random, k=4", "random", {}),
-                                    ("future, k=4, PER", "future", {"prioritized": True}),
+                                    ("future, k=4, PER", "future", {"sampler": "proportional"}),
                                     ("future, k=4, n_step=3", "future", {"n_step": 3})]:
         ours, _ = build(cfg, strategy, **kwargs)
         t = median_seconds({"r2d2kit": lambda: ours.sample(b, beta=0.4)}, cfg)
