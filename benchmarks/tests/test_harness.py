@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import subprocess
@@ -47,6 +48,16 @@ def test_table_plain_and_markdown():
     assert harness.table(["name", "n"], rows).splitlines() == ["name   n", "----  --", "x      1", "long  22"]
     assert harness.table(["name", "n"], rows, markdown=True).splitlines()[:2] == ["| name | n |", "|---|---:|"]
     assert harness.table(["a", "b", "c"], [["1", "2", "3"]], True, right={1}).splitlines()[1] == "|---|---:|---|"
+
+
+def test_comma_lists_are_checked_and_resume_needs_json():
+    parse = harness.comma_list(("a", "b"), str.lower)
+    assert parse("A, b,") == ["a", "b"] and harness.comma_list(cast=int)("0,1") == [0, 1]
+    for bad in ("c", "a,c", ""):
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse(bad)
+    with pytest.raises(SystemExit):
+        popgym.parse_args(["--resume"])
 
 
 def test_load_average_is_a_load_or_nan_and_a_missing_process_has_no_peak_rss():
