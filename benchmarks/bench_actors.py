@@ -4,9 +4,7 @@
     python benchmarks/bench_actors.py --only step --backends keras,numpy
     python benchmarks/bench_actors.py --only broadcast --reps 500 --mb 40 --markdown
 
-A vector step by part for the ``keras`` and ``numpy`` actor backends in an actor-like process; the
-Trainer's env steps/s with 1 and 2 actor processes and an idle learner; a weight vector broadcast
-through shared memory against a ``multiprocessing`` Queue. Method: benchmarks/README.md.
+Method: benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -30,13 +28,9 @@ BACKENDS = ("keras", "numpy")
 DISTS = ("numpy", "tensorflow", "keras", "gymnasium", "r2d2kit")
 
 
-# ---------------------------------------------------------------------------------------------
-# part 1: a vector step by part, in a spawned process set up like an actor process
-
-
+# --- part 1: a vector step by part, in a spawned process set up like an actor process
 class Timed:
-    """``inner`` with every attribute passed through; calls of the ``methods`` append their seconds to
-    ``self.seconds[method]``."""
+    """``inner``, whose ``methods`` append the seconds of each call to ``self.seconds[method]``."""
 
     def __init__(self, inner, *methods: str) -> None:
         self.inner, self.seconds = inner, {method: [] for method in methods}
@@ -114,10 +108,7 @@ def step_rows(setup: dict, cfg: dict, backends: tuple[str, ...]) -> list[dict]:
     return sorted(rows, key=lambda r: (r["round"], backends.index(r["backend"])))
 
 
-# ---------------------------------------------------------------------------------------------
-# part 2: actor throughput (the Trainer with an idle learner)
-
-
+# --- part 2: actor throughput (the Trainer with an idle learner)
 def actor_parts(backend: str = "auto") -> tuple:
     """(Q-network, env factory, settings) of ``CONFIG``, built as the Trainer builds them, the network's actors
     on ``backend``; module level, so that a spawned process can run it."""
@@ -184,9 +175,10 @@ def run_actors(num_actors: int, envs_per_actor: int, steps: int, runner: str = "
                             rss.extend(harness.process_peak_rss_mb(pid) for pid in cpu[name][2])
 
     load_before, started = load_average(), time.perf_counter()
-    summary, windows = harness.idle_learner_run(CONFIG, [
-        f"actors.runner={runner}", f"actors.num_actors={num_actors}", f"env.num_envs={envs_per_actor}",
-        f"run.total_env_steps={steps}", f"actors.ray_num_cpus={os.cpu_count()}"], Progress())
+    trainer, summary, _ = harness.fit(CONFIG, [  # the learner only drains the actors into replay; no evaluation
+        "run.updates_per_env_step=0", "run.eval_every=0", f"actors.runner={runner}", f"actors.num_actors={num_actors}",
+        f"env.num_envs={envs_per_actor}", f"run.total_env_steps={steps}", f"actors.ray_num_cpus={os.cpu_count()}"],
+        [Progress()])
     ended = time.perf_counter()
     if len(marks) < 2 or "half" not in cpu or "end" not in cpu:
         raise RuntimeError(f"only {len(marks)} progress report(s) with env steps; raise the budget")
@@ -194,9 +186,9 @@ def run_actors(num_actors: int, envs_per_actor: int, steps: int, runner: str = "
     actor_cpu = [(kids1[pid] - kids0[pid]) / (t1 - t0) for pid in kids0.keys() & kids1.keys()] if t1 > t0 else []
     return dict(runner=runner, backend="auto", actors=num_actors, envs=num_actors * envs_per_actor,
                 env_steps=summary["env_steps"], actor_rss_mb=float(np.nanmax(rss)) if rss else float("nan"),
-                windows=windows, startup_s=marks[0][0] - started, stepping_s=marks[-1][0] - marks[0][0],
-                shutdown_s=ended - marks[-1][0], steps_per_s=rate(marks[0], marks[-1]),
-                last_half_steps_per_s=rate((t0, s0), (t1, s1)),
+                windows=sum(trainer.actors.windows_per_actor.values()), startup_s=marks[0][0] - started,
+                stepping_s=marks[-1][0] - marks[0][0], shutdown_s=ended - marks[-1][0],
+                steps_per_s=rate(marks[0], marks[-1]), last_half_steps_per_s=rate((t0, s0), (t1, s1)),
                 learner_cpu=(own1 - own0) / (t1 - t0) if t1 > t0 else float("nan"),
                 actor_cpu=float(np.mean(actor_cpu)) if actor_cpu else float("nan"),
                 load_before=load_before, load_after=load_average())
@@ -222,12 +214,10 @@ def steps_per_actor_cpu_second(row: dict) -> float:
     return row["last_half_steps_per_s"] / (row["actor_cpu"] * row["actors"])
 
 
-# ---------------------------------------------------------------------------------------------
-# part 3: weight-broadcast latency, shared memory against a multiprocessing Queue. Per message, through a
-# control block of int64 slots (a RawArray): the publisher writes KIND and bumps COMMAND; the reader sets
-# ARMED and waits on that transport; 1 ms later the publisher sends; the reader, holding a full copy, writes
-# its clock to T_DONE, then DONE (the ack); then, outside any timing, it CRC-32s its copy into CRC and sets
-# VERIFIED.
+# --- part 3: weight-broadcast latency, shared memory against a multiprocessing Queue. Per message, through a
+# control block of int64 slots (a RawArray): the publisher writes KIND and bumps COMMAND; the reader sets ARMED
+# and waits on that transport; 1 ms later the publisher sends; the reader, holding a full copy, writes its clock
+# to T_DONE, then DONE (the ack); then, outside any timing, it CRC-32s its copy into CRC and sets VERIFIED.
 
 PING, SHM, QUEUE, STOP = 0, 1, 2, 3
 KIND_NAMES = {PING: "ack channel alone", SHM: "shared memory", QUEUE: "mp.Queue"}
@@ -353,10 +343,7 @@ def measure_broadcast(size: int, reps: int, warmup: int) -> dict:
     return dict(rows=summary, left_behind=[name for name in [broadcast.name] if Path("/dev/shm", name).exists()])
 
 
-# ---------------------------------------------------------------------------------------------
-# printing
-
-
+# --- printing
 def fmt_seconds(seconds: float) -> str:
     if seconds >= 0.1:
         return f"{seconds * 1e3:,.0f} ms"
@@ -416,10 +403,6 @@ def broadcast_table(summary: dict, markdown: bool) -> str:
              fmt_seconds(row["blocked"][0]), "-" if name == KIND_NAMES[PING] else f"{row['verified']}/{row['checked']}"]
             for name, row in summary.items()]
     return table(header, body, markdown)
-
-
-# ---------------------------------------------------------------------------------------------
-# main
 
 
 def print_step_part(srows: list[dict], setup: dict, cfg: dict, markdown: bool) -> None:
@@ -490,14 +473,12 @@ def print_broadcast_part(measured: dict, size: int, cfg: dict, markdown: bool) -
 def main(argv: list[str] | None = None) -> dict:
     parser = harness.arg_parser(__doc__, "quick", "markdown", "json")
     parser.add_argument("--only", choices=PARTS, default=None, help="one part (default: all)")
-    parser.add_argument("--backends", default=",".join(BACKENDS),
+    parser.add_argument("--backends", type=harness.comma_list(BACKENDS), default=BACKENDS,
                         help=f"actor backends of the step part, comma-separated, of {BACKENDS} (default: both)")
     parser.add_argument("--reps", type=int, default=None, help="broadcasts timed per transport")
     parser.add_argument("--mb", type=float, default=None, help="broadcast size in MB (10^6 bytes; default 10)")
     args = parser.parse_args(argv)
-    backends = tuple(b.strip() for b in args.backends.split(",") if b.strip())
-    if not backends or any(b not in BACKENDS for b in backends):
-        parser.error(f"--backends {args.backends!r}: choose from {BACKENDS}, comma-separated")
+    backends = tuple(args.backends)
     cfg = dict(QUICK if args.quick else FULL)
     cfg.update({key: value for key, value in dict(reps=args.reps, mb=args.mb).items() if value is not None})
     size = int(cfg["mb"] * 1e6) // 4  # float32 values

@@ -4,8 +4,7 @@
     python benchmarks/bench_goal_pomdp.py --json goal.json --resume   # only the (agent, seed) runs not in goal.json
     python benchmarks/bench_goal_pomdp.py --quick               # smoke run: seed 0, 3k env steps, about a minute
 
-Scores the greedy success rate every ``--eval-every`` env steps; every run is its own subprocess. The
-task, the agents and the method: benchmarks/README.md.
+Scores the greedy success rate every ``--eval-every`` env steps. Task, agents, method: benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -24,16 +23,13 @@ TARGET = 0.9  # R2D2 + recurrent HER reaches at least this mean final success ..
 CEILING = 0.5  # ... and each of the others stays at or below this one, at the same budget
 FULL = dict(steps=100_000, eval_every=2_000, eval_episodes=50, seeds=[0, 1, 2])
 QUICK = dict(steps=3_000, eval_every=1_000, eval_episodes=8, seeds=[0])
+DISTS = ("numpy", "numba", "tensorflow", "keras", "gymnasium")
 
 
-# ---------------------------------------------------------------------------------------------
-# one run = one subprocess
-
-
+# --- one run = one subprocess
 def child(job: dict) -> dict[str, Any]:
     """One (agent, seed) run in this process: its curve [(env steps, success)], training seconds, env steps
-    and updates. R2D2: the Trainer with the benchmark's budget and evaluation, ``--set`` values before
-    ``replay.her=null`` (no override turns relabelling back on for ``r2d2``); DQN: ``agents/her_dqn.py``."""
+    and updates. R2D2: ``--set`` values go before ``replay.her=null``, so none turns relabelling back on."""
     seed, steps, every, episodes = job["seed"], job["steps"], job["eval_every"], job["eval_episodes"]
     if job["agent"] == "dqn-her":  # its default settings, no early stop
         agent = harness.load_module(REPO_ROOT / "agents" / "her_dqn.py", "agents_her_dqn")
@@ -72,10 +68,7 @@ def same_setup(record: dict[str, Any], args) -> bool:
             and record["eval_episodes"] == args.eval_episodes and record.get("overrides", []) == overrides)
 
 
-# ---------------------------------------------------------------------------------------------
-# measures, tables, plot
-
-
+# --- measures, tables, plot
 def first_at(curve: list[tuple[int, float]], level: float) -> int | None:
     """Env steps of the first evaluation with success >= ``level``, or None."""
     return next((steps for steps, success in curve if success >= level), None)
@@ -83,10 +76,8 @@ def first_at(curve: list[tuple[int, float]], level: float) -> int | None:
 
 def mean_std(values: list[float], digits: int = 2) -> str:
     """``mean ± std`` over seeds (sample std, ddof 1; one value: the value)."""
-    if not values:
-        return "-"
-    if len(values) == 1:
-        return f"{values[0]:.{digits}f}"
+    if len(values) < 2:
+        return f"{values[0]:.{digits}f}" if values else "-"
     return f"{np.mean(values):.{digits}f} ± {np.std(values, ddof=1):.{digits}f}"
 
 
@@ -146,12 +137,8 @@ def plot(records: list[dict[str, Any]], agents: list[str], path: str, steps: int
     plt.close(fig)
 
 
-# ---------------------------------------------------------------------------------------------
-# main
-
-
 def parse_args(argv: list[str] | None = None):
-    p = harness.arg_parser(__doc__, "quick", "markdown")
+    p = harness.arg_parser(__doc__, "quick", "markdown", "json", "resume", "png", "set")
     p.add_argument("--agents", nargs="+", default=list(AGENTS), choices=list(AGENTS), help="agents to run")
     p.add_argument("--seeds", nargs="+", type=int, default=None, help="default: 0 1 2 (--quick: 0)")
     p.add_argument("--steps", type=int, default=None, help="env steps per run, every agent (default 100000; "
@@ -160,31 +147,22 @@ def parse_args(argv: list[str] | None = None):
                    "--quick: 1000); a multiple of 8 keeps R2D2's 8 envs on the same points as the DQN agent")
     p.add_argument("--eval-episodes", type=int, default=None, help="greedy episodes per evaluation, every agent "
                    "(default 50; --quick: 8)")
-    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                   help="override an R2D2 config value for both R2D2 agents, e.g. replay.her.n_sampled_goal=8")
-    p.add_argument("--json", default=None, help="write every run's record here, after each run")
-    p.add_argument("--resume", action="store_true", help="with --json: keep its finished (agent, seed) runs "
-                   "of the same budget and evaluation, run only the others")
-    p.add_argument("--png", default=None, help="success-rate curves: mean over seeds, min-max band")
     args = p.parse_args(argv)
     for key, value in (QUICK if args.quick else FULL).items():
         setattr(args, key, value if getattr(args, key) is None else getattr(args, key))
-    if args.resume and not args.json:
-        p.error("--resume reads the runs of --json FILE; give one")
     return args
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     harness.serve_job(child)
     args = parse_args(argv)
-    began, load_start = harness.start(("numpy", "numba", "tensorflow", "keras", "gymnasium"))
+    began, load_start = harness.start(DISTS)
     print(f"{ENV_ID}: {args.steps:,} env steps per run; greedy success over {args.eval_episodes} episodes every "
           f"{args.eval_every:,} env steps; agents {', '.join(args.agents)}; seeds {' '.join(map(str, args.seeds))}; "
           f"R2D2 config {CONFIG.relative_to(REPO_ROOT)}" + (f" with {' '.join(args.set)}" if args.set else ""),
           flush=True)
     results = Results(args.json, lambda r: (r["agent"], r["seed"]), args.resume, lambda: dict(
-        machine=harness.machine_line(("numpy", "numba", "tensorflow", "keras", "gymnasium")), env_id=ENV_ID,
-        target=TARGET, ceiling=CEILING))
+        machine=harness.machine_line(DISTS), env_id=ENV_ID, target=TARGET, ceiling=CEILING))
     if args.resume:
         kept = sum(same_setup(r, args) for r in results.runs)
         print(f"resuming: {kept} finished run(s) of this setup in {args.json} ({results.stored - kept} other or "

@@ -4,9 +4,7 @@
     python benchmarks/bench_her.py --quick            # smoke run: n_bits 8, small budgets, about a minute
     python benchmarks/bench_her.py --n-bits 15 30 --sb3-n-bits 15 --seeds 1 --json her.json --markdown
 
-Every run (a fresh subprocess each) is scored by the greedy success rate over 100 random-goal
-episodes every ``eval_every`` env steps and stops at the first evaluation >= 0.95 or at its budget
-of env steps or training seconds. Rows, settings and method: benchmarks/README.md.
+Each run stops at the first greedy success rate >= 0.95 or at its budget. Method: benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -52,10 +50,7 @@ class Run:
     peak_rss_mb: float = 0.0  # the worker process's own peak RSS (ru_maxrss)
 
 
-# ---------------------------------------------------------------------------------------------
-# the runs: r2d2kit's agents/her_dqn.py (imported by path: agents/ is a folder of scripts), SB3 DQN + HER
-
-
+# --- the runs: r2d2kit's agents/her_dqn.py (imported by path: agents/ is a folder of scripts), SB3 DQN + HER
 def run_r2d2kit(agent, n_bits: int, seed: int, her: bool, steps: int, seconds: float, eval_every: int) -> Run:
     argv = ["--config", str(CONFIG), "--n-bits", str(n_bits), "--seed", str(seed), "--total-steps", str(steps),
             "--max-seconds", str(seconds), "--eval-every", str(eval_every), "--eval-episodes", str(EVAL_EPISODES),
@@ -119,15 +114,13 @@ def run_sb3(agent, n_bits: int, seed: int, steps: int, seconds: float, eval_ever
 def worker(job: dict) -> dict:
     """One run in this process (a fresh interpreter: TensorFlow and torch never share a process)."""
     agent = harness.load_module(REPO_ROOT / "agents" / "her_dqn.py", "agents_her_dqn")
-    if job["method"] != "SB3 HER":
-        run = run_r2d2kit(agent, job["n_bits"], job["seed"], job["method"] == "r2d2kit HER", job["steps"],
-                          job["seconds"], job["eval_every"])
-    else:
-        try:
-            run = run_sb3(agent, job["n_bits"], job["seed"], job["steps"], job["seconds"], job["eval_every"],
-                          job["torch_threads"])
-        except ImportError as error:
-            run = Run(job["method"], job["n_bits"], job["seed"], error=f"{type(error).__name__}: {error}"[:110])
+    args = (agent, job["n_bits"], job["seed"])
+    try:
+        run = (run_sb3(*args, job["steps"], job["seconds"], job["eval_every"], job["torch_threads"])
+               if job["method"] == "SB3 HER" else
+               run_r2d2kit(*args, job["method"] == "r2d2kit HER", job["steps"], job["seconds"], job["eval_every"]))
+    except ImportError as error:  # SB3 not installed
+        run = Run(job["method"], job["n_bits"], job["seed"], error=f"{type(error).__name__}: {error}"[:110])
     return {"run": asdict(run)}
 
 
@@ -139,10 +132,7 @@ def run_job(job: dict) -> Run:
     return Run(**dict(result["run"], peak_rss_mb=result["peak_rss_mb"]))
 
 
-# ---------------------------------------------------------------------------------------------
-# table
-
-
+# --- table
 def fmt_steps(steps: float | None) -> str:
     if steps is None:
         return "not reached"
@@ -194,7 +184,7 @@ DISTS = ("numpy", "numba", "tensorflow", "keras", "gymnasium", "torch", "stable-
 
 def main(argv: list[str] | None = None) -> list[Run]:
     harness.serve_job(worker)
-    parser = harness.arg_parser(__doc__, "quick", "markdown", "json")
+    parser = harness.arg_parser(__doc__, "quick", "markdown", "json", "torch-threads")
     parser.add_argument("--n-bits", type=int, nargs="+", default=None, help="default: 15 30 50 (--quick: 8)")
     parser.add_argument("--sb3-n-bits", type=int, nargs="*", default=None,
                         help="n_bits with an SB3 row (default: 15 30; --quick: 8); none: no SB3 rows")
@@ -202,8 +192,6 @@ def main(argv: list[str] | None = None) -> list[Run]:
                         help="n_bits with an r2d2kit no-HER row (default: all)")
     parser.add_argument("--seeds", type=int, default=None, help="seeds per row for every n_bits "
                         "(default: 3 at n_bits 15 and 30, 1 at 50)")
-    parser.add_argument("--torch-threads", type=int, default=1,
-                        help="torch intra-op threads for SB3 (2 collapsed under this machine's background load)")
     args = parser.parse_args(argv)
     budgets = QUICK if args.quick else FULL
     n_bits_list = args.n_bits or list(budgets)
@@ -226,8 +214,7 @@ def main(argv: list[str] | None = None) -> list[Run]:
             for job in jobs:
                 job.update(n_bits=n_bits, seed=seed, seconds=b["seconds"], eval_every=b["eval_every"],
                            torch_threads=args.torch_threads)
-                runs.append(run_job(job))
-                run = runs[-1]
+                runs.append(run := run_job(job))
                 print(f"  n_bits={n_bits} {run.method} seed {seed}: "
                       + (f"n/a ({run.error})" if run.error else
                          (f"{TARGET} at {fmt_steps(run.steps_to_target)} env steps, {run.seconds_to_target:.1f} s; "
@@ -257,8 +244,7 @@ def main(argv: list[str] | None = None) -> list[Run]:
                   f"{statistics.median(peer) / statistics.median(ours):.2f} (median seconds "
                   f"{statistics.median(peer):.1f} vs {statistics.median(ours):.1f})")
     print(harness.load_footer(began, load_start))
-    if args.json:
-        harness.write_json(args.json, [asdict(r) for r in runs])
+    harness.write_json(args.json, [asdict(r) for r in runs])
     return runs
 
 

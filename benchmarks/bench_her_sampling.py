@@ -3,8 +3,7 @@
     python benchmarks/bench_her_sampling.py --quick      # capacity 2^14, about 15 s (full: 2^17, about a minute)
     python benchmarks/bench_her_sampling.py --markdown   # the table as markdown
 
-Median seconds of one ``sample(batch)`` call (a ratio above 1: r2d2kit is faster), both buffers holding
-the same BitFlip-style episodes in a ring that has wrapped. Method: benchmarks/README.md.
+Median seconds of one ``sample(batch)`` call (a ratio above 1: r2d2kit is faster). Method: benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -24,14 +23,11 @@ QUICK = dict(capacity=2**14, fill=2**14 + 2**12, n_bits=15, batch=256, reps=300,
 STEP_FIELDS = ("observation", "achieved_goal", "desired_goal")  # of obs; next_obs gives the next_ ones
 
 
-# ---------------------------------------------------------------------------------------------
-# seed-style baseline (the seed article's buffer, as described there; NOT r2d2kit code)
-
-
 class SeedStyleHerBuffer:
-    """One ring of transitions, bookkept as the seed article does (``index_episode_map[i]``: the episode of slot
-    ``i``; ``episode_end_indices[id]``: the slot of its last step); the first ``her_ratio * batch`` samples are
-    relabelled in a Python loop, and an episode that wraps the ring falls back from ``future`` to ``final``."""
+    """The seed article's buffer as described there (not r2d2kit code): one ring of transitions, bookkept by
+    ``index_episode_map[i]`` (the episode of slot ``i``) and ``episode_end_indices[id]`` (the slot of its last
+    step); the first ``her_ratio * batch`` samples are relabelled in a Python loop, and an episode that wraps the
+    ring falls back from ``future`` to ``final``."""
 
     def __init__(self, capacity: int, n_bits: int, n_sampled_goal: int, strategy: str,
                  compute_reward: Callable, seed: int = 0) -> None:
@@ -99,10 +95,6 @@ class SeedStyleHerBuffer:
         return out
 
 
-# ---------------------------------------------------------------------------------------------
-# data, timing
-
-
 def episodes(n_steps: int, n_bits: int, seed: int):
     """``n_steps`` BitFlip-style steps: random start and goal, a random walk; half the episodes reach the goal."""
     rng = np.random.default_rng(seed)
@@ -163,7 +155,7 @@ def run(cfg: dict) -> tuple[list[list[str]], list[str]]:
         ours = seed_style = None
         gc.collect()
     for label, strategy, kwargs in [("episode, k=4", "episode", {}), ("random, k=4", "random", {}),
-                                    ("future, k=4, PER", "future", {"prioritized": True}),
+                                    ("future, k=4, PER", "future", {"sampler": "proportional"}),
                                     ("future, k=4, n_step=3", "future", {"n_step": 3})]:
         ours, _ = build(cfg, strategy, **kwargs)
         t = median_seconds({"r2d2kit": lambda: ours.sample(b, beta=0.4)}, cfg)
@@ -182,8 +174,7 @@ def main(argv: list[str] | None = None) -> None:
           f"load average {load_start}")
     rows, notes = run(cfg)
     print(table(["operation", "r2d2kit", "seed-style", "seed-style/r2d2kit"], rows, args.markdown))
-    for note in notes:
-        print(f"note: {note}")
+    print("\n".join(f"note: {note}" for note in notes))
     print(harness.load_footer(began, load_start))
 
 

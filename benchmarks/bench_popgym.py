@@ -5,9 +5,7 @@
     python benchmarks/bench_popgym.py --without recurrent-ppo --set learner.learning_rate=5e-4
     python benchmarks/bench_popgym.py --quick                          # smoke run: every env, seed 0, 2,048 steps
 
-MMER (POPGym's metric): the maximum over a run's greedy evaluations of the mean episodic return, in
-[-1, 1]. Each (agent, env, seed) run trains in its own subprocess; ``--json`` is rewritten after every
-run. Method, agents and hyper-parameters: benchmarks/README.md.
+MMER: the maximum over a run's greedy evaluations of the mean return. Method: benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -141,10 +139,7 @@ def same_settings(run: dict, steps: int, args) -> bool:
             and run.get("config_digest") == config_digest(run["env"], run["agent"]))
 
 
-# ---------------------------------------------------------------------------------------------
-# one run (child process)
-
-
+# --- one run (child process)
 def run_r2d2(job: dict) -> dict:
     env, seed = job["env"], job["seed"]
     line = (f"  R2D2 {env} seed {seed} " "{steps:>7,} env steps: eval {mean:+.3f} +- {std:.3f}, "
@@ -210,10 +205,7 @@ def run_one(args, agent: str, env: str, seed: int, steps: int) -> dict:
     return dict(result, **settings)
 
 
-# ---------------------------------------------------------------------------------------------
-# report
-
-
+# --- report
 def fmt_ms(pair: tuple[float, float] | None, n: int) -> str:
     return "-" if pair is None else f"{pair[0]:+.3f} +- {pair[1]:.3f} ({n})"
 
@@ -308,12 +300,8 @@ def plot(runs: list[dict], envs: list[str], path: str) -> None:
     fig.savefig(path, dpi=110)
 
 
-# ---------------------------------------------------------------------------------------------
-# main
-
-
 def parse_args(argv=None):
-    p = harness.arg_parser(__doc__, "quick", "markdown")
+    p = harness.arg_parser(__doc__, "quick", "markdown", "json", "resume", "png", "set", "torch-threads")
     p.add_argument("--envs", nargs="+", default=ENVS, metavar="ENV",
                    help=f"POPGym tasks (default all six: {' '.join(ENVS)}; a popgym-...-v0 id works too)")
     p.add_argument("--seeds", nargs="+", type=int, default=None, help="default 0 1 2 (--quick: 0)")
@@ -324,16 +312,9 @@ def parse_args(argv=None):
                                                                 "--quick: 1024); a multiple of 8")
     p.add_argument("--eval-episodes", type=int, default=None, help="greedy episodes per evaluation (default 16; "
                                                                    "--quick: 4)")
-    p.add_argument("--without", action="append", default=[], metavar="AGENT",
+    p.add_argument("--without", action="extend", type=harness.comma_list(AGENTS, str.lower), default=[],
+                   metavar="AGENT",
                    help=f"skip an agent: {' or '.join(AGENTS)} (repeatable, or comma-separated)")
-    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                   help="extra override of the R2D2 configs (YAML value), e.g. learner.learning_rate=5e-4")
-    p.add_argument("--json", default=None, help="results JSON, rewritten after every run")
-    p.add_argument("--resume", action="store_true", help="keep the runs in --json made with these settings "
-                   "(budget, schedule, --set, and the config as it is now) and run only the missing ones")
-    p.add_argument("--png", default=None, help="PNG of the curves: one panel per env")
-    p.add_argument("--torch-threads", type=int, default=1,
-                   help="torch CPU threads for RecurrentPPO (default 1: on a 2-core machine more threads spin)")
     p.add_argument("--ppo-set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a numeric RecurrentPPO hyper-parameter, e.g. gamma=0.5 (repeatable; keys: "
                         + ", ".join(PPO_TUNABLE) + "; gamma defaults to the R2D2 config's learner.gamma)")
@@ -354,11 +335,6 @@ def parse_args(argv=None):
     if args.eval_every % 8:
         p.error("--eval-every must be a multiple of 8: both agents step 8 envs at a time, so only then do they "
                 "evaluate at the same env steps")
-    args.without = {w.strip().lower() for item in args.without for w in item.split(",") if w.strip()}
-    if args.without - set(AGENTS):
-        p.error(f"unknown agent(s) {sorted(args.without - set(AGENTS))} in --without; agents: {', '.join(AGENTS)}")
-    if args.resume and not args.json:
-        p.error("--resume needs --json FILE (the results to resume)")
     return args
 
 

@@ -4,9 +4,8 @@
     python benchmarks/bench_r2d2_cartpole.py --quick            # smoke run: 10k steps, evals every 2.5k
     python benchmarks/bench_r2d2_cartpole.py --seeds 0,1,2 --without recurrent-ppo --stop-on-miss  # a screen
 
-Both agents are evaluated greedily on the same episodes. The target, per seed: the first greedy
-10-episode mean >= 475 comes within 30k env steps, and every later evaluation up to the end (100k)
-stays >= 425. Method and hyper-parameters: benchmarks/README.md.
+The target, per seed: a first greedy 10-episode mean >= 475 within 30k env steps, every later one >= 425.
+Method and hyper-parameters: benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -109,10 +108,7 @@ def run_ppo(steps: int, seed: int, eval_every: int, eval_episodes: int, torch_th
                 config=dict(ZOO_RECURRENT_PPO, torch_threads=result.pop("torch_threads")))
 
 
-# ---------------------------------------------------------------------------------------------
-# report
-
-
+# --- report
 def report(results: list[dict], skipped: dict[str, str], markdown: bool, steps: int) -> str:
     all_steps = sorted({e[0] for r in results for e in r["evaluations"]})  # curves: one row per evaluation
     rows = []
@@ -182,23 +178,19 @@ def plot(results: list[dict], path: str, steps: int) -> None:
 
 
 def parse_args(argv=None):
-    p = harness.arg_parser(__doc__, "quick", "markdown", "json")
+    p = harness.arg_parser(__doc__, "quick", "markdown", "json", "set", "torch-threads")
     p.add_argument("--steps", type=int, default=None, help="env steps per agent (default 100000; --quick: 10000)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--seeds", default=None,
+    p.add_argument("--seeds", type=harness.comma_list(cast=int),
                    help="comma-separated seeds, e.g. 0,1,2: one run of each agent per seed (overrides --seed); "
                         "the target is judged per seed")
     p.add_argument("--eval-every", type=int, default=None, help="env steps (default 5000; --quick: 2500)")
     p.add_argument("--eval-episodes", type=int, default=10)
-    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                   help="override a config value (YAML), e.g. learner.learning_rate=5e-4; repeatable")
-    p.add_argument("--without", default="", help=f"comma-separated peers to skip: {', '.join(PEERS)}")
+    p.add_argument("--without", type=harness.comma_list(PEERS, str.lower), default=[],
+                   help=f"comma-separated peers to skip: {', '.join(PEERS)}")
     p.add_argument("--only-peers", action="store_true", help="skip r2d2kit (peers only)")
     p.add_argument("--out", default=None, help="optional PNG of both curves")
-    p.add_argument("--torch-threads", type=int, default=1,
-                   help="torch CPU threads for RecurrentPPO (default 1: with 2 its OpenMP threads spin against "
-                        "TensorFlow's and other work on a 2-core machine, and a run takes many times longer)")
-    p.add_argument("--runners", default="processes",
+    p.add_argument("--runners", type=harness.comma_list(("processes", "local")), default="processes",
                    help="comma-separated actor pools for r2d2kit: processes (the README command's), local")
     p.add_argument("--stop-on-miss", action="store_true",
                    help="stop an r2d2kit run at the first evaluation that proves the target missed (a screen of "
@@ -206,16 +198,7 @@ def parse_args(argv=None):
     args = p.parse_args(argv)
     args.steps = args.steps or (10_000 if args.quick else 100_000)
     args.eval_every = args.eval_every or (2_500 if args.quick else 5_000)
-    try:
-        args.seeds = [int(x) for x in args.seeds.split(",") if x.strip()] if args.seeds else [args.seed]
-    except ValueError:
-        p.error(f"--seeds must be comma-separated integers such as 0,1,2, got {args.seeds!r}")
-    args.runners = [r.strip() for r in args.runners.split(",") if r.strip()]
-    args.without = sorted({w.strip().lower() for w in args.without.split(",") if w.strip()})
-    if not args.seeds or not args.runners or set(args.runners) - {"processes", "local"}:
-        p.error(f"--seeds takes seeds such as 0,1,2 and --runners processes and/or local, got {args.runners}")
-    if set(args.without) - set(PEERS):
-        p.error(f"unknown peer(s) {sorted(set(args.without) - set(PEERS))}; peers: {', '.join(PEERS)}")
+    args.seeds = args.seeds or [args.seed]
     return args
 
 

@@ -3,9 +3,7 @@
     python benchmarks/bench_replay.py --quick      # smoke run: N = 2^16, under ~30 s (full: N = 2^20)
     python benchmarks/bench_replay.py --only tree,import --without seed-style --markdown
 
-A ratio above 1 means r2d2kit is faster. The peers (install: benchmarks/requirements.txt) are loaded by
-benchmarks/peers.py; one that cannot be loaded is reported in the table, never fatal. Method:
-benchmarks/README.md.
+A ratio above 1: r2d2kit is faster. A peer that does not load shows as n/a. Method: benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -61,10 +59,8 @@ def try_peer(name: str, make: Callable, errors: dict):
     return None
 
 
-# ---------------------------------------------------------------------------------------------
-# buffer peers: build(capacity) -> buffer; fill(buffer, items, priorities); sample(buffer, batch) -> batch
+# --- buffer peers: build(capacity) -> buffer; fill(buffer, items, priorities); sample(buffer, batch) -> batch
 # holding the indices under ``index``; update(buffer, indices, priorities); add(buffer, items)
-
 BUFFER_DEFAULTS = dict(update=lambda buf, i, p: buf.update_priorities(i, p), convert=lambda a: a,
                        priorities=lambda p: p)
 
@@ -169,10 +165,7 @@ def buffer_cases(cfg: dict, errors: dict, without: set[str]) -> dict[str, dict[s
     return cases
 
 
-# ---------------------------------------------------------------------------------------------
-# bare trees: sample(batch) -> indices and update(indices, priorities)
-
-
+# --- bare trees: sample(batch) -> indices and update(indices, priorities)
 def r2d2kit_tree(n, priorities):
     from r2d2kit import SumTree
 
@@ -209,7 +202,7 @@ def torchrl_tree(n, priorities):
 
 def seed_tree(n, priorities):
     capacity = 1 << max(0, (n - 1).bit_length())
-    tree, min_tree = peers.SeedSumSegmentTree(capacity), peers.SeedMinSegmentTree(capacity)
+    tree, min_tree = peers.SeedSumSegmentTree(capacity), peers.SeedSegmentTree(capacity, min, float("inf"))
     tree.build(priorities)
     min_tree.build(priorities)
 
@@ -254,10 +247,7 @@ def tree_cases(cfg: dict, errors: dict, without: set[str]) -> dict[str, dict[str
     return cases
 
 
-# ---------------------------------------------------------------------------------------------
-# row 6: first import + first sample in a fresh process
-
-
+# --- row 6: first import + first sample in a fresh process
 FIRST_USE = {
     "r2d2kit": """
 from r2d2kit.replay import ReplayBuffer
@@ -319,10 +309,7 @@ def first_use_rows(cfg: dict, quick: bool, errors: dict, without: set[str]) -> t
     return warm, cold
 
 
-# ---------------------------------------------------------------------------------------------
-# rows and the table
-
-
+# --- rows and the table
 @dataclass
 class Row:
     label: str
@@ -338,11 +325,9 @@ def verdict(row: Row) -> str:
     base = row.cells.get("r2d2kit")
     if row.limit_s is not None:
         return "?" if not isinstance(base, float) else ("met" if base < row.limit_s else "NOT met")
-    results = ["?" if not (isinstance(base, float) and isinstance(row.cells.get(peer), float)) else
-               "met" if row.cells[peer] / base >= minimum else "NOT met" for peer, minimum in row.checks]
-    if not results or "NOT met" in results:
-        return "NOT met" if results else ""
-    return "? (peer missing)" if "?" in results else "met"
+    results = {"?" if not (isinstance(base, float) and isinstance(row.cells.get(peer), float)) else
+               "met" if row.cells[peer] / base >= minimum else "NOT met" for peer, minimum in row.checks}
+    return "" if not results else "NOT met" if "NOT met" in results else "? (peer missing)" if "?" in results else "met"
 
 
 def fmt_cell(value, unit: str) -> str:
@@ -453,63 +438,54 @@ def run(cfg: dict, quick: bool, only: set[str] | None, without: set[str]) -> tup
     return rows, errors, notes
 
 
-def scaling(cfg: dict, errors: dict, without: set[str], exponents: range) -> list[list[str]]:
+def scaling(cfg: dict, errors: dict, without: set[str], exponents: range) -> tuple[list[str], list[list[str]]]:
     """``sample(batch)`` and ``update_priorities(batch)`` medians of every buffer peer at 2^k items, one row per
     ``k``: how the cost grows with the buffer (the descent's last levels leave the cache) and the ratios."""
     names = [name for name in BUFFER_PEERS if name not in without]
+    header = ["items"] + [column for op in ("sample", "update") for name in names
+                          for column in [f"{op} {name}"] + ([f"{name}/r2d2kit"] if name != "r2d2kit" else [])]
     cells = []
     for k in exponents:
         sized = dict(cfg, n=2**k, add_n=1_000)
-        cases = buffer_cases(sized, errors, without)
-        medians = {}
+        cases, row = buffer_cases(sized, errors, without), [f"2^{k} ({2**k:,})"]
         for op in ("sample", "update"):
             samples = interleaved(cases[op], min(cfg["rounds"], cfg["scaling_reps"]), cfg["scaling_reps"],
                                   cfg["warmup"], (), 0, errors)
-            medians[op] = {name: float(np.median(t)) / 1e3 for name, t in samples.items()}  # us
-        del cases
-        gc.collect()
-        row = [f"2^{k} ({2**k:,})"]
-        for op in ("sample", "update"):
-            mine = medians[op].get("r2d2kit")
+            medians = {name: float(np.median(t)) / 1e3 for name, t in samples.items()}  # us
             for name in names:
-                value = medians[op].get(name)
+                value, mine = medians.get(name), medians.get("r2d2kit")
                 row.append("n/a" if value is None else f"{value:,.1f}")
                 if name != "r2d2kit":
                     row.append("-" if value is None or mine is None else f"{value / mine:.2f}x")
         cells.append(row)
-    return cells
+        del cases
+        gc.collect()
+    return header, cells
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = harness.arg_parser(__doc__, "quick", "markdown", "json")
-    parser.add_argument("--only", default=None,
+    parser.add_argument("--only", type=harness.comma_list(("buffer", "add", "tree", "import", "scaling")),
                         help="comma-separated subset of: buffer, add, tree, import, scaling")
-    parser.add_argument("--without", default="", metavar="PEERS",
+    parser.add_argument("--without", type=harness.comma_list(PEERS), default=[], metavar="PEERS",
                         help=f"comma-separated peers to leave out, of: {', '.join(PEERS)}")
     args = parser.parse_args(argv)
-    without = {name for name in args.without.split(",") if name}
-    if without - set(PEERS):
-        parser.error(f"--without: unknown peer(s) {sorted(without - set(PEERS))}; choose from {PEERS}")
+    without, only = set(args.without), set(args.only) if args.only else None
     cfg = dict(QUICK if args.quick else FULL, torch_threads=1)  # torch on one core, as every library
 
     started, load_start = harness.start(DISTS)
-    rows, errors, notes = run(cfg, args.quick, set(args.only.split(",")) if args.only else None, without)
+    rows, errors, notes = run(cfg, args.quick, only, without)
     print(f"N = {cfg['n']:,} items, batch {cfg['batch']}, fields {', '.join(FIELDS)}; "
           f"alpha={ALPHA}, beta={BETA}, eps={EPS}; medians of {cfg['reps']} repeats "
           f"({cfg['slow_reps']} for seed-style, {cfg['add_reps']} for add_batch) in {cfg['rounds']} "
           f"interleaved rounds; torch threads {cfg['torch_threads']}; "
           "ratio = peer / r2d2kit (> 1: r2d2kit is faster)\n")
     print(replay_table(rows, args.markdown) + "\n")
-    only = set(args.only.split(",")) if args.only else None
     if only is None or "scaling" in only:
-        exponents = range(12, 17, 2) if args.quick else range(12, 25, 2)
-        header = ["items"]
-        for op in ("sample", "update"):
-            for name in (name for name in BUFFER_PEERS if name not in without):
-                header += [f"{op} {name}"] + ([f"{name}/r2d2kit"] if name != "r2d2kit" else [])
         print(f"sample({cfg['batch']}) and update_priorities({cfg['batch']}) against the buffer size, us (medians of "
               f"{cfg['scaling_reps']} in interleaved rounds; ratio = peer / r2d2kit)")
-        print(table(header, scaling(cfg, errors, without, exponents), markdown=args.markdown) + "\n")
+        exponents = range(12, 17, 2) if args.quick else range(12, 25, 2)
+        print(table(*scaling(cfg, errors, without, exponents), markdown=args.markdown) + "\n")
     for message in [f"{peer}: {message}" for peer, message in errors.items()] + list(notes.values()):
         print(f"- {message}")
     print(harness.load_footer(started, load_start))

@@ -3,9 +3,7 @@
     python benchmarks/bench_runners.py --quick         # smoke run (full: 2 actors x 2 envs, 20k env steps, 2 rounds)
     python benchmarks/bench_runners.py --markdown --actors 1 2
 
-Both pools run the same acting code and hand windows to a Trainer that only adds them to replay, so
-the table compares transports; env steps/s count from the first experience that arrives, and rounds
-alternate the runners (ABBA). Method: benchmarks/README.md.
+The same acting code in both pools: the table compares transports. Method: benchmarks/README.md.
 """
 
 from __future__ import annotations

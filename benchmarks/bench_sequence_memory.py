@@ -3,9 +3,7 @@
     python benchmarks/bench_sequence_memory.py            # 50k-step ring, about a minute
     python benchmarks/bench_sequence_memory.py --quick    # 5k-step ring, a few seconds
 
-Feeds synthetic Atari-sized episodes (84x84 uint8, LSTM state 2 x 512 float32) in the R2D2 window
-layout (40 + 80 + 5 rows, period 40) and prints, per stored step, the buffer's bytes, the raw step
-size (observation + action + reward) and what dense per-window storage would need.
+Bytes per stored step of synthetic Atari-sized episodes, against the raw step and dense per-window storage.
 """
 
 from __future__ import annotations

@@ -5,18 +5,16 @@
     python benchmarks/bench_update.py --precision float32 mixed_bfloat16 --omp-wait-policy passive
 
 Times one ``learner.train_from(replay)`` for the models of configs/pong.yaml and configs/cartpole_pomdp.yaml
-and the same loop for the twin, each framework in its own subprocess; a small instance of each row first
-checks that the twin computes the same loss, gradients and priorities. Per update::
-
-    GFLOP/update = B x [ F x burn_in                     online burn-in, no gradient
-                       + (3 F - F1) x (trace + n_step)   online unroll, forward + backward
-                       + F x (burn_in + trace + n_step) ] target network, forward only
-
-(``F``: forward FLOPs of one row, ``F1``: the first layer's share). Method: benchmarks/README.md.
+and the same loop for the twin, each framework in its own subprocess, after checking on a small instance that
+the twin computes the same loss, gradients and priorities. Per update, GFLOP = B x [F x burn_in + (3F - F1) x
+(trace + n_step) + F x (burn_in + trace + n_step)]: online burn-in (no gradient), online unroll (forward and
+backward; F1, the first layer's share, has no input gradient), target network (forward only); F: the forward
+FLOPs of one row. Method: benchmarks/README.md.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import time
 from pathlib import Path
@@ -45,10 +43,7 @@ PRECISIONS = ("float32", "mixed_bfloat16")  # --precision: Keras' global dtype p
 BEFORE_SECONDS, RSS_GIB, SPEEDUP = 7.4, 3.0, 2.0
 
 
-# ---------------------------------------------------------------------------------------------
-# shared helpers (numpy only)
-
-
+# --- shared helpers (numpy only)
 def fill_replay(replay: Any, spec: dict, windows: int, seed: int) -> None:
     """Add ``windows`` random windows, each its own (env, episode), no padding; one in four terminates at a
     random trained row (the n-step targets' termination path runs too)."""
@@ -140,10 +135,7 @@ def time_updates(learner, replay: Any, spec: dict, job: dict, warmup: int) -> di
             "load_start": load_start, "load_end": format_load()}
 
 
-# ---------------------------------------------------------------------------------------------
-# r2d2kit (Keras / TensorFlow) side
-
-
+# --- r2d2kit (Keras / TensorFlow) side
 def keras_spec(settings: Any, network: Any) -> dict:
     """The plain-data description the twin is built from (read off the config and the built network)."""
     encoder, learner = network.config["encoder"], settings.learner
@@ -194,10 +186,7 @@ def keras_child(job: dict) -> dict:
                         f"{tf.config.threading.get_inter_op_parallelism_threads()}")
 
 
-# ---------------------------------------------------------------------------------------------
-# the PyTorch twin
-
-
+# --- the PyTorch twin
 def make_twin(spec: dict):
     """A ``torch.nn.Module`` with the layers of r2d2kit's QNetwork for ``spec`` (dqn or mlp encoder)."""
     import torch
@@ -269,26 +258,20 @@ def make_twin(spec: dict):
     return TwinQNetwork()
 
 
-def torch_value_rescale(x, eps: float):
-    import torch
-
-    return torch.sign(x) * x.abs() / (torch.sqrt(x.abs() + 1.0) + 1.0) + eps * x
-
-
-def torch_inverse_value_rescale(x, eps: float):
-    import torch
-
-    magnitude = x.abs()
-    if eps == 0.0:
-        return torch.sign(x) * magnitude * (magnitude + 2.0)
-    root = torch.sqrt(1.0 + 4.0 * eps * (magnitude + 1.0 + eps))
-    d = 2.0 * magnitude / (root + 1.0 + 2.0 * eps)
-    return torch.sign(x) * d * (d + 2.0)
-
-
 def torch_nstep_targets(reward, mask, terminated, q_online, q_target, *, gamma, n_step, trace_length, eps, rescale):
     """R2D2's value-rescaled n-step double-Q targets ``[B, T]`` over the rows after burn-in (as r2d2kit's)."""
     import torch
+
+    def value_rescale(x):
+        return torch.sign(x) * x.abs() / (torch.sqrt(x.abs() + 1.0) + 1.0) + eps * x
+
+    def inverse_value_rescale(x):
+        magnitude = x.abs()
+        if eps == 0.0:
+            return torch.sign(x) * magnitude * (magnitude + 2.0)
+        root = torch.sqrt(1.0 + 4.0 * eps * (magnitude + 1.0 + eps))
+        d = 2.0 * magnitude / (root + 1.0 + 2.0 * eps)
+        return torch.sign(x) * d * (d + 2.0)
 
     mask, not_terminated = mask.float(), 1.0 - terminated.float()
     window = slice(0, trace_length)
@@ -304,7 +287,7 @@ def torch_nstep_targets(reward, mask, terminated, q_online, q_target, *, gamma, 
     chosen = q_target.gather(2, q_online.argmax(dim=-1, keepdim=True)).squeeze(2)  # [B, L]
     bootstrap = chosen.gather(1, torch.arange(trace_length).unsqueeze(0) + offset.long())  # [B, T]
     if rescale:
-        targets = torch_value_rescale(total + discount * torch_inverse_value_rescale(bootstrap, eps), eps)
+        targets = value_rescale(total + discount * inverse_value_rescale(bootstrap))
     else:
         targets = total + discount * bootstrap
     return targets * mask[:, window]
@@ -315,8 +298,6 @@ class TwinLearner:
     both unrolls under ``torch.autocast("cpu", torch.bfloat16)``; weights, targets, loss and Adam in float32)."""
 
     def __init__(self, spec: dict, precision: str = "float32") -> None:
-        import copy
-
         import torch
 
         self.config, self.bfloat16 = spec["learner"], precision == "mixed_bfloat16"
@@ -420,10 +401,7 @@ def torch_child(job: dict) -> dict:
                 threads=f"torch {torch.get_num_threads()} (interop {torch.get_num_interop_threads()})")
 
 
-# ---------------------------------------------------------------------------------------------
-# equivalence check: Keras weights copied into the twin, loss / gradients / priorities compared
-
-
+# --- equivalence check: Keras weights copied into the twin, loss / gradients / priorities compared
 def weight_pairs(network: Any, twin: Any) -> list[tuple[Any, Any, Any, Any]]:
     """(Keras variable, torch parameter, keras->torch array, torch grad->keras array) for every weight."""
     import torch
@@ -541,10 +519,7 @@ def check_one(config: Path) -> dict:
             "macs_twin": twin_measured_macs(twin.online, spec), "macs_formula": sum(m for _, m in forward_macs(spec))}
 
 
-# ---------------------------------------------------------------------------------------------
-# the parent: children, table
-
-
+# --- the parent: children, table
 def child(job: dict) -> dict:
     """One child process's work: ``job["kind"]`` is keras, torch or check."""
     if job["kind"] != "torch":  # the twin's process never imports TensorFlow
@@ -688,11 +663,10 @@ def main(argv=None) -> dict:
     for name, least in (("threads", 1), ("warmup", 0), ("updates", 1)):
         if getattr(args, name) is not None and getattr(args, name) < least:
             p.error(f"--{name} must be >= {least}, got {getattr(args, name)}")
-    began = time.perf_counter()
-    print(harness.machine_line(("numpy", "tensorflow", "keras", "torch", "r2d2kit")), flush=True)
-    print(f"command: {command_line()}  (cwd {REPO_ROOT}); threads {args.threads} for TF (intra and inter-op) and "
-          f"torch{'; twin OMP_WAIT_POLICY=' + args.omp_wait_policy.upper() if args.omp_wait_policy else ''}; "
-          f"load average at start {format_load()} on {os.cpu_count()} CPUs", flush=True)
+    began, load_start = harness.start(("numpy", "tensorflow", "keras", "torch", "r2d2kit"))
+    print(f"threads {args.threads} for TF (intra and inter-op) and torch"
+          f"{'; twin OMP_WAIT_POLICY=' + args.omp_wait_policy.upper() if args.omp_wait_policy else ''}; "
+          f"load average at start {load_start} on {os.cpu_count()} CPUs", flush=True)
     keys = [args.only] if args.only else list(SIZES)
     print("equivalence check (Keras weights into the twin, small instances) ...", flush=True)
     checks = run_child(dict(kind="check", threads=args.threads, configs=[str(SIZES[k]["config"]) for k in keys]))

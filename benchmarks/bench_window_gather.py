@@ -3,9 +3,7 @@
     python benchmarks/bench_window_gather.py --quick      # 5k-step ring (full: 20k steps, about a minute)
     python benchmarks/bench_window_gather.py --tf-malloc  # under the malloc setting tf.data applies
 
-Rows: the memcpy bound, a naive per-window gather, ``sample`` into fresh arrays (the default), into a
-``BatchPool`` and into ``out=`` (reuse opted in, as the learner does); then the same for
-``ReplayBuffer(sampler="proportional").sample(512)``. Method: benchmarks/README.md.
+Also ``ReplayBuffer(sampler="proportional").sample(512)`` of 84x84 frames. Rows, method: benchmarks/README.md.
 """
 
 from __future__ import annotations

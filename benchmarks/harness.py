@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib
+import importlib.util
 import json
 import math
 import os
@@ -37,17 +39,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before any TensorFlow impo
 EVAL_SEED_OFFSET = 7919  # r2d2kit.training.trainer.EVAL_SEED_OFFSET (benchmarks/tests check that they agree)
 MAX_EVAL_ENVS = 8  # the Trainer evaluates on min(episodes, 8) envs
 
-# ---------------------------------------------------------------------------------------------
-# the machine, its load, peak memory
 
-
-def dist_version(name: str) -> str:
-    try:
-        return version(name)
-    except PackageNotFoundError:
-        return "not installed"
-
-
+# --- the machine, its load, peak memory
 def cores() -> int:
     """The cores this process may use."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -61,13 +54,18 @@ def machine_line(dists: Sequence[str]) -> str:
                    if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    versions = ", ".join(f"{dist} {dist_version(dist)}" for dist in dists)
+    versions = []
+    for dist in dists:
+        try:
+            versions.append(f"{dist} {version(dist)}")
+        except PackageNotFoundError:
+            versions.append(f"{dist} not installed")
     return (f"machine: {cpu}, {cores()} cores ({platform.machine()}, {platform.system()}); "
-            f"python {platform.python_version()}, {versions}")
+            f"python {platform.python_version()}, {', '.join(versions)}")
 
 
 def load_average() -> float:
-    """The 1-minute load average, nan where the OS has none: other work on the machine skews timings."""
+    """The 1-minute load average (nan where the OS has none)."""
     try:
         return os.getloadavg()[0]
     except (AttributeError, OSError):
@@ -86,23 +84,51 @@ def command_line() -> str:
 
 
 def start(dists: Sequence[str]) -> tuple[float, str]:
-    """Print the command and machine lines; return the start time (perf_counter) and the load average now
-    for :func:`load_footer`."""
+    """Print the command and machine lines; return the start time and the load average for :func:`load_footer`."""
     print(f"command: {command_line()}", flush=True)
     print(machine_line(dists), flush=True)
     return time.perf_counter(), format_load()
 
 
+FLAGS = {  # the flags several scripts share: arg_parser(doc, *names)
+    "quick": dict(action="store_true", help="smoke run: small budgets (see above)"),
+    "markdown": dict(action="store_true", help="print the tables as markdown"),
+    "json": dict(metavar="PATH", help="also write the results to this JSON file (a sweep: after every run)"),
+    "resume": dict(action="store_true", help="keep the runs in --json made with these settings; run only the others"),
+    "png": dict(metavar="PATH", help="PNG of the curves"),
+    "set": dict(action="append", default=[], metavar="SECTION.KEY=VALUE",
+                help="override an R2D2 config value (YAML), e.g. learner.learning_rate=5e-4; repeatable"),
+    "torch-threads": dict(type=int, default=1, help="torch CPU threads of the peer (default 1: with 2, its OpenMP "
+                          "threads spin against other work on a 2-core machine)"),
+}
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    def parse_args(self, args=None, namespace=None):
+        parsed = super().parse_args(args, namespace)
+        if getattr(parsed, "resume", False) and not parsed.json:
+            self.error("--resume needs --json FILE (the results to resume)")
+        return parsed
+
+
 def arg_parser(doc: str, *flags: str) -> argparse.ArgumentParser:
-    """A parser whose ``--help`` shows ``doc`` (a script's docstring: its usage lines), with the common
-    ``flags`` of ``quick``, ``markdown`` and ``json``."""
-    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    helps = dict(quick="smoke run: small budgets (see above)", markdown="print the tables as markdown",
-                 json="also write the results to this JSON file")
+    """A parser whose ``--help`` shows ``doc`` (a script's docstring: its usage lines), with the ``FLAGS`` named."""
+    parser = ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     for flag in flags:
-        kind = dict(default=None, metavar="PATH") if flag == "json" else dict(action="store_true")
-        parser.add_argument(f"--{flag}", help=helps[flag], **kind)
+        parser.add_argument(f"--{flag}", **FLAGS[flag])
     return parser
+
+
+def comma_list(choices: Sequence[str] | None = None, cast: Callable = str) -> Callable[[str], list]:
+    """An argparse ``type``: comma-separated values, each ``cast`` and, if ``choices`` are given, one of them."""
+    def parse(text: str) -> list:
+        values = [cast(value.strip()) for value in text.split(",") if value.strip()]
+        if not values or (choices and set(values) - set(choices)):
+            raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated values"
+                                             + (f" of {', '.join(choices)}" if choices else ""))
+        return values
+
+    return parse
 
 
 def write_json(path: str | Path | None, data: Any) -> None:
@@ -113,8 +139,6 @@ def write_json(path: str | Path | None, data: Any) -> None:
 
 def load_module(path: Path, name: str):
     """Import the script at ``path`` as a module ``name`` (``agents/`` is a folder of scripts)."""
-    import importlib.util
-
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -128,14 +152,12 @@ def load_footer(began: float, load_start: str) -> str:
 
 
 def peak_rss_mb() -> float:
-    """This process's peak resident set (``ru_maxrss``) in MB, cumulative (a spawned child starts from its
-    parent's peak; :func:`process_peak_rss_mb`, ``VmHWM``, has no such floor)."""
+    """This process's peak resident set (``ru_maxrss``) in MB (a spawned child's starts from its parent's)."""
     return float("nan") if resource is None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def process_peak_rss_mb(pid: int | str, field: str = "VmHWM") -> float:
-    """Peak resident set (``VmHWM`` in /proc/<pid>/status; ``field="VmRSS"``: the resident set now) of a
-    live process in MB; nan if unreadable."""
+    """Peak (``VmHWM``; ``field="VmRSS"``: current) resident set of a live process in MB; nan if unreadable."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith(field + ":"):
@@ -145,10 +167,7 @@ def process_peak_rss_mb(pid: int | str, field: str = "VmHWM") -> float:
     return float("nan")
 
 
-# ---------------------------------------------------------------------------------------------
-# child processes
-
-
+# --- child processes
 def exit_reason(code: int) -> str:
     if code >= 0:
         return f"exit status {code}"
@@ -162,29 +181,22 @@ def log_tail(path: Path, lines: int = 1, width: int = 200) -> str:
     return "\n".join(line[:width] for line in text[-lines:]) or "no output"
 
 
-def run_child(command: list[str], log: Path, stdout_to_log: bool = True,
-              env: dict[str, str] | None = None) -> tuple[int, float, float]:
-    """Run ``command`` from the repository root, the checkout first on PYTHONPATH, its stderr (and stdout
-    unless ``stdout_to_log`` is false) to ``log``; return (exit code, wall seconds, the child's own peak RSS in
-    MB: ``ru_maxrss`` from ``os.wait4``, where RUSAGE_CHILDREN would be the largest of all children so far)."""
-    path = os.pathsep.join([str(REPO_ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
-    began = time.perf_counter()
-    with open(log, "w") as out:
-        child = subprocess.Popen(command, cwd=REPO_ROOT, env=dict(os.environ, **(env or {}), PYTHONPATH=path),
-                                 stdout=out if stdout_to_log else None, stderr=out)
-        _, status, usage = os.wait4(child.pid, 0)
-    return os.waitstatus_to_exitcode(status), time.perf_counter() - began, usage.ru_maxrss / 1024
-
-
 def run_job(script: str | Path, job: dict, quiet: bool = False, env: dict[str, str] | None = None) -> dict:
-    """Run ``python script --job JSON --child-out FILE`` (the child's :func:`serve_job` runs ``job`` and writes
-    FILE) and return FILE's JSON with ``wall_seconds`` and ``peak_rss_mb``; a failure returns ``error`` (exit
-    reason and last line of stderr) and ``log_tail`` (its last 20 lines). ``quiet``: the child's stdout goes to
-    that log too."""
+    """Run ``python script --job JSON --child-out FILE`` from the repository root, the checkout first on
+    PYTHONPATH (the child's :func:`serve_job` runs ``job`` and writes FILE), its stderr (``quiet``: and stdout) to
+    a log; return FILE's JSON with ``wall_seconds`` and ``peak_rss_mb``: the child's own ``ru_maxrss`` from
+    ``os.wait4`` (RUSAGE_CHILDREN would be the largest of all children so far). A failure returns ``error``
+    (exit reason and last line of the log) and ``log_tail`` (its last 20 lines)."""
+    path = os.pathsep.join([str(REPO_ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
     with tempfile.TemporaryDirectory(prefix="bench-child-") as scratch:
         out, log = Path(scratch) / "result.json", Path(scratch) / "log.txt"
-        command = [sys.executable, str(script), "--job", json.dumps(job), "--child-out", str(out)]
-        code, wall, rss = run_child(command, log, stdout_to_log=quiet, env=env)
+        began = time.perf_counter()
+        with open(log, "w") as stream:
+            child = subprocess.Popen([sys.executable, str(script), "--job", json.dumps(job), "--child-out", str(out)],
+                                     cwd=REPO_ROOT, env=dict(os.environ, **(env or {}), PYTHONPATH=path),
+                                     stdout=stream if quiet else None, stderr=stream)
+            _, status, usage = os.wait4(child.pid, 0)
+        code, wall, rss = os.waitstatus_to_exitcode(status), time.perf_counter() - began, usage.ru_maxrss / 1024
         if code == 0 and out.exists():
             return dict(json.loads(out.read_text()), wall_seconds=wall, peak_rss_mb=rss)
         return dict(error=f"{exit_reason(code)}: {log_tail(log)}", log_tail=log_tail(log, 20),
@@ -192,23 +204,17 @@ def run_job(script: str | Path, job: dict, quiet: bool = False, env: dict[str, s
 
 
 def serve_job(handler: Callable[[dict], Any]) -> None:
-    """In a child that :func:`run_job` started: write ``handler(job)`` to the file the parent reads, and exit.
-    Elsewhere nothing happens (a script calls this first thing in ``main``)."""
+    """In a child that :func:`run_job` started (else nothing): write ``handler(job)`` for the parent, and exit."""
     if len(sys.argv) == 5 and sys.argv[1] == "--job" and sys.argv[3] == "--child-out":
         Path(sys.argv[4]).write_text(json.dumps(handler(json.loads(sys.argv[2])), default=str))
         sys.exit(0)
 
 
-# ---------------------------------------------------------------------------------------------
-# results files
-
-
+# --- results files
 class Results:
-    """A sweep's runs in a JSON file ``{..header, "runs": [...]}``, rewritten (atomically) after every run.
-
-    With ``resume`` the file's finished runs are kept (failed ones are tried again): ``has(key, same)`` says
-    whether one of ``key`` that ``same`` accepts is there; a new run replaces the stored one of its key.
-    """
+    """A sweep's runs in a JSON file ``{..header, "runs": [...]}``, rewritten (atomically) after every run. With
+    ``resume`` the file's finished runs are kept (failed ones are tried again): ``has(key, same)`` says whether
+    one of ``key`` that ``same`` accepts is there; a new run replaces the stored one of its key."""
 
     def __init__(self, path: str | None, key: Callable[[dict], tuple], resume: bool = False,
                  header: Callable[[], dict] = dict) -> None:
@@ -231,14 +237,10 @@ class Results:
             partial.replace(self.path)
 
 
-# ---------------------------------------------------------------------------------------------
-# r2d2kit's Trainer
-
-
+# --- r2d2kit's Trainer
 def fit(config_path: str | Path, overrides: list[str], callbacks: list) -> tuple[Any, dict, float]:
-    """The Trainer (the loop ``python -m r2d2kit.train`` runs) on ``config_path`` with ``overrides``, in a
-    temporary run directory, without progress bar, TensorBoard or periodic checkpoints; (the trainer, its
-    summary, the seconds ``fit`` took, evaluations included)."""
+    """The Trainer (as ``python -m r2d2kit.train`` runs it) in a temporary run directory, without progress bar,
+    TensorBoard or periodic checkpoints; (the trainer, its summary, seconds of ``fit``, evaluations included)."""
     from r2d2kit.training.config import load_config
     from r2d2kit.training.trainer import Trainer
 
@@ -271,18 +273,7 @@ def evaluation_callback(line: str, stop: Callable[[list], bool] | None = None):
     return Evaluations()
 
 
-def idle_learner_run(config_path: Path, overrides: list[str], callback) -> tuple[dict, int]:
-    """:func:`fit` with an idle learner (``run.updates_per_env_step=0``: it only drains the actors into
-    replay) and no evaluation; (its summary, windows the actors delivered)."""
-    trainer, summary, _ = fit(config_path, ["run.updates_per_env_step=0", "run.eval_every=0", *overrides],
-                              [callback])
-    return summary, sum(trainer.actors.windows_per_actor.values())
-
-
-# ---------------------------------------------------------------------------------------------
-# timing
-
-
+# --- timing
 def timed_ns(fn: Callable[[], object]) -> int:
     start = time.perf_counter_ns()
     fn()
@@ -323,10 +314,7 @@ def interleaved(steps: dict[str, Callable[[], int]], rounds: int, reps: int, war
     return {name: np.asarray(t, dtype=np.float64) for name, t in times.items() if t}
 
 
-# ---------------------------------------------------------------------------------------------
-# tables and plots
-
-
+# --- tables and plots
 def table(header: list[str], rows: list[list[str]], markdown: bool = False, left: int = 1, right=None) -> str:
     """A plain-text or markdown table; the columns in ``right`` (default: all from ``left`` on) right-aligned."""
     right = set(range(left, len(header)) if right is None else right)
@@ -350,9 +338,7 @@ def pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    return importlib.import_module("matplotlib.pyplot")
 
 
 def seed_band(ax, curves: list, label: str, color=None, ms: float = 3.0) -> None:
@@ -367,10 +353,7 @@ def seed_band(ax, curves: list, label: str, color=None, ms: float = 3.0) -> None
     ax.fill_between(grid, values.min(axis=0), values.max(axis=0), color=line.get_color(), alpha=0.2, lw=0)
 
 
-# ---------------------------------------------------------------------------------------------
-# synthetic R2D2 Atari windows
-
-
+# --- synthetic R2D2 Atari windows
 def atari_windows(steps: int, envs: int = 4, units: int = 512, burn_in: int = 40, trace: int = 80, n_step: int = 5,
                   period: int = 40, seed: int = 0):
     """``SequenceBuilder`` windows of ``steps`` vector steps of ``envs`` interleaved synthetic episodes
@@ -405,10 +388,7 @@ def atari_sequence_buffer(capacity: int, units: int = 512, seed: int = 0, **layo
                                 seed=seed, **layout)
 
 
-# ---------------------------------------------------------------------------------------------
-# Stable-Baselines3 peers (RecurrentPPO, DQN)
-
-
+# --- Stable-Baselines3 peers (RecurrentPPO, DQN)
 def greedy_eval_sb3(model, make_env: Callable, episodes: int, seed: int, normalizer=None) -> np.ndarray:
     """Deterministic returns of a Stable-Baselines3 model (recurrent or not) on the episodes
     ``r2d2kit.runners.evaluate`` plays: the same env count, reset seed and per-env quotas (gymnasium's next-step
@@ -444,14 +424,10 @@ SB3_LINE = "  {name} {steps:>7,} env steps: eval {mean:6.1f} +- {std:5.1f}, {sec
 def run_sb3(algorithm: str, make_env: Callable, model_kwargs: dict, *, seed: int, steps: int, eval_every: int,
             eval_episodes: int, n_envs: int = 8, torch_threads: int = 1, normalize_gamma: float | None = None,
             stop_at_budget: bool = True, line: str = SB3_LINE) -> dict:
-    """Train ``<algorithm>(env=<n_envs of make_env>, **model_kwargs)`` (``"RecurrentPPO"`` from sb3-contrib or
-    ``"DQN"`` from Stable-Baselines3) for ``steps`` env steps, evaluated greedily every ``eval_every`` on the
-    Trainer's evaluation seeds, evaluations timed apart.
-
-    ``normalize_gamma``: ``VecNormalize(gamma=...)``; ``stop_at_budget``: stop at exactly ``steps`` (else at
-    the end of the rollout that passes it). Evaluation rows: (env steps, mean, std, training seconds, mean
-    return of the last 100 training episodes); ``line`` (a format of those) is printed per evaluation.
-    """
+    """Train sb3-contrib's ``RecurrentPPO`` or SB3's ``DQN`` (``algorithm``) on ``n_envs`` of ``make_env`` for
+    ``steps`` env steps (``stop_at_budget`` false: to the end of the rollout that passes it), evaluated greedily
+    every ``eval_every`` on the Trainer's evaluation seeds, evaluations timed apart; each evaluation's row (env
+    steps, mean, std, training seconds, mean return of the last 100 training episodes) printed with ``line``."""
     import torch
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env

@@ -67,7 +67,11 @@ def _build_torchrl_trees() -> ModuleType:
         raise PeerUnavailable(f"torchrl._torchrl does not load and {csrc} has no sources to rebuild it")
     print("[bench] TorchRL's prebuilt C++ extension does not load with this torch: using its csrc "
           "compiled here (the first time takes ~35 s, then it is cached)", file=sys.stderr, flush=True)
-    return load(name="_torchrl", sources=[str(p) for p in sources], extra_cflags=["-O3"], verbose=False)
+    try:
+        return load(name="_torchrl", sources=[str(p) for p in sources], extra_cflags=["-O3"], verbose=False)
+    except Exception as error:  # noqa: BLE001
+        raise PeerUnavailable(f"torchrl._torchrl does not load and rebuilding it failed: {_short(error, 60)}") \
+            from error
 
 
 @functools.lru_cache(maxsize=None)
@@ -87,33 +91,22 @@ def load_torchrl() -> dict:
         import torchrl._torchrl as trees
         note = "prebuilt torchrl._torchrl"
     except ImportError:
-        try:
-            trees = _build_torchrl_trees()
-        except PeerUnavailable:
-            raise
-        except Exception as build_error:  # noqa: BLE001
-            raise PeerUnavailable(f"torchrl._torchrl does not load and rebuilding it failed: "
-                                  f"{_short(build_error, 60)}") from build_error
+        trees = _build_torchrl_trees()
         note = f"C++ trees rebuilt from torchrl/csrc against torch {torch.__version__} (-O3)"
         for name in ("SumSegmentTreeFp32", "SumSegmentTreeFp64", "MinSegmentTreeFp32", "MinSegmentTreeFp64"):
             setattr(prioritized, name, getattr(trees, name))
     return {"torch": torch, "tensordict": tensordict, "torchrl": torchrl, "trees": trees, "note": note}
 
 
-# ---------------------------------------------------------------------------------------------
-# A seed-style segment tree in the manner of OpenAI baselines': a Python list of 2 * capacity nodes, one item
-# at a time (batched work is a Python loop, which is what is measured); ``build`` (not timed) pre-fills fast.
-
-
 class SeedSegmentTree:
-    """Binary tree over ``capacity`` leaves (a power of two) combined with ``operation``."""
+    """A seed-style segment tree in the manner of OpenAI baselines': a Python list of 2 * ``capacity`` nodes (a
+    power of two) combined with ``operation``, one item at a time (batched work is a Python loop, which is what
+    is measured); ``build`` (not timed) pre-fills fast. ``SeedSegmentTree(capacity, min, inf)``: the min tree."""
 
     def __init__(self, capacity, operation, neutral_element):
         assert capacity > 0 and capacity & (capacity - 1) == 0, "capacity must be a power of 2"
-        self._capacity = capacity
-        self._operation = operation
-        self._neutral = neutral_element
-        self._value = [neutral_element for _ in range(2 * capacity)]
+        self._capacity, self._operation = capacity, operation
+        self._value = [neutral_element] * (2 * capacity)
 
     def __setitem__(self, idx, val):
         idx += self._capacity
@@ -124,7 +117,6 @@ class SeedSegmentTree:
             idx //= 2
 
     def reduce(self):
-        """Operation over every leaf (the root)."""
         return self._value[1]
 
     def build(self, values):
@@ -163,8 +155,3 @@ class SeedSumSegmentTree(SeedSegmentTree):
         """Stratified sample as in baselines' ``_sample_proportional``: one draw per equal slice."""
         every_range_len = self.sum() / batch_size
         return [self.find_prefixsum_idx((rng.random() + i) * every_range_len) for i in range(batch_size)]
-
-
-class SeedMinSegmentTree(SeedSegmentTree):
-    def __init__(self, capacity):
-        super().__init__(capacity, min, float("inf"))

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import subprocess
@@ -49,10 +50,21 @@ def test_table_plain_and_markdown():
     assert harness.table(["a", "b", "c"], [["1", "2", "3"]], True, right={1}).splitlines()[1] == "|---|---:|---|"
 
 
-def test_load_average_is_a_load_or_nan():
+def test_comma_lists_are_checked_and_resume_needs_json():
+    parse = harness.comma_list(("a", "b"), str.lower)
+    assert parse("A, b,") == ["a", "b"] and harness.comma_list(cast=int)("0,1") == [0, 1]
+    for bad in ("c", "a,c", ""):
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse(bad)
+    with pytest.raises(SystemExit):
+        popgym.parse_args(["--resume"])
+
+
+def test_load_average_is_a_load_or_nan_and_a_missing_process_has_no_peak_rss():
     load = harness.load_average()
     assert isinstance(load, float) and (math.isnan(load) or load >= 0)
     assert harness.format_load(float("nan")) == "n/a" and harness.format_load(1.234) == "1.23"
+    assert math.isnan(harness.process_peak_rss_mb(2**31 - 1))  # above Linux's highest pid (2**22)
 
 
 def test_a_child_run_reports_its_own_peak_rss_and_a_failure_its_reason(tmp_path):
@@ -67,18 +79,12 @@ def test_a_child_run_reports_its_own_peak_rss_and_a_failure_its_reason(tmp_path)
     assert harness.exit_reason(-9) == "killed by signal 9 (the out-of-memory killer?)"
 
 
-def test_process_peak_rss_of_no_process_is_nan():
-    assert math.isnan(harness.process_peak_rss_mb(2**31 - 1))  # above Linux's highest pid (2**22)
+def test_greedy_ppo_evaluation_plays_the_trainers_episode_quotas_and_seeds():
+    import gymnasium as gym
 
-
-def test_eval_seed_offset_is_the_trainers():
     from r2d2kit.training.trainer import EVAL_SEED_OFFSET
 
     assert harness.EVAL_SEED_OFFSET == EVAL_SEED_OFFSET
-
-
-def test_greedy_ppo_evaluation_plays_the_trainers_episode_quotas():
-    import gymnasium as gym
 
     class Count(gym.Env):  # reward 1 per step; an episode lasts 2 + (reset seed % 3) steps
         observation_space, action_space = gym.spaces.Box(0, 1, (1,)), gym.spaces.Discrete(2)
@@ -104,8 +110,6 @@ def test_greedy_ppo_evaluation_plays_the_trainers_episode_quotas():
 
 
 # --- bench_r2d2_cartpole: the per-seed criterion (first >= 475 due by 30k env steps, then never below 425)
-
-
 def curve(*means, every=5_000, late=0):
     return [(every * (i + 1) + late, mean, 0.0, 10.0 * (i + 1)) for i, mean in enumerate(means)]
 
@@ -132,9 +136,6 @@ def test_cartpole_a_run_without_475_is_missed_from_30k_on():
                                                              held=False, min_after=None)
 
 
-# --- bench_goal_pomdp
-
-
 def test_goal_first_success_and_seed_spread():
     assert goal.first_at([(1000, 0.5), (2000, 0.9), (3000, 1.0)], 0.9) == 2000
     assert goal.first_at([(1000, 0.5)], 0.9) is None and goal.fmt_steps(46_000) == "46k"
@@ -142,8 +143,6 @@ def test_goal_first_success_and_seed_spread():
 
 
 # --- bench_popgym: MMER, the targets, its command line, --resume
-
-
 def test_mmer_is_the_best_evaluation_mean_not_the_best_episode():
     evaluations = [(10_000, -0.5, 0.1, 1.0), (20_000, 0.4, 0.5, 2.0), (30_000, 0.25, 0.0, 3.0)]
     assert popgym.mmer(evaluations) == 0.4 and popgym.final_mean(evaluations) == 0.25
@@ -163,8 +162,7 @@ def test_popgym_targets(env, value, met):
 def test_popgym_help_runs_without_training():
     result = subprocess.run([sys.executable, str(BENCH_DIR / "bench_popgym.py"), "--help"], capture_output=True,
                             text=True, timeout=60)
-    assert result.returncode == 0, result.stderr
-    assert "--resume" in result.stdout and "--without" in result.stdout
+    assert result.returncode == 0 and "--resume" in result.stdout and "--without" in result.stdout, result.stderr
 
 
 def test_resume_reruns_a_run_whose_config_changed_but_not_for_comments_or_budget(tmp_path, monkeypatch):
