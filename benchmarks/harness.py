@@ -238,16 +238,18 @@ class Results:
 
 
 # --- r2d2kit's Trainer
-def fit(config_path: str | Path, overrides: list[str], callbacks: list) -> tuple[Any, dict, float]:
-    """The Trainer (as ``python -m r2d2kit.train`` runs it) in a temporary run directory, without progress bar,
-    TensorBoard or periodic checkpoints; (the trainer, its summary, seconds of ``fit``, evaluations included)."""
+def fit(config_path: str | Path, overrides: list[str], callbacks: list,
+        run_dir: str | Path | None = None) -> tuple[Any, dict, float]:
+    """The Trainer (as ``python -m r2d2kit.train`` runs it) in ``run_dir`` (default a temporary one), without
+    progress bar, TensorBoard or periodic checkpoints; (the trainer, its summary, seconds of ``fit``, evaluations
+    included). A kept ``run_dir`` holds the final checkpoint and ``best.weights.h5`` for ``r2d2kit.evaluate``."""
     from r2d2kit.training.config import load_config
     from r2d2kit.training.trainer import Trainer
 
     config = load_config(config_path, ["logging.progress=false", "logging.tensorboard=false",
                                        "checkpoints.every_env_steps=0", *overrides])
-    with tempfile.TemporaryDirectory(prefix="bench-run-") as run_dir:
-        trainer = Trainer(config, Path(run_dir) / "run", callbacks=callbacks)
+    with tempfile.TemporaryDirectory(prefix="bench-run-") as scratch:
+        trainer = Trainer(config, Path(run_dir or Path(scratch) / "run"), callbacks=callbacks)
         began = time.perf_counter()
         summary = trainer.fit()
     return trainer, summary, time.perf_counter() - began
@@ -389,7 +391,8 @@ def atari_sequence_buffer(capacity: int, units: int = 512, seed: int = 0, **layo
 
 
 # --- Stable-Baselines3 peers (RecurrentPPO, DQN)
-def greedy_eval_sb3(model, make_env: Callable, episodes: int, seed: int, normalizer=None) -> np.ndarray:
+def greedy_eval_sb3(model, make_env: Callable, episodes: int, seed: int, normalizer=None,
+                    successes: list | None = None) -> np.ndarray:
     """Deterministic returns of a Stable-Baselines3 model (recurrent or not) on the episodes
     ``r2d2kit.runners.evaluate`` plays: the same env count, reset seed and per-env quotas (gymnasium's next-step
     autoreset handled). ``normalizer``: a training ``VecNormalize`` whose statistics normalise the observations."""
@@ -405,11 +408,13 @@ def greedy_eval_sb3(model, make_env: Callable, episodes: int, seed: int, normali
     while len(returns) < episodes:
         action, state = model.predict(obs if normalizer is None else normalizer.normalize_obs(obs), state=state,
                                       episode_start=episode_start, deterministic=True)
-        obs, reward, terminated, truncated, _ = envs.step(action)
+        obs, reward, terminated, truncated, info = envs.step(action)
         running += np.where(in_autoreset, 0.0, reward)
         ended = (terminated | truncated) & ~in_autoreset
         counted = ended & (quota > 0)
         returns.extend(running[counted].tolist())
+        if successes is not None and "is_success" in info:  # the env reports it (e.g. SuccessOnPositiveReward)
+            successes.extend(info["is_success"][counted & info["_is_success"]].tolist())
         quota[counted] -= 1
         running[ended] = 0.0
         episode_start = in_autoreset  # the obs after an autoreset step is an episode's first
@@ -427,7 +432,8 @@ def run_sb3(algorithm: str, make_env: Callable, model_kwargs: dict, *, seed: int
     """Train sb3-contrib's ``RecurrentPPO`` or SB3's ``DQN`` (``algorithm``) on ``n_envs`` of ``make_env`` for
     ``steps`` env steps (``stop_at_budget`` false: to the end of the rollout that passes it), evaluated greedily
     every ``eval_every`` on the Trainer's evaluation seeds, evaluations timed apart; each evaluation's row (env
-    steps, mean, std, training seconds, mean return of the last 100 training episodes) printed with ``line``."""
+    steps, mean, std, training seconds, mean return of the last 100 training episodes, success rate or None, as
+    :func:`evaluation_callback` keeps them) printed with ``line``."""
     import torch
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
@@ -458,11 +464,12 @@ def run_sb3(algorithm: str, make_env: Callable, model_kwargs: dict, *, seed: int
             if eval_every and self.num_timesteps >= self.next_eval:
                 began = time.perf_counter()
                 train_seconds = began - self.start - self.eval_seconds
+                flags: list = []
                 returns = greedy_eval_sb3(self.model, make_env, eval_episodes,
-                                          seed + EVAL_SEED_OFFSET + self.num_timesteps, normalizer)
+                                          seed + EVAL_SEED_OFFSET + self.num_timesteps, normalizer, flags)
                 recent = [info["r"] for info in self.model.ep_info_buffer]  # the last 100 training episodes
                 row = (int(self.num_timesteps), float(returns.mean()), float(returns.std()), train_seconds,
-                       float(np.mean(recent)) if recent else float("nan"))
+                       float(np.mean(recent)) if recent else float("nan"), float(np.mean(flags)) if flags else None)
                 self.evaluations.append(row)
                 print(line.format(name=algorithm, steps=row[0], mean=row[1], std=row[2], seconds=row[3],
                                   train_return=row[4]), flush=True)
