@@ -47,10 +47,13 @@ def make_sampler(name: str, capacity: int, *, alpha: float | None = None, eps: f
         raise ValueError(f"sampler must be one of {', '.join(repr(s) for s in SAMPLERS)}, got {name!r}")
     alpha = DEFAULT_ALPHA[name] if alpha is None else check_float("alpha", alpha, 0.0)
     if name == "uniform":
-        return UniformSampler(capacity, dense=dense)
-    if name == "proportional":
-        return ProportionalSampler(capacity, alpha=alpha, eps=eps)
-    return RankSampler(capacity, alpha=alpha, sort_every=sort_every)
+        sampler = UniformSampler(capacity, dense=dense)
+    elif name == "proportional":
+        sampler = ProportionalSampler(capacity, alpha=alpha, eps=eps)
+    else:
+        sampler = RankSampler(capacity, alpha=alpha, sort_every=sort_every)
+    sampler.dense = dense
+    return sampler
 
 
 class Sampler:
@@ -62,6 +65,7 @@ class Sampler:
         self.capacity = check_positive_int("capacity", capacity)
         self.alive = np.zeros(self.capacity, dtype=bool)
         self.max_priority = 1.0  # the largest priority seen; new items get it
+        self.dense = False  # live slots are [0, n) and never die: updates skip the check (8 us for 512 of 2^20)
         self._count = 0
 
     def __len__(self) -> int:
@@ -89,9 +93,10 @@ class Sampler:
     def update(self, slots: np.ndarray, priorities: Any) -> None:
         """New priorities for drawn ``slots`` (validated); slots that died since are skipped."""
         values = as_priority_array("priorities", priorities, slots.shape[0])
-        live = self.alive[slots]
-        if not live.all():
-            slots, values = slots[live], values[live]
+        if not self.dense:
+            live = self.alive[slots]
+            if not live.all():
+                slots, values = slots[live], values[live]
         self._update(slots, values)
 
     def sample(self, uniforms: np.ndarray, beta: float) -> tuple[np.ndarray, np.ndarray]:
@@ -141,6 +146,7 @@ class UniformSampler(Sampler):
 
     def __init__(self, capacity: int, dense: bool = False) -> None:
         super().__init__(capacity)
+        self.dense = dense
         self.tree = None if dense else SumTree(self.capacity, track_min=False)
 
     def _place_range(self, start: int, stop: int) -> None:
