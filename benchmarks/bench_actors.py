@@ -128,7 +128,8 @@ def actor_setup() -> dict:
     model = settings.model
     return dict(env_id=settings.env.id, envs=settings.env.num_envs, weights=int(sum(int(np.prod(v.shape))
                                                                                     for v in network.variables)),
-                network=f"MLP {list(model.hidden)} -> LSTM {model.lstm_units} -> dueling head {model.head_units}")
+                network=(f"MLP {list(model.hidden)}" if model.encoder == "mlp" else f"{model.encoder} encoder")
+                + f" -> LSTM {model.lstm_units} -> dueling head {model.head_units}")
 
 
 def spawned_children_cpu() -> dict[int, float]:
@@ -153,8 +154,10 @@ def rate(first: tuple, last: tuple) -> float:
     return (s1 - s0) / (t1 - t0) if t1 > t0 else float("nan")
 
 
-def run_actors(num_actors: int, envs_per_actor: int, steps: int, runner: str = "processes") -> dict:
-    """One Trainer run (the README command's loop) with an idle learner on ``runner``'s actor pool; env steps/s
+def run_actors(num_actors: int, envs_per_actor: int, steps: int, runner: str = "processes",
+               train: bool = False) -> dict:
+    """One Trainer run (the README command's loop) with an idle learner (``train``: the config's updates per env
+    step) on ``runner``'s actor pool; env steps/s
     after start-up, CPU shares, actor RSS (spawned actor processes only: not Ray's). The actors use the
     backend users get (``auto``: numpy for this network)."""
     from r2d2kit.runners.callbacks import Callback
@@ -175,8 +178,9 @@ def run_actors(num_actors: int, envs_per_actor: int, steps: int, runner: str = "
                             rss.extend(harness.process_peak_rss_mb(pid) for pid in cpu[name][2])
 
     load_before, started = load_average(), time.perf_counter()
-    trainer, summary, _ = harness.fit(CONFIG, [  # the learner only drains the actors into replay; no evaluation
-        "run.updates_per_env_step=0", "run.eval_every=0", f"actors.runner={runner}", f"actors.num_actors={num_actors}",
+    trainer, summary, _ = harness.fit(CONFIG, [  # no evaluation; without train, the learner only drains the actors
+        *([] if train else ["run.updates_per_env_step=0"]), "run.eval_every=0", f"actors.runner={runner}",
+        f"actors.num_actors={num_actors}",
         f"env.num_envs={envs_per_actor}", f"run.total_env_steps={steps}", f"actors.ray_num_cpus={os.cpu_count()}"],
         [Progress()])
     ended = time.perf_counter()
@@ -189,6 +193,7 @@ def run_actors(num_actors: int, envs_per_actor: int, steps: int, runner: str = "
                 windows=sum(trainer.actors.windows_per_actor.values()), startup_s=marks[0][0] - started,
                 stepping_s=marks[-1][0] - marks[0][0], shutdown_s=ended - marks[-1][0],
                 steps_per_s=rate(marks[0], marks[-1]), last_half_steps_per_s=rate((t0, s0), (t1, s1)),
+                updates_per_s=summary["updates"] / (marks[-1][0] - marks[0][0]),
                 learner_cpu=(own1 - own0) / (t1 - t0) if t1 > t0 else float("nan"),
                 actor_cpu=float(np.mean(actor_cpu)) if actor_cpu else float("nan"),
                 load_before=load_before, load_after=load_average())
@@ -201,7 +206,8 @@ def actor_rows(setup: dict, cfg: dict) -> list[dict]:
     for round_ in range(1, cfg["rounds"] + 1):
         for num_actors in (cfg["actor_counts"] if round_ % 2 else cfg["actor_counts"][::-1]):
             try:
-                rows.append(dict(run_actors(num_actors, setup["envs"], cfg["steps"]), round=round_))
+                rows.append(dict(run_actors(num_actors, setup["envs"], cfg["steps"], train=cfg["train"]),
+                                 round=round_))
             except Exception as error:  # noqa: BLE001  (report, go on with the other part)
                 rows.append(dict(backend="auto", actors=num_actors, round=round_,
                                  error=f"{type(error).__name__}: {error}"))
@@ -357,19 +363,20 @@ def percent(share: float) -> str:
 def actor_table(rows: list[dict], markdown: bool) -> str:
     header = ["actor processes", "backend", "round", "envs", "env steps", "start-up", "steps/s (first report -> end)",
               "steps/s (2nd half)", "per actor", "vs 1 actor (same round)", "CPU: learner", "CPU: each actor",
-              "steps per actor CPU-s", "actor peak RSS"]
+              "steps per actor CPU-s", "actor peak RSS", "updates/s"]
     base = {r["round"]: r["last_half_steps_per_s"] for r in rows if r["actors"] == 1 and "error" not in r}
     body = []
     for r in rows:
         if "error" in r:
-            body.append([str(r["actors"]), r["backend"], str(r["round"]), "-", "-", "-", "failed"] + ["-"] * 7)
+            body.append([str(r["actors"]), r["backend"], str(r["round"]), "-", "-", "-", "failed"] + ["-"] * 8)
             continue
         steady, per_cpu = r["last_half_steps_per_s"], steps_per_actor_cpu_second(r)
         body.append([str(r["actors"]), r["backend"], str(r["round"]), str(r["envs"]), f"{r['env_steps']:,}",
                      f"{r['startup_s']:.1f} s", f"{r['steps_per_s']:,.0f}", f"{steady:,.0f}",
                      f"{steady / r['actors']:,.0f}", f"{steady / base[r['round']]:.2f}x" if r["round"] in base else "-",
                      percent(r["learner_cpu"]), percent(r["actor_cpu"]),
-                     "n/a" if np.isnan(per_cpu) else f"{per_cpu:,.0f}", f"{r['actor_rss_mb']:,.0f} MB"])
+                     "n/a" if np.isnan(per_cpu) else f"{per_cpu:,.0f}", f"{r['actor_rss_mb']:,.0f} MB",
+                     f"{r['updates_per_s']:.1f}"])
     return table(header, body, markdown, left=3)
 
 
@@ -426,8 +433,10 @@ def print_step_part(srows: list[dict], setup: dict, cfg: dict, markdown: bool) -
 
 def print_actor_part(rows: list[dict], setup: dict, cfg: dict, markdown: bool) -> None:
     print(f"\nActor throughput: {setup['env_id']}, {setup['envs']} envs per actor, "
-          f"{cfg['steps']:,} env steps per run, {cfg['rounds']} round(s); learner idle (updates_per_env_step=0: "
-          f"it only drains the rings into replay); Q-network of {os.path.relpath(CONFIG)}: "
+          f"{cfg['steps']:,} env steps per run, {cfg['rounds']} round(s); "
+          + ("learner training at the config's run.updates_per_env_step" if cfg["train"] else
+             "learner idle (updates_per_env_step=0: it only drains the rings into replay)")
+          + f"; Q-network of {os.path.relpath(CONFIG)}: "
           f"{setup['network']}, {setup['weights']:,} float32 weights ({setup['weights'] * 4 / 1e3:.0f} kB per "
           "broadcast)\n", flush=True)
     print(actor_table(rows, markdown) + "\n")
@@ -471,15 +480,21 @@ def print_broadcast_part(measured: dict, size: int, cfg: dict, markdown: bool) -
 
 
 def main(argv: list[str] | None = None) -> dict:
+    global CONFIG
     parser = harness.arg_parser(__doc__, "quick", "markdown", "json")
     parser.add_argument("--only", choices=PARTS, default=None, help="one part (default: all)")
     parser.add_argument("--backends", type=harness.comma_list(BACKENDS), default=BACKENDS,
                         help=f"actor backends of the step part, comma-separated, of {BACKENDS} (default: both)")
     parser.add_argument("--reps", type=int, default=None, help="broadcasts timed per transport")
     parser.add_argument("--mb", type=float, default=None, help="broadcast size in MB (10^6 bytes; default 10)")
+    parser.add_argument("--config", type=Path, default=CONFIG, help="the config whose env and network the actors "
+                        "run (default configs/cartpole_pomdp.yaml)")
+    parser.add_argument("--train", action="store_true", help="actors part: the learner trains at the config's "
+                        "run.updates_per_env_step (end to end) instead of only draining the rings")
     args = parser.parse_args(argv)
+    CONFIG = args.config.resolve()
     backends = tuple(args.backends)
-    cfg = dict(QUICK if args.quick else FULL)
+    cfg = dict(QUICK if args.quick else FULL, train=args.train)
     cfg.update({key: value for key, value in dict(reps=args.reps, mb=args.mb).items() if value is not None})
     size = int(cfg["mb"] * 1e6) // 4  # float32 values
 

@@ -4,12 +4,12 @@
     python benchmarks/bench_update.py --quick           # smoke run: ~1 min of CPU, small batches
     python benchmarks/bench_update.py --precision float32 mixed_bfloat16 --omp-wait-policy passive
 
-Times one ``learner.train_from(replay)`` for the models of configs/pong.yaml and configs/cartpole_pomdp.yaml
-and the same loop for the twin, each framework in its own subprocess, after checking on a small instance that
-the twin computes the same loss, gradients and priorities. Per update, GFLOP = B x [F x burn_in + (3F - F1) x
-(trace + n_step) + F x (burn_in + trace + n_step)]: online burn-in (no gradient), online unroll (forward and
-backward; F1, the first layer's share, has no input gradient), target network (forward only); F: the forward
-FLOPs of one row. Method: benchmarks/README.md.
+Times one ``learner.train_from(replay)`` for the models of configs/pong.yaml, cartpole_pomdp.yaml and
+minatar/breakout.yaml and the same loop for the twin, each framework in its own subprocess, after checking on a
+small instance that the twin computes the same loss, gradients and priorities. Per update, GFLOP = B x [F x
+burn_in + (3F - F1) x (trace + n_step) + F x (burn_in + trace + n_step)]: online burn-in (no gradient), online
+unroll (forward and backward; F1, the first layer's share, has no input gradient), target network (forward only);
+F: the forward FLOPs of one row. Method: benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -31,11 +31,14 @@ SIZES = {
              "quick": ["learner.batch_size=4", "learner.burn_in=10", "learner.trace_length=20", "learner.period=10"]},
     "cartpole": {"name": "CartPole-size", "config": REPO_ROOT / "configs" / "cartpole_pomdp.yaml", "paper": None,
                  "warmup": 3, "updates": 20, "quick": ["learner.batch_size=16"]},
+    "minatar": {"name": "MinAtar-size", "config": REPO_ROOT / "configs" / "minatar" / "breakout.yaml", "paper": None,
+                "warmup": 3, "updates": 20, "quick": ["learner.batch_size=8"]},
 }
 # the equivalence check's small instance: the row's layers, a few short windows
 CHECK_OVERRIDES = ["learner.batch_size=3", "learner.burn_in=3", "learner.trace_length=5", "learner.period=3",
                    "learner.n_step=2"]
-NATURE_CNN = ((32, 8, 4), (64, 4, 2), (64, 3, 1))  # (filters, kernel, stride): r2d2kit's DQNImageModel
+# (filters, kernel, stride) of the image encoders the twin builds: DQNImageModel, MinAtarImageModel
+CONVS = {"dqn": ((32, 8, 4), (64, 4, 2), (64, 3, 1)), "minatar": ((16, 3, 1),)}
 SGEMM_N = 2048
 PRECISIONS = ("float32", "mixed_bfloat16")  # --precision: Keras' global dtype policy; the twin's torch.autocast
 # the targets: the Pong-size update was 7.4 s (12.0 GiB peak RSS) before the encoder change, on 2 cores with
@@ -54,6 +57,7 @@ def fill_replay(replay: Any, spec: dict, windows: int, seed: int) -> None:
         count = min(16, windows - start)
         size = (count, length)
         obs = (rng.integers(0, 256, size=size + shape, dtype=np.uint8) if np.dtype(dtype) == np.uint8
+               else rng.random(size + shape) < 0.1 if np.dtype(dtype) == bool  # MinAtar's sparse channels
                else (0.1 * rng.standard_normal(size + shape)).astype(dtype))
         action = rng.integers(0, spec["num_actions"], size=size)
         reward = rng.choice(np.array([-1.0, 0.0, 1.0], np.float32), size=size, p=[0.05, 0.9, 0.05])
@@ -81,10 +85,10 @@ def forward_macs(spec: dict) -> list[tuple[str, int]]:
     """Multiply-adds of one row (frame) through each layer, from the architecture (no framework)."""
     model, actions, shape = spec["model"], spec["num_actions"], tuple(spec["obs_shape"])
     layers: list[tuple[str, int]] = []
-    if model["encoder"] == "dqn":
+    if model["encoder"] in CONVS:
         height, width = shape[:2]
         channels = shape[2] if len(shape) == 3 else 1
-        for filters, kernel, stride in NATURE_CNN:
+        for filters, kernel, stride in CONVS[model["encoder"]]:
             height, width = (height - kernel) // stride + 1, (width - kernel) // stride + 1
             layers.append((f"conv {filters}x{kernel}x{kernel}/{stride}",
                            height * width * filters * kernel * kernel * channels))
@@ -188,26 +192,26 @@ def keras_child(job: dict) -> dict:
 
 # --- the PyTorch twin
 def make_twin(spec: dict):
-    """A ``torch.nn.Module`` with the layers of r2d2kit's QNetwork for ``spec`` (dqn or mlp encoder)."""
+    """A ``torch.nn.Module`` with the layers of r2d2kit's QNetwork for ``spec`` (dqn, minatar or mlp encoder)."""
     import torch
     from torch import nn
 
     model, actions, shape = spec["model"], spec["num_actions"], tuple(spec["obs_shape"])
     if model["layer_norm"]:
         raise ValueError("the twin has no layer norm: set model.layer_norm to false for this benchmark")
-    if model["encoder"] not in ("dqn", "mlp"):
-        raise ValueError(f"the twin builds model.encoder 'dqn' or 'mlp', got {model['encoder']!r}")
+    if model["encoder"] not in (*CONVS, "mlp"):
+        raise ValueError(f"the twin builds model.encoder {', '.join(CONVS)} or mlp, got {model['encoder']!r}")
 
     class TwinQNetwork(nn.Module):
         """Encoder (time folded into the batch) -> [one-hot prev action, prev reward] -> nn.LSTM -> dueling head."""
 
         def __init__(self) -> None:
             super().__init__()
-            self.image, self.dueling = model["encoder"] == "dqn", model["dueling"]
+            self.image, self.dueling = model["encoder"] in CONVS, model["dueling"]
             layers = []
             if self.image:
                 height, width, channels = shape[0], shape[1], shape[2] if len(shape) == 3 else 1
-                for filters, kernel, stride in NATURE_CNN:
+                for filters, kernel, stride in CONVS[model["encoder"]]:
                     layers.append(nn.Conv2d(channels, filters, kernel, stride))
                     height, width, channels = (height - kernel) // stride + 1, (width - kernel) // stride + 1, filters
                 self.conv_out = (channels, height, width)
@@ -417,7 +421,7 @@ def weight_pairs(network: Any, twin: Any) -> list[tuple[Any, Any, Any, Any]]:
         kernel, bias = encoder[2 * index], encoder[2 * index + 1]
         if isinstance(layer, torch.nn.Conv2d):
             pairs.append((kernel, layer.weight, conv_in, conv_out))
-        elif twin.image and index == len(NATURE_CNN):  # dense after the convs: Keras flattens (h, w, c)
+        elif twin.image and isinstance(twin.encoder[index - 1], torch.nn.Conv2d):  # Keras flattens (h, w, c)
             (c, h, w), u = twin.conv_out, layer.out_features
             pairs.append((kernel, layer.weight, lambda x: x.reshape(h, w, c, u).transpose(3, 2, 0, 1).reshape(u, -1),
                           lambda g: g.reshape(u, c, h, w).transpose(2, 3, 1, 0).reshape(-1, u)))
