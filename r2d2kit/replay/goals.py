@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 __all__ = ["DEFAULT_STRATEGY", "GoalSelectionStrategy", "RewardFn", "as_strategy", "call_goal_function",
-           "check_goal_functions", "GoalFunctionsLoad"]
+           "check_goal_functions", "HindsightBase"]
 
 RewardFn = Callable[[np.ndarray, np.ndarray, Any], Any]
 
@@ -90,10 +90,18 @@ def check_goal_functions(compute_reward: Any, compute_terminated: Any) -> None:
                         f"got {compute_terminated!r}")
 
 
-class GoalFunctionsLoad:
-    """``load`` of the HER buffers (a mixin before ``BufferCore``): the goal functions come again,
-    since functions are not saved, and ``compute_terminated`` exactly when the saved buffer had one,
-    or the targets would change. A buffer defines ``_construct(meta, **functions)``."""
+class HindsightBase:
+    """What both HER buffers share beyond ``BufferCore`` (a mixin before it): the relabel probability
+    and ``load``, where the goal functions come again, since functions are not saved, and
+    ``compute_terminated`` exactly when the saved buffer had one, or the targets would change. A buffer
+    sets ``n_sampled_goal`` and defines ``_construct(meta, **functions)``."""
+
+    n_sampled_goal: int
+
+    @property
+    def relabel_probability(self) -> float:
+        """``k / (k + 1)``: the chance that an eligible sample (a finished episode's) is relabelled."""
+        return self.n_sampled_goal / (self.n_sampled_goal + 1.0)
 
     @classmethod
     def load(cls, path: Any, *, compute_reward: RewardFn, compute_terminated: RewardFn | None = None) -> Any:

@@ -42,8 +42,8 @@ from r2d2kit.replay.core import BufferCore
 from r2d2kit.replay.fields import FieldSpec, check_cast, fields_from_json, parse_fields
 from r2d2kit.replay.goals import (
     DEFAULT_STRATEGY,
-    GoalFunctionsLoad,
     GoalSelectionStrategy,
+    HindsightBase,
     RewardFn,
     as_strategy,
     call_goal_function,
@@ -68,13 +68,7 @@ _STEP_SOURCES = {
 }
 
 
-def _check_bool(name: str, value: Any) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be True or False, got {value!r} ({type(value).__name__})")
-    return bool(value)
-
-
-class HerReplayBuffer(GoalFunctionsLoad, BufferCore):
+class HerReplayBuffer(HindsightBase, BufferCore):
     """Transition replay for goal-conditioned envs (gymnasium-robotics GoalEnv protocol) with hindsight relabelling.
 
     Storage: ``rows = capacity // num_envs`` rows of ``num_envs`` columns; the ``c``-th step of env
@@ -144,13 +138,14 @@ class HerReplayBuffer(GoalFunctionsLoad, BufferCore):
         # on a transition the trace is its one step: 'trace_future' draws what 'future' draws
         trace = self.goal_selection_strategy is GoalSelectionStrategy.TRACE_FUTURE
         self._strategy_code = GoalSelectionStrategy.FUTURE.code if trace else self.goal_selection_strategy.code
-        self._relabel_probability = self.n_sampled_goal / (self.n_sampled_goal + 1.0)
         check_goal_functions(compute_reward, compute_terminated)
         self.compute_reward = compute_reward
         self.compute_terminated = compute_terminated
         self.n_step = check_positive_int("n_step", n_step)
         self.gamma = check_float("gamma", gamma, 0.0, 1.0)
-        self.relabel_unfinished = _check_bool("relabel_unfinished", relabel_unfinished)
+        if not isinstance(relabel_unfinished, (bool, np.bool_)):
+            raise TypeError(f"relabel_unfinished must be True or False, got {relabel_unfinished!r}")
+        self.relabel_unfinished = bool(relabel_unfinished)
         self.autoreset_mode = check_autoreset_mode(autoreset_mode)
 
         given = parse_fields({"observation": observation_spec, "goal": goal_spec, "action": action_spec})
@@ -190,11 +185,6 @@ class HerReplayBuffer(GoalFunctionsLoad, BufferCore):
     def __len__(self) -> int:
         """Transitions that can be sampled now (their whole episode is in the ring)."""
         return len(self._valid)
-
-    @property
-    def relabel_probability(self) -> float:
-        """``k / (k + 1)``: the chance that an eligible sample is relabelled."""
-        return self._relabel_probability
 
     @property
     def fields(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
@@ -328,7 +318,7 @@ class HerReplayBuffer(GoalFunctionsLoad, BufferCore):
                 random_goals = indices  # unused by the other strategies
             goal_indices, steps, pair_samples, pair_steps = her_kernels.her_sample_goals(
                 indices, self._step_count, self._episode_start, self._episode_end, self._env_written, self.rows,
-                self.num_envs, self.n_step, self._strategy_code, self._relabel_probability, self.relabel_unfinished,
+                self.num_envs, self.n_step, self._strategy_code, self.relabel_probability, self.relabel_unfinished,
                 uniforms[1], uniforms[2], random_goals)
             batch = self._batch_memory(batch_size, out)
             self._gather(batch, indices, goal_indices, steps, pair_samples, pair_steps)

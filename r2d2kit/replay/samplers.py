@@ -146,7 +146,6 @@ class UniformSampler(Sampler):
 
     def __init__(self, capacity: int, dense: bool = False) -> None:
         super().__init__(capacity)
-        self.dense = dense
         self.tree = None if dense else SumTree(self.capacity, track_min=False)
 
     def _place_range(self, start: int, stop: int) -> None:
@@ -254,6 +253,7 @@ class RankSampler(Sampler):
         self.priorities = np.zeros(self.capacity, dtype=np.float64)
         self._heap = np.zeros(self.capacity, dtype=np.int64)
         self._position_of = np.full(self.capacity, -1, dtype=np.int64)
+        self._heap_size = 0  # equals len(self) outside calls
         self._updates_since_sort = 0
 
     def ranks(self, slots: Any) -> np.ndarray:
@@ -268,21 +268,18 @@ class RankSampler(Sampler):
         self._position_of[self._heap[:self._count]] = np.arange(self._count)
         self._updates_since_sort = 0
 
-    def place(self, slots, alive=None, priorities=None) -> None:
-        slots = np.arange(slots.start, slots.stop, dtype=np.int64) if isinstance(slots, slice) else slots
-        alive = np.ones(slots.shape[0], dtype=bool) if alive is None else alive
-        # the heap size is the live count: the kernels keep it, so it is set here, not by the base
-        self.alive[slots] = alive
-        born = slots[alive]
+    def _place(self, slots, alive, priorities) -> None:
+        born = slots[alive]  # the heap holds exactly the live slots: its size before this call is the old count
         values = np.full(born.shape[0], self.max_priority) if priorities is None else priorities[alive]
-        size = rank_kernels.rank_heap_write(self.priorities, self._heap, self._position_of, self._count, born, values)
         if priorities is not None and values.size:
             self.max_priority = max(self.max_priority, float(values.max()))
-        self._count = rank_kernels.rank_heap_remove(self.priorities, self._heap, self._position_of, size,
-                                                    slots[~alive])
+        size = rank_kernels.rank_heap_write(self.priorities, self._heap, self._position_of, self._heap_size, born,
+                                            values)
+        self._heap_size = rank_kernels.rank_heap_remove(self.priorities, self._heap, self._position_of, size,
+                                                        slots[~alive])
 
     def _update(self, slots, values) -> None:
-        rank_kernels.rank_heap_update(self.priorities, self._heap, self._position_of, self._count, slots, values)
+        rank_kernels.rank_heap_update(self.priorities, self._heap, self._position_of, self._heap_size, slots, values)
         if values.size:
             self.max_priority = max(self.max_priority, float(values.max()))
         self._updates_since_sort += values.size
@@ -307,4 +304,5 @@ class RankSampler(Sampler):
         self.priorities[:] = as_priority_array("priorities", arrays["sampler.priorities"], self.capacity)
         self._heap[:heap.size] = heap
         self._position_of[heap] = np.arange(heap.size)
+        self._heap_size = heap.size
         self._updates_since_sort = int(scalars["updates_since_sort"])

@@ -77,8 +77,8 @@ from r2d2kit.kernels import sequence_her as sequence_her_kernels
 from r2d2kit.replay.fields import fields_from_json, parse_fields
 from r2d2kit.replay.goals import (
     DEFAULT_STRATEGY,
-    GoalFunctionsLoad,
     GoalSelectionStrategy,
+    HindsightBase,
     RewardFn,
     as_strategy,
     call_goal_function,
@@ -104,7 +104,7 @@ class _EpisodeRecord:
     windows: deque = field(default_factory=deque)  # (slot, generation) of its windows, while running
 
 
-class SequenceHerReplayBuffer(GoalFunctionsLoad, SequenceReplayBuffer):
+class SequenceHerReplayBuffer(HindsightBase, SequenceReplayBuffer):
     """Prioritized R2D2 window replay for goal envs, relabelled in hindsight at sample time.
 
     A :class:`~r2d2kit.replay.SequenceReplayBuffer` whose per-step ``obs`` is the flattened
@@ -168,7 +168,6 @@ class SequenceHerReplayBuffer(GoalFunctionsLoad, SequenceReplayBuffer):
             goal_selection_strategy, WINDOW_STRATEGIES,
             " for sequence windows (the rows before a window may be overwritten, so 'episode' and 'random' are not "
             "offered)")
-        self._relabel_probability = self.n_sampled_goal / (self.n_sampled_goal + 1.0)
         given = parse_fields({"observation": observation_spec, "goal": goal_spec, "action": action_spec})
         self._observation_spec, self._goal_spec = given["observation"], given["goal"]
         self.goal_size = int(np.prod(self._goal_spec.shape))
@@ -190,11 +189,6 @@ class SequenceHerReplayBuffer(GoalFunctionsLoad, SequenceReplayBuffer):
         self._episodes: dict[tuple[int, int], _EpisodeRecord] = {}
 
     # ------------------------------------------------------------------ properties
-    @property
-    def relabel_probability(self) -> float:
-        """``k / (k + 1)``: the chance that a sampled window of a finished episode is relabelled."""
-        return self._relabel_probability
-
     @property
     def nbytes(self) -> int:
         """Bytes of preallocated storage: rows, slot table, states, goal table and window bookkeeping."""
@@ -305,7 +299,7 @@ class SequenceHerReplayBuffer(GoalFunctionsLoad, SequenceReplayBuffer):
             goal_rows, pair_samples, pair_positions, pair_rows, stale = sequence_her_kernels.sequence_her_relabel(
                 indices, self._slots, self._window_start, self._window_transitions, self._table_origin,
                 self._goal_table, self._table_written, self._rows_written, self.capacity,
-                self.goal_selection_strategy.code, self.burn_in, self._relabel_probability, uniforms[1],
+                self.goal_selection_strategy.code, self.burn_in, self.relabel_probability, uniforms[1],
                 uniforms[2])
             if stale >= 0:
                 raise RuntimeError(f"internal error: window slot {indices[stale]} is sampleable but rows of its "
