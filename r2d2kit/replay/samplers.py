@@ -26,6 +26,7 @@ import numpy as np
 from r2d2kit._validation import as_index_array, as_priority_array, check_float, check_positive_int
 from r2d2kit.kernels import rank as rank_kernels
 from r2d2kit.kernels import sumtree as tree_kernels
+from r2d2kit.kernels.samplers import mark_alive
 from r2d2kit.replay.persistence import require_arrays
 from r2d2kit.replay.protocol import SAMPLERS
 from r2d2kit.sumtree import SumTree
@@ -84,10 +85,7 @@ class Sampler:
             self._place_range(slots.start, slots.stop)
             return
         alive = np.ones(slots.shape[0], dtype=bool) if alive is None else alive
-        distinct = np.unique(slots)  # a slot written twice in one call counts once (the last write wins)
-        before = np.count_nonzero(self.alive[distinct])
-        self.alive[slots] = alive
-        self._count += int(np.count_nonzero(self.alive[distinct])) - int(before)
+        self._count += mark_alive(self.alive, slots, alive)  # a slot written twice: the last write wins
         self._place(slots, alive, priorities)
 
     def update(self, slots: np.ndarray, priorities: Any) -> None:

@@ -1,0 +1,17 @@
+"""Numba kernel for the samplers' live-slot mask (``r2d2kit.replay.samplers``)."""
+
+from __future__ import annotations
+
+from numba import njit
+
+
+@njit(cache=True)
+def mark_alive(alive, slots, flags):
+    """Write ``flags`` into ``alive`` at ``slots`` in order (a repeated slot: the last flag wins) and return the
+    change in the number of live slots: one pass, where numpy needed a unique and two counts (6 us a call)."""
+    delta = 0
+    for i in range(slots.shape[0]):
+        slot = slots[i]
+        delta += int(flags[i]) - int(alive[slot])
+        alive[slot] = flags[i]
+    return delta
