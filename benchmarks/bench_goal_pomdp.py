@@ -46,28 +46,6 @@ def child(job: dict) -> dict[str, Any]:
                 env_steps=summary["env_steps"], updates=summary["updates"])
 
 
-def run_one(agent: str, seed: int, args) -> dict[str, Any]:
-    """One (agent, seed) run in a subprocess; its record (an ``error`` instead of a curve if it failed)."""
-    record = dict(agent=agent, seed=seed, steps=args.steps, eval_every=args.eval_every,
-                  eval_episodes=args.eval_episodes, overrides=args.set if agent != "dqn-her" else [],
-                  load_before=round(harness.load_average(), 2))
-    result = harness.run_job(__file__, record, quiet=True)
-    record.update(result, wall_seconds=round(result["wall_seconds"], 1), peak_rss_mb=round(result["peak_rss_mb"]),
-                  load_after=round(harness.load_average(), 2), error=result.get("error"))
-    if not record["error"] and not record["curve"]:
-        record["error"] = "no evaluation was recorded"
-    if record["error"]:
-        print(f"  {agent} seed {seed}: its output ends\n{record.pop('log_tail', '')}", flush=True)
-    return record
-
-
-def same_setup(record: dict[str, Any], args) -> bool:
-    """Whether a stored record ran with this invocation's budget, evaluation and R2D2 overrides."""
-    overrides = args.set if record["agent"] != "dqn-her" else []
-    return (not record["error"] and record["steps"] == args.steps and record["eval_every"] == args.eval_every
-            and record["eval_episodes"] == args.eval_episodes and record.get("overrides", []) == overrides)
-
-
 # --- measures, tables, plot
 def first_at(curve: list[tuple[int, float]], level: float) -> int | None:
     """Env steps of the first evaluation with success >= ``level``, or None."""
@@ -122,19 +100,11 @@ def report(records: list[dict[str, Any]], agents: list[str], markdown: bool) -> 
 
 def plot(records: list[dict[str, Any]], agents: list[str], path: str, steps: int) -> None:
     """Success-rate curves: per agent the mean over seeds, with the band from the lowest to the highest seed."""
-    plt = harness.pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for agent in agents:
-        harness.seed_band(ax, [r["curve"] for r in records if r["agent"] == agent and not r["error"]], AGENTS[agent])
-    ax.axhline(TARGET, color="grey", lw=0.8, ls="--")
-    ax.axhline(CEILING, color="grey", lw=0.8, ls=":")
-    ax.set(xlabel="env steps", ylabel="greedy success rate", ylim=(-0.02, 1.02),
-           title=f"{ENV_ID}: mean over seeds, band min-max ({steps:,} env steps)")
-    ax.grid(alpha=0.3)
-    ax.legend(loc="best", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    finished = [r for r in records if not r["error"]]
+    curves = {AGENTS[agent]: [r["curve"] for r in finished if r["agent"] == agent] for agent in agents}
+    harness.panel_plot(path, {ENV_ID: curves}, f"mean over seeds, band min-max ({steps:,} env steps)",
+                       ylabel="greedy success rate", guides={ENV_ID: [(TARGET, "--"), (CEILING, ":")]},
+                       ylim=(-0.02, 1.02))
 
 
 def parse_args(argv: list[str] | None = None):
@@ -163,17 +133,22 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
           flush=True)
     results = Results(args.json, lambda r: (r["agent"], r["seed"]), args.resume, lambda: dict(
         machine=harness.machine_line(DISTS), env_id=ENV_ID, target=TARGET, ceiling=CEILING))
-    if args.resume:
-        kept = sum(same_setup(r, args) for r in results.runs)
-        print(f"resuming: {kept} finished run(s) of this setup in {args.json} ({results.stored - kept} other or "
-              "failed run(s) are not)", flush=True)
-    order = [(agent, seed) for seed in args.seeds for agent in args.agents]  # seeds interleaved: drift hits all
-    todo = [key for key in order if not results.has(key, lambda r: same_setup(r, args))]
-    for agent, seed in todo:
-        print(f"running {agent} seed {seed} ...", flush=True)
-        record = run_one(agent, seed, args)
+    runs = [dict(agent=agent, seed=seed, steps=args.steps, eval_every=args.eval_every, eval_episodes=args.eval_episodes,
+                 overrides=args.set if agent != "dqn-her" else [])
+            for seed in args.seeds for agent in args.agents]  # seeds interleaved: drift hits all
+    order = [(run["agent"], run["seed"]) for run in runs]
+    ran = 0
+    for run, result in harness.sweep(__file__, runs, results, lambda run: f"{run['agent']} seed {run['seed']}",
+                                     before=lambda run: dict(run, load_before=round(harness.load_average(), 2)),
+                                     quiet=True):
+        ran += 1
+        record = dict(run, **result)
+        record.update(wall_seconds=round(result["wall_seconds"], 1), peak_rss_mb=round(result["peak_rss_mb"]),
+                      load_after=round(harness.load_average(), 2), error=result.get("error"))
+        if not record["error"] and not record["curve"]:
+            record["error"] = "no evaluation was recorded"
         results.add(record)
-        print(f"  {agent} seed {seed}: " + (f"FAILED ({record['error']})" if record["error"] else
+        print(f"  {run['agent']} seed {run['seed']}: " + (f"FAILED ({record['error']})" if record["error"] else
               f"final success {record['curve'][-1][1]:.2f}, best {max(s for _, s in record['curve']):.2f}, "
               f"first >= {TARGET} at {fmt_steps(first_at(record['curve'], TARGET))}; "
               f"train {record['train_seconds']:.0f} s")
@@ -190,7 +165,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     if args.png:
         plot(records, args.agents, args.png, args.steps)
         print(f"curves written to {args.png}")
-    if args.json and todo:
+    if args.json and ran:
         print(f"records written to {args.json}")
     return records
 

@@ -139,9 +139,8 @@ def settings(args, agent: str, game: str, seed: int) -> dict:
                 peer_set=args.peer_set if agent != "r2d2" else {})
 
 
-def mean_std(values: list) -> str:
-    values = [v for v in values if v is not None]
-    return "-" if not values else f"{np.mean(values):.2f} +- {np.std(values):.2f} ({len(values)})"
+def label(run: dict) -> str:
+    return f"{AGENT_NAMES[run['agent']]} {run['game']} seed {run['seed']}"
 
 
 def report(runs: list[dict], games: list[str], markdown: bool) -> str:
@@ -156,8 +155,8 @@ def report(runs: list[dict], games: list[str], markdown: bool) -> str:
         for a in agents:
             done = by[a]
             rate = [r["env_steps"] / r["train_seconds"] for r in done]
-            rows.append([game, AGENT_NAMES[a], fmt(done[0]["steps"] if done else None, ","), mean_std(finals[a]),
-                         mean_std([r.get("final_success") for r in done]),
+            rows.append([game, AGENT_NAMES[a], fmt(done[0]["steps"] if done else None, ","),
+                         harness.fmt_mean_std(finals[a]), harness.fmt_mean_std([r.get("final_success") for r in done]),
                          fmt(np.mean(rate) if rate else None, ",.0f"),
                          fmt(np.mean([r["train_seconds"] / 60 for r in done]) if done else None, ".0f"),
                          fmt(max((r["peak_rss_mb"] for r in done), default=None), ",.0f")])
@@ -175,19 +174,12 @@ def report(runs: list[dict], games: list[str], markdown: bool) -> str:
 
 
 def plot(runs: list[dict], games: list[str], path: str) -> None:
-    plt = harness.pyplot()
-    fig, axes = plt.subplots(1, len(games), figsize=(4.4 * len(games), 3.4), squeeze=False)
-    for ax, game in zip(axes[0], games):
-        for agent, color in zip(("r2d2", GAMES[game][1]), ("tab:blue", "tab:orange")):
-            harness.seed_band(ax, [r["evaluations"] for r in runs if r["game"] == game and r["agent"] == agent],
-                              AGENT_NAMES[agent], color, ms=2.5)
-        ax.set(title=env_id(game), xlabel="env steps")
-        ax.grid(alpha=0.3)
-        ax.legend(loc="upper left", fontsize=8)
-    axes[0, 0].set_ylabel("greedy mean return")
-    fig.suptitle("mean over seeds (line), min-max over seeds (band)", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    panels = {}
+    for game in games:
+        on_game = [r for r in runs if r["game"] == game]
+        panels[env_id(game)] = {AGENT_NAMES[a]: [r["evaluations"] for r in on_game if r["agent"] == a]
+                                for a in ("r2d2", GAMES[game][1])}
+    harness.panel_plot(path, panels, "mean over seeds (line), min-max over seeds (band)", cols=len(games))
 
 
 def parse_args(argv=None):
@@ -223,20 +215,15 @@ def main(argv=None) -> dict:
     results = Results(args.json, lambda r: (r["agent"], r["game"], r["seed"]), args.resume,
                       lambda: dict(machine=harness.machine_line(DISTS), args=vars(args), dqn=DQN,
                                    recurrent_ppo=RECURRENT_PPO))
-    todo = [(a, g, s) for g in args.games for s in args.seeds
-            for a in ["r2d2" if agent == "r2d2" else GAMES[g][1] for agent in args.agents]
-            if not results.has((a, g, s), lambda r, a=a, g=g, s=s: all(
-                r.get(k) == v for k, v in settings(args, a, g, s).items()))]
-    for i, (agent, game, seed) in enumerate(todo, 1):
-        print(f"[{i}/{len(todo)}] {AGENT_NAMES[agent]} {game} seed {seed} ...", flush=True)
-        job = settings(args, agent, game, seed)
-        result = harness.run_job(__file__, dict(job, torch_threads=args.torch_threads, runs_dir=args.runs_dir))
-        if result.get("error"):
-            print(f"  failed ({result['error']}):\n{result.pop('log_tail')}", flush=True)
-            continue
-        print(f"  done: return {result['final']:.2f}, {result['env_steps'] / result['train_seconds']:,.0f} env "
-              f"steps/s, {result['train_seconds'] / 60:.0f} min, peak RSS {result['peak_rss_mb']:,.0f} MB", flush=True)
-        results.add(dict(result, **job))
+    runs = [settings(args, "r2d2" if agent == "r2d2" else GAMES[game][1], game, seed)
+            for game in args.games for seed in args.seeds for agent in args.agents]
+    for run, result in harness.sweep(__file__, runs, results, label,
+                                     extras=dict(torch_threads=args.torch_threads, runs_dir=args.runs_dir)):
+        if not result.get("error"):
+            print(f"  done: return {result['final']:.2f}, {result['env_steps'] / result['train_seconds']:,.0f} env "
+                  f"steps/s, {result['train_seconds'] / 60:.0f} min, peak RSS {result['peak_rss_mb']:,.0f} MB",
+                  flush=True)
+            results.add(dict(result, **run))
     shown = [r for r in results.runs if r["game"] in args.games and r["seed"] in args.seeds]
     print()
     print(report(shown, args.games, args.markdown))

@@ -62,11 +62,6 @@ def final_mean(evaluations: list) -> float | None:
     return evaluations[-1][1] if evaluations else None
 
 
-def mean_std(values: list[float]) -> tuple[float, float] | None:
-    """Mean and (population) standard deviation over seeds; None for no values."""
-    return (float(np.mean(values)), float(np.std(values))) if values else None
-
-
 def target_met(env: str, value: float | None) -> bool | None:
     """Whether an MMER meets the target for ``env`` (None: no value or no target)."""
     if value is None or env not in TARGETS:
@@ -130,6 +125,15 @@ def run_key(run: dict) -> tuple:
     return (run["agent"], run["env"], run["seed"])
 
 
+def label(run: dict) -> str:
+    return f"{AGENT_NAMES[run['agent']]} {run['env']} seed {run['seed']} ({run['steps']:,} env steps)"
+
+
+def with_digest(run: dict) -> dict:
+    """The run's settings with the digest of the config it starts from (taken just before it starts)."""
+    return dict(run, config_digest=config_digest(run["env"], run["agent"]))
+
+
 def same_settings(run: dict, steps: int, args) -> bool:
     """Whether a stored run was made with this sweep's budget, schedule, agent settings and config."""
     agent_settings = (run.get("overrides") == list(args.set) if run["agent"] == "r2d2"
@@ -169,7 +173,7 @@ def make_ppo_env(env: str):
 
 def run_ppo(job: dict) -> dict:
     env, seed = job["env"], job["seed"]
-    hp = ppo_hyperparameters(env, parse_ppo_overrides(job["ppo_set"]))
+    hp = ppo_hyperparameters(env, parse_ppo_overrides(job["ppo_overrides"]))
     keys = ("policy", "n_steps", "batch_size", "n_epochs", "learning_rate", "gamma", "gae_lambda", "clip_range",
             "ent_coef", "vf_coef", "max_grad_norm")
     kwargs = dict({k: hp[k] for k in keys}, policy_kwargs=dict(
@@ -193,32 +197,12 @@ def child(job: dict) -> dict:
                 final=final_mean(result["evaluations"]), error=None)
 
 
-def run_one(args, agent: str, env: str, seed: int, steps: int) -> dict:
-    """One (agent, env, seed) in a subprocess; a failure becomes a result with ``error`` set."""
-    settings = dict(agent=agent, env=env, seed=seed, steps=steps, eval_every=args.eval_every,
-                    eval_episodes=args.eval_episodes, overrides=list(args.set), ppo_overrides=list(args.ppo_set))
-    result = harness.run_job(__file__, dict(settings, torch_threads=args.torch_threads, ppo_set=args.ppo_set))
-    if result.get("error"):
-        print(f"  {AGENT_NAMES[agent]} {env} seed {seed} failed ({result['error']}); stderr tail:\n"
-              f"{result.pop('log_tail')}", flush=True)
-        result.update(evaluations=[], mmer=None, final=None)
-    return dict(result, **settings)
-
-
 # --- report
-def fmt_ms(pair: tuple[float, float] | None, n: int) -> str:
-    return "-" if pair is None else f"{pair[0]:+.3f} +- {pair[1]:.3f} ({n})"
-
-
 def summarize(runs: list[dict], env: str, agent: str) -> dict:
-    """MMERs, finals and times over the seeds of ``agent`` on ``env`` that finished."""
+    """The MMERs, finals and times of the seeds of ``agent`` on ``env`` that finished, and the mean MMER."""
     done = [r for r in runs if r["env"] == env and r["agent"] == agent and r.get("error") is None]
-    return dict(n=len(done), mmer=mean_std([r["mmer"] for r in done if r["mmer"] is not None]),
-                final=mean_std([r["final"] for r in done if r["final"] is not None]),
-                train_seconds=mean_std([r["train_seconds"] for r in done]),
-                wall_seconds=mean_std([r["wall_seconds"] for r in done]),
-                peak_rss_mb=max((r["peak_rss_mb"] for r in done), default=None),
-                steps=done[0]["steps"] if done else None,
+    mmer = harness.mean_std([r["mmer"] for r in done])
+    return dict(done=done, mmer=mmer[0] if mmer else None, steps=done[0]["steps"] if done else None,
                 failed=sum(1 for r in runs if r["env"] == env and r["agent"] == agent and r.get("error")))
 
 
@@ -229,12 +213,13 @@ def report(runs: list[dict], envs: list[str], markdown: bool) -> str:
     rows, beats = [], []
     for env in envs:
         r2, ppo = s[env]["r2d2"], s[env]["recurrent-ppo"]
-        beat = r2["mmer"][0] >= ppo["mmer"][0] if r2["mmer"] and ppo["mmer"] else None
+        beat = r2["mmer"] >= ppo["mmer"] if r2["mmer"] is not None and ppo["mmer"] is not None else None
         beats += [] if beat is None else [beat]
-        met = target_met(env, r2["mmer"][0] if r2["mmer"] else None)
+        met = target_met(env, r2["mmer"])
         quoted = " (quoted paper best)" if env in QUOTED_PAPER_BEST else ""
-        rows.append([env, fmt(r2["steps"] or ppo["steps"], ","), fmt_ms(r2["mmer"], r2["n"]),
-                     fmt_ms(ppo["mmer"], ppo["n"]), "-" if beat is None else ("yes" if beat else "no"),
+        mmers = [harness.fmt_mean_std([r["mmer"] for r in a["done"]], "+.3f") for a in (r2, ppo)]
+        rows.append([env, fmt(r2["steps"] or ppo["steps"], ","), *mmers,
+                     "-" if beat is None else ("yes" if beat else "no"),
                      *("not found" if value is None else fmt(value) for value in PAPER_MMER[env].values()),
                      f"{TARGETS[env][0]} {TARGETS[env][1]:+.2f}{quoted}",
                      "-" if met is None else ("met" if met else "not met")])
@@ -242,11 +227,14 @@ def report(runs: list[dict], envs: list[str], markdown: bool) -> str:
     rows = []
     for env in envs:
         for agent, a in s[env].items():
-            if a["n"] or a["failed"]:
-                rows.append([env, AGENT_NAMES[agent], fmt_ms(a["final"], a["n"]),
-                             "-" if a["train_seconds"] is None else "{:.0f} +- {:.0f} s".format(*a["train_seconds"]),
-                             "-" if a["wall_seconds"] is None else f"{a['wall_seconds'][0]:.0f} s",
-                             "-" if a["peak_rss_mb"] is None else f"{a['peak_rss_mb']:,.0f} MB", str(a["failed"])])
+            done = a["done"]
+            if done:
+                rows.append([env, AGENT_NAMES[agent], harness.fmt_mean_std([r["final"] for r in done], "+.3f"),
+                             harness.fmt_mean_std([r["train_seconds"] for r in done], ".0f", count=False) + " s",
+                             f"{np.mean([r['wall_seconds'] for r in done]):.0f} s",
+                             f"{max(r['peak_rss_mb'] for r in done):,.0f} MB", str(a["failed"])])
+            elif a["failed"]:
+                rows.append([env, AGENT_NAMES[agent], "-", "-", "-", "-", str(a["failed"])])
     lines += [table(["env", "agent", "final mean return (seeds)", "training wall time", "process wall time",
                      "peak RSS (max over seeds)", "failed runs"], rows, markdown, right=range(2, 7)), ""]
     rows = []
@@ -278,26 +266,12 @@ def report(runs: list[dict], envs: list[str], markdown: bool) -> str:
 
 
 def plot(runs: list[dict], envs: list[str], path: str) -> None:
-    plt = harness.pyplot()
-    cols = min(3, len(envs))
-    rows = -(-len(envs) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.4 * rows), squeeze=False)
-    colors = {"r2d2": "tab:blue", "recurrent-ppo": "tab:orange"}
-    for ax, env in zip(axes.flat, envs):
-        for agent in AGENTS:
-            harness.seed_band(ax, [r["evaluations"] for r in runs if r["env"] == env and r["agent"] == agent
-                                   and r.get("error") is None], AGENT_NAMES[agent], colors[agent], ms=2.5)
-        ax.axhline(TARGETS[env][1], color="gray", ls="--", lw=1)
-        ax.set_title(env, fontsize=10)
-        ax.set(ylim=(-1.05, 1.05), xlabel="env steps")
-        ax.grid(alpha=0.3)
-    for ax in axes.flat[len(envs):]:
-        ax.set_visible(False)
-    axes[0, 0].set_ylabel("greedy mean return")
-    axes[0, 0].legend(loc="lower right", fontsize=8)
-    fig.suptitle("POPGym: mean over seeds (line), min-max over seeds (band); dashed: the target", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    panels = {}
+    for env in envs:
+        finished = [r for r in runs if r["env"] == env and r.get("error") is None]
+        panels[env] = {AGENT_NAMES[a]: [r["evaluations"] for r in finished if r["agent"] == a] for a in AGENTS}
+    harness.panel_plot(path, panels, "POPGym: mean over seeds (line), min-max over seeds (band); dashed: the target",
+                       guides={env: [(TARGETS[env][1], "--")] for env in envs}, ylim=(-1.05, 1.05))
 
 
 def parse_args(argv=None):
@@ -357,19 +331,19 @@ def main(argv=None) -> dict:
         machine=harness.machine_line(DISTS), args=vars(args), recurrent_ppo=RECURRENT_PPO, targets=TARGETS,
         paper_mmer=PAPER_MMER, quoted_paper_best=QUOTED_PAPER_BEST))
     # both agents of a seed one after the other: a partial sweep compares like with like
-    todo = [(agent, env, seed) for env in args.envs for seed in args.seeds for agent in agents
-            if not results.has((agent, env, seed), lambda r, env=env: same_settings(r, budgets[env], args))]
-    print(f"{len(todo)} runs to do" + (f" ({results.stored} runs in {args.json}; those made with these settings are "
-                                       "not run again)" if args.resume else ""), flush=True)
-    for i, (agent, env, seed) in enumerate(todo, 1):
-        print(f"[{i}/{len(todo)}] {AGENT_NAMES[agent]} {env} seed {seed} ({budgets[env]:,} env steps) ...", flush=True)
-        digest = config_digest(env, agent)  # before the run: the config it starts from
-        result = dict(run_one(args, agent, env, seed, budgets[env]), config_digest=digest)
-        if result.get("error") is None:
+    runs = [dict(agent=agent, env=env, seed=seed, steps=budgets[env], eval_every=args.eval_every,
+                 eval_episodes=args.eval_episodes, overrides=list(args.set), ppo_overrides=list(args.ppo_set))
+            for env in args.envs for seed in args.seeds for agent in agents]
+    for run, result in harness.sweep(__file__, runs, results, label, extras=dict(torch_threads=args.torch_threads),
+                                     same=lambda stored, run: same_settings(stored, run["steps"], args),
+                                     before=with_digest):
+        if result.get("error"):
+            result.update(evaluations=[], mmer=None, final=None)
+        else:
             print(f"  done: MMER {result['mmer']:+.3f}, final {result['final']:+.3f}, training "
                   f"{result['train_seconds']:.0f} s, process {result['wall_seconds']:.0f} s, peak RSS "
                   f"{result['peak_rss_mb']:,.0f} MB", flush=True)
-        results.add(result)
+        results.add(dict(result, **run))
     shown = [r for r in results.runs if r["env"] in args.envs and r["seed"] in args.seeds and r["agent"] in agents]
     print()
     print(report(shown, args.envs, args.markdown))

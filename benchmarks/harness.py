@@ -22,7 +22,7 @@ import tempfile
 import time
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -218,7 +218,7 @@ class Results:
 
     def __init__(self, path: str | None, key: Callable[[dict], tuple], resume: bool = False,
                  header: Callable[[], dict] = dict) -> None:
-        self.path, self.key, self.header = path, key, header
+        self.path, self.key, self.header, self.resume = path, key, header, resume
         stored = json.loads(Path(path).read_text())["runs"] if resume and path and Path(path).exists() else []
         self.stored = len(stored)
         self.runs = [r for r in stored if r.get("error") is None]
@@ -235,6 +235,31 @@ class Results:
             partial = Path(self.path).with_suffix(".tmp")
             partial.write_text(json.dumps(dict(self.header(), runs=self.runs), indent=1, default=str))
             partial.replace(self.path)
+
+
+def settings_match(stored: dict, run: dict) -> bool:
+    """Whether a stored run was made with every one of ``run``'s settings (:func:`sweep`'s default test)."""
+    return all(stored.get(key) == value for key, value in run.items())
+
+
+def sweep(script: str | Path, runs: list[dict], results: Results, label: Callable[[dict], str],
+          same: Callable[[dict, dict], bool] = settings_match, extras: dict | None = None,
+          before: Callable[[dict], dict] | None = None, quiet: bool = False) -> Iterator[tuple[dict, dict]]:
+    """Run each of ``runs`` (a run's settings, stored with its result) that ``results`` does not hold made
+    ``same(stored, run)``, one at a time, in ``script``'s child (:func:`run_job`, the job: the settings and
+    ``extras``, which are not stored). ``before(run)`` gives the settings to store, taken just before the run
+    starts (default: ``run``). Prints how many runs are to do, ``label(run)`` before each and a failed one's
+    output; yields each (settings, result) for the script to store."""
+    todo = [run for run in runs if not results.has(results.key(run), lambda stored, run=run: same(stored, run))]
+    print(f"{len(todo)} runs to do" + (f" ({results.stored} runs in {results.path}; those made with these settings "
+                                       "are not run again)" if results.resume else ""), flush=True)
+    for i, run in enumerate(todo, 1):
+        print(f"[{i}/{len(todo)}] {label(run)} ...", flush=True)
+        run = before(run) if before else run
+        result = run_job(script, dict(run, **(extras or {})), quiet)
+        if result.get("error"):
+            print(f"  failed ({result['error']}); its output ends:\n{result.pop('log_tail')}", flush=True)
+        yield run, result
 
 
 # --- r2d2kit's Trainer
@@ -335,6 +360,21 @@ def fmt(value: float | None, spec: str = ".2f") -> str:
     return "-" if value is None else format(value, spec)
 
 
+def mean_std(values: list) -> tuple[float, float] | None:
+    """Mean and (population) standard deviation of the values that are not None; None for none."""
+    values = [v for v in values if v is not None]
+    return (float(np.mean(values)), float(np.std(values))) if values else None
+
+
+def fmt_mean_std(values: list, spec: str = ".2f", count: bool = True) -> str:
+    """``mean +- std (n)`` of the values that are not None, each in ``spec`` (the std unsigned), ``count`` false:
+    without ``(n)``; "-" for none."""
+    pair, n = mean_std(values), sum(v is not None for v in values)
+    if pair is None:
+        return "-"
+    return f"{pair[0]:{spec}} +- {pair[1]:{spec.replace('+', '')}}" + (f" ({n})" if count else "")
+
+
 def pyplot():
     """matplotlib.pyplot on the Agg backend (no display needed)."""
     import matplotlib
@@ -353,6 +393,39 @@ def seed_band(ax, curves: list, label: str, color=None, ms: float = 3.0) -> None
     line, = ax.plot(grid, values.mean(axis=0), color=color, marker="o", ms=ms,
                     label=f"{label} ({len(curves)} seed{'s' if len(curves) > 1 else ''})")
     ax.fill_between(grid, values.min(axis=0), values.max(axis=0), color=line.get_color(), alpha=0.2, lw=0)
+
+
+def panel_plot(path: str, panels: dict[str, dict[str, list]], title: str, ylabel: str = "greedy mean return",
+               guides: dict[str, list[tuple[float, str]]] | None = None, ylim: tuple | None = None,
+               cols: int = 3) -> None:
+    """A PNG at ``path`` of one panel per item of ``panels`` ({panel title: {label: curves of the seeds}}):
+    each label's :func:`seed_band`, in the same colour on every panel (its place in the dict), and grey lines
+    at ``guides[panel title]`` (pairs of y and line style), ``cols`` panels a row; a legend on the first panel
+    and on any whose labels differ from the last legend's."""
+    plt = pyplot()
+    cols = min(cols, len(panels))
+    rows = -(-len(panels) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.4 * rows), squeeze=False)
+    legend: list[str] = []
+    for ax, (name, series) in zip(axes.flat, panels.items()):
+        for i, (label, curves) in enumerate(series.items()):
+            seed_band(ax, curves, label, f"C{i}", ms=2.5)
+        for y, style in (guides or {}).get(name, []):
+            ax.axhline(y, color="gray", ls=style, lw=1)
+        ax.set_title(name, fontsize=10)
+        ax.set(xlabel="env steps", ylim=ylim)
+        ax.grid(alpha=0.3)
+        labels = ax.get_legend_handles_labels()[1]
+        if labels and labels != legend:
+            ax.legend(loc="best", fontsize=8)
+            legend = labels
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
+    axes[0, 0].set_ylabel(ylabel)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 # --- synthetic R2D2 Atari windows

@@ -43,6 +43,27 @@ def test_results_resume_keeps_finished_runs_retries_failed_ones_and_replaces_by_
     assert harness.Results(str(tmp_path / "missing.json"), key, resume=True).runs == []
 
 
+def test_sweep_runs_what_results_lack_with_its_extras_and_yields_what_before_adds(tmp_path, capsys):
+    script = tmp_path / "child.py"
+    script.write_text("import json, sys\nopen(sys.argv[-1], 'w').write(json.dumps({'job': json.loads(sys.argv[2])}))\n")
+    path = tmp_path / "runs.json"
+    path.write_text(json.dumps({"runs": [dict(seed=0, steps=10, error=None), dict(seed=1, steps=5, error=None)]}))
+    results = harness.Results(str(path), lambda run: (run["seed"],), resume=True)
+    runs = [dict(seed=0, steps=10), dict(seed=1, steps=10)]  # seed 1 is stored with another budget: run again
+    done = list(harness.sweep(script, runs, results, lambda run: f"seed {run['seed']}", extras=dict(threads=1),
+                              before=lambda run: dict(run, load=0.5)))
+    assert [(run, result["job"]) for run, result in done] == [(dict(seed=1, steps=10, load=0.5),
+                                                               dict(seed=1, steps=10, load=0.5, threads=1))]
+    assert "1 runs to do (2 runs in" in capsys.readouterr().out
+
+
+def test_panel_plot_writes_a_png_of_seed_bands(tmp_path):
+    curves = [[(1000, 0.1), (2000, 0.5)], [(1000, 0.3), (2000, 0.7)]]
+    harness.panel_plot(str(tmp_path / "p.png"), {"a": {"x": curves, "y": []}, "b": {"x": curves[:1]}}, "title",
+                       guides={"a": [(0.5, "--")]}, ylim=(0, 1))
+    assert (tmp_path / "p.png").stat().st_size > 0
+
+
 def test_table_plain_and_markdown():
     rows = [["x", "1"], ["long", "22"]]
     assert harness.table(["name", "n"], rows).splitlines() == ["name   n", "----  --", "x      1", "long  22"]
@@ -147,7 +168,9 @@ def test_mmer_is_the_best_evaluation_mean_not_the_best_episode():
     evaluations = [(10_000, -0.5, 0.1, 1.0), (20_000, 0.4, 0.5, 2.0), (30_000, 0.25, 0.0, 3.0)]
     assert popgym.mmer(evaluations) == 0.4 and popgym.final_mean(evaluations) == 0.25
     assert popgym.mmer([]) is None and popgym.final_mean([]) is None
-    assert popgym.mean_std([0.2, 0.4]) == pytest.approx((0.3, 0.1)) and popgym.mean_std([]) is None
+    assert harness.mean_std([0.2, None, 0.4]) == pytest.approx((0.3, 0.1)) and harness.mean_std([None]) is None
+    assert harness.fmt_mean_std([0.2, None, 0.4]) == "0.30 +- 0.10 (2)" and harness.fmt_mean_std([]) == "-"
+    assert harness.fmt_mean_std([10.4, 20.6], ".0f", count=False) == "16 +- 5"
 
 
 @pytest.mark.parametrize("env, value, met", [
