@@ -4,7 +4,7 @@ A config file is nested by component::
 
     env:         {id: CartPoleNoVel-v1, num_envs: 4}     # num_envs: envs per actor
     model:       {encoder: mlp, hidden: [64], lstm_units: 64, head_units: 64}
-    replay:      {capacity: 100000}
+    replay:      {capacity: 100000, sampler: proportional}   # sampler: proportional | uniform | rank
     learner:     {burn_in: 10, trace_length: 20, ...}   # R2D2Config; omitted keys keep the paper's values
     actors:      {runner: processes, num_actors: 2, epsilon: 0.4}
     run:         {total_env_steps: 100000, warmup_steps: 1000, updates_per_env_step: 0.25, ...}
