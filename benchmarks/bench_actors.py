@@ -7,8 +7,6 @@
 Method: benchmarks/README.md.
 """
 
-from __future__ import annotations
-
 import functools
 import gc
 import os
@@ -29,29 +27,23 @@ DISTS = ("numpy", "tensorflow", "keras", "gymnasium", "r2d2kit")
 
 
 # --- part 1: a vector step by part, in a spawned process set up like an actor process
-class Timed:
-    """``inner``, whose ``methods`` append the seconds of each call to ``self.seconds[method]``."""
-
-    def __init__(self, inner, *methods: str) -> None:
-        self.inner, self.seconds = inner, {method: [] for method in methods}
-
-    def __getattr__(self, name: str):
-        attribute = getattr(self.inner, name)
-        if name not in self.seconds:
-            return attribute
-
-        def timed(*args, **kwargs):
+def timed(obj, seconds: dict[str, list], *methods: str):
+    """``obj``, its ``methods`` wrapped to append the seconds of each call to ``seconds[method]``."""
+    def wrap(method, out: list):
+        def call(*args, **kwargs):
             began = time.perf_counter()
-            out = attribute(*args, **kwargs)
-            self.seconds[name].append(time.perf_counter() - began)
-            return out
+            result = method(*args, **kwargs)
+            out.append(time.perf_counter() - began)
+            return result
+        return call
 
-        return timed
+    for name in methods:
+        setattr(obj, name, wrap(getattr(obj, name), seconds.setdefault(name, [])))
+    return obj
 
 
 def step_profile(backend: str, vector_steps: int) -> dict:
-    """Body of the spawned process, set up as an actor process (one TensorFlow thread): ``vector_steps`` timed
-    ``ActingLoop.step`` calls by part (seconds per step), the floors and this process's peak RSS."""
+    """In a spawned process set up as an actor's: ``vector_steps`` timed ``ActingLoop.step`` calls by part."""
     from r2d2kit.runners.acting import limit_threads
 
     limit_threads(1)
@@ -65,28 +57,29 @@ def step_profile(backend: str, vector_steps: int) -> dict:
     setup_tensorflow(threads=1)
     network, make_env, settings = actor_parts(backend)
     num_envs, config = settings.env.num_envs, settings.learner
-    actor = Timed(network.actor(num_envs, follow_weights=False), "q_values", "get_state", "reset")
-    envs = Timed(gym.vector.SyncVectorEnv([make_env] * num_envs), "step")
+    times: dict[str, list] = {}  # seconds per call of each timed method
+    actor = timed(network.actor(num_envs, follow_weights=False), times, "q_values", "get_state", "reset")
+    envs = timed(gym.vector.SyncVectorEnv([make_env] * num_envs), times, "step")
     builder = SequenceBuilder(num_envs, config.burn_in, config.trace_length, config.n_step, config.period)
     loop = ActingLoop(envs, actor, builder, np.full(num_envs, 0.5), settings.run.seed)
     warmup = min(200, vector_steps)
     whole = np.empty(vector_steps)
     for i in range(warmup + vector_steps):
         if i == warmup:
-            for seconds in (*actor.seconds.values(), *envs.seconds.values()):
+            for seconds in times.values():
                 seconds.clear()
         began = time.perf_counter()
         loop.step()
         if i >= warmup:
             whole[i - warmup] = time.perf_counter() - began
-    envs.inner.close()
+    envs.close()
     empty = tf.function(lambda: tf.constant(0.0))
     a = np.random.default_rng(0).standard_normal((512, 512), dtype=np.float32)
     weights = sum(int(np.prod(v.shape)) for v in network.variables)
-    seconds = {name: np.asarray(values) for name, values in actor.seconds.items()}
+    seconds = {name: np.asarray(values) for name, values in times.items()}
     # VmHWM, not ru_maxrss: a spawned process's ru_maxrss starts from its parent's peak
-    return dict(backend=actor.inner.backend, network=seconds["q_values"], state=seconds["get_state"]
-                + seconds["reset"], env=np.asarray(envs.seconds["step"]), whole=whole,
+    return dict(backend=actor.backend, network=seconds["q_values"], env=seconds["step"],
+                state=seconds["get_state"] + seconds["reset"], whole=whole,
                 empty_tf_function_s=harness.median_s(empty, 2000, warmup=50),
                 sgemm_flops=2 * 512 ** 3 / harness.median_s(lambda: a @ a, 50, warmup=50),
                 forward_flops=2 * num_envs * weights, rss_mb=harness.process_peak_rss_mb(os.getpid()))
@@ -110,8 +103,7 @@ def step_rows(setup: dict, cfg: dict, backends: tuple[str, ...]) -> list[dict]:
 
 # --- part 2: actor throughput (the Trainer with an idle learner)
 def actor_parts(backend: str = "auto") -> tuple:
-    """(Q-network, env factory, settings) of ``CONFIG``, built as the Trainer builds them, the network's actors
-    on ``backend``; module level, so that a spawned process can run it."""
+    """(Q-network with actors on ``backend``, env factory, settings) of ``CONFIG``, as the Trainer builds them."""
     from r2d2kit.training.builders import build_network, make_env
     from r2d2kit.training.config import load_config
 
@@ -126,15 +118,14 @@ def actor_setup() -> dict:
     """What the printed headers say of the config; imports TensorFlow here, before any timed run."""
     network, _, settings = actor_parts()
     model = settings.model
-    return dict(env_id=settings.env.id, envs=settings.env.num_envs, weights=int(sum(int(np.prod(v.shape))
-                                                                                    for v in network.variables)),
+    return dict(env_id=settings.env.id, envs=settings.env.num_envs,
+                weights=sum(int(np.prod(v.shape)) for v in network.variables),
                 network=(f"MLP {list(model.hidden)}" if model.encoder == "mlp" else f"{model.encoder} encoder")
                 + f" -> LSTM {model.lstm_units} -> dueling head {model.head_units}")
 
 
 def spawned_children_cpu() -> dict[int, float]:
-    """CPU seconds (user + system) of each spawned child of this process (``spawn_main`` in its command line:
-    not multiprocessing's resource tracker), from Linux /proc; empty elsewhere."""
+    """CPU seconds (user + system) of each spawned child of this process (not the resource tracker), from /proc."""
     out: dict[int, float] = {}
     me, tick = os.getpid(), os.sysconf("SC_CLK_TCK")
     for entry in Path("/proc").glob("[0-9]*"):
@@ -156,10 +147,7 @@ def rate(first: tuple, last: tuple) -> float:
 
 def run_actors(num_actors: int, envs_per_actor: int, steps: int, runner: str = "processes",
                train: bool = False) -> dict:
-    """One Trainer run (the README command's loop) with an idle learner (``train``: the config's updates per env
-    step) on ``runner``'s actor pool; env steps/s
-    after start-up, CPU shares, actor RSS (spawned actor processes only: not Ray's). The actors use the
-    backend users get (``auto``: numpy for this network)."""
+    """One Trainer run, learner idle (``train``: training), on ``runner``'s actors: env steps/s, CPU shares, RSS."""
     from r2d2kit.runners.callbacks import Callback
 
     marks: list[tuple[float, int]] = []  # (perf_counter, env steps) each time the count changes
@@ -180,9 +168,8 @@ def run_actors(num_actors: int, envs_per_actor: int, steps: int, runner: str = "
     load_before, started = load_average(), time.perf_counter()
     trainer, summary, _ = harness.fit(CONFIG, [  # no evaluation; without train, the learner only drains the actors
         *([] if train else ["run.updates_per_env_step=0"]), "run.eval_every=0", f"actors.runner={runner}",
-        f"actors.num_actors={num_actors}",
-        f"env.num_envs={envs_per_actor}", f"run.total_env_steps={steps}", f"actors.ray_num_cpus={os.cpu_count()}"],
-        [Progress()])
+        f"actors.num_actors={num_actors}", f"env.num_envs={envs_per_actor}", f"run.total_env_steps={steps}",
+        f"actors.ray_num_cpus={os.cpu_count()}"], [Progress()])
     ended = time.perf_counter()
     if len(marks) < 2 or "half" not in cpu or "end" not in cpu:
         raise RuntimeError(f"only {len(marks)} progress report(s) with env steps; raise the budget")
@@ -191,17 +178,15 @@ def run_actors(num_actors: int, envs_per_actor: int, steps: int, runner: str = "
     return dict(runner=runner, backend="auto", actors=num_actors, envs=num_actors * envs_per_actor,
                 env_steps=summary["env_steps"], actor_rss_mb=float(np.nanmax(rss)) if rss else float("nan"),
                 windows=sum(trainer.actors.windows_per_actor.values()), startup_s=marks[0][0] - started,
-                stepping_s=marks[-1][0] - marks[0][0], shutdown_s=ended - marks[-1][0],
+                stepping_s=marks[-1][0] - marks[0][0], shutdown_s=ended - marks[-1][0], load_before=load_before,
                 steps_per_s=rate(marks[0], marks[-1]), last_half_steps_per_s=rate((t0, s0), (t1, s1)),
-                updates_per_s=summary["updates"] / (marks[-1][0] - marks[0][0]),
+                updates_per_s=summary["updates"] / (marks[-1][0] - marks[0][0]), load_after=load_average(),
                 learner_cpu=(own1 - own0) / (t1 - t0) if t1 > t0 else float("nan"),
-                actor_cpu=float(np.mean(actor_cpu)) if actor_cpu else float("nan"),
-                load_before=load_before, load_after=load_average())
+                actor_cpu=float(np.mean(actor_cpu)) if actor_cpu else float("nan"))
 
 
 def actor_rows(setup: dict, cfg: dict) -> list[dict]:
-    """``rounds`` rounds of one run per actor count, in ABBA order so drift hits every run alike; the actors
-    use the backend the Trainer's users get (``auto``)."""
+    """``rounds`` rounds of one run per actor count, in ABBA order so drift hits every run alike."""
     rows = []
     for round_ in range(1, cfg["rounds"] + 1):
         for num_actors in (cfg["actor_counts"] if round_ % 2 else cfg["actor_counts"][::-1]):
@@ -220,10 +205,10 @@ def steps_per_actor_cpu_second(row: dict) -> float:
     return row["last_half_steps_per_s"] / (row["actor_cpu"] * row["actors"])
 
 
-# --- part 3: weight-broadcast latency, shared memory against a multiprocessing Queue. Per message, through a
-# control block of int64 slots (a RawArray): the publisher writes KIND and bumps COMMAND; the reader sets ARMED
-# and waits on that transport; 1 ms later the publisher sends; the reader, holding a full copy, writes its clock
-# to T_DONE, then DONE (the ack); then, outside any timing, it CRC-32s its copy into CRC and sets VERIFIED.
+# --- part 3: weight-broadcast latency, shared memory against a multiprocessing Queue. Per message, in int64 slots
+# of a RawArray: the publisher writes KIND and bumps COMMAND; the reader sets ARMED and waits on that transport;
+# 1 ms later the publisher sends; the reader, holding a full copy, writes its clock to T_DONE, then DONE (the
+# ack); then, untimed, it CRC-32s its copy into CRC and sets VERIFIED.
 
 PING, SHM, QUEUE, STOP = 0, 1, 2, 3
 KIND_NAMES = {PING: "ack channel alone", SHM: "shared memory", QUEUE: "mp.Queue"}
@@ -304,8 +289,7 @@ def measure_broadcast(size: int, reps: int, warmup: int) -> dict:
                     if kind != PING:
                         payload = base + np.float32(command)  # [size]: distinct contents for every message
                         expected = zlib.crc32(payload)
-                    slots[KIND] = kind
-                    slots[COMMAND] = command
+                    slots[KIND], slots[COMMAND] = kind, command  # in this order: the reader polls COMMAND
                     wait_slot(slots, ARMED, command, reader, PUBLISHER_POLL_S)
                     time.sleep(SETTLE_S)
                     t0 = time.perf_counter_ns()
@@ -331,8 +315,7 @@ def measure_broadcast(size: int, reps: int, warmup: int) -> dict:
                         entry["verified"] += int(int(slots[CRC]) == expected and same_version)
         finally:
             # stop the reader on every path (it polls COMMAND), then reap it before unlinking
-            slots[KIND] = STOP
-            slots[COMMAND] = command + 1
+            slots[KIND], slots[COMMAND] = STOP, command + 1
             reader.join(timeout=10)
             if reader.is_alive():
                 reader.terminate()
@@ -356,11 +339,49 @@ def fmt_seconds(seconds: float) -> str:
     return f"{seconds * 1e3:.2f} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.0f} us"
 
 
-def percent(share: float) -> str:
-    return "n/a" if np.isnan(share) else f"{100 * share:.0f}%"
+def ratio_line(rows: list[dict], key: str, reduce=np.mean) -> str:
+    """keras / numpy of ``reduce(row[key])`` per round, as "a.aax (round 1), b.bbx (round 2)"."""
+    parts = []
+    for round_ in sorted({r["round"] for r in rows}):
+        pair = {r["backend"]: float(reduce(r[key])) for r in rows if r["round"] == round_}
+        if len(pair) == 2:
+            parts.append(f"{pair['keras'] / pair['numpy']:.2f}x (round {round_})")
+    return ", ".join(parts) or "n/a"
 
 
-def actor_table(rows: list[dict], markdown: bool) -> str:
+def print_step_part(srows: list[dict], setup: dict, cfg: dict, markdown: bool) -> None:
+    print(f"\nVector step by part: {setup['env_id']}, {setup['envs']} envs, Q-network of "
+          f"{os.path.relpath(CONFIG)}: {setup['network']} ({setup['weights']:,} weights); ActingLoop, epsilon 0.5; "
+          f"{cfg['vector_steps']:,} timed vector steps (after 200) per run, each run in a spawned process with "
+          f"1 TF thread (as an actor process), {cfg['rounds']} round(s), backends in ABBA order\n")
+    header = ["backend", "round", "envs", "network call: median", "mean", "p90", "state work (get_state + reset)",
+              "env step", "vector step: median", "mean", "env steps/s (1 / mean)", "peak RSS"]
+    body = []
+    for r in srows:
+        mean = {key: fmt_seconds(float(np.mean(r[key]))) for key in ("network", "state", "env", "whole")}
+        body.append([r["backend"], str(r["round"]), str(r["envs"]), fmt_seconds(float(np.median(r["network"]))),
+                     mean["network"], fmt_seconds(float(np.percentile(r["network"], 90))), mean["state"], mean["env"],
+                     fmt_seconds(float(np.median(r["whole"]))), mean["whole"],
+                     f"{r['envs'] / float(np.mean(r['whole'])):,.0f}", f"{r['rss_mb']:,.0f} MB"])
+    print(table(header, body, markdown, left=2) + "\n")
+    floor = srows[0]
+    print(f"- floors: an empty tf.function call costs {fmt_seconds(floor['empty_tf_function_s'])} here (no compiled "
+          f"Keras call can cost less); the forward's arithmetic ({floor['forward_flops'] / 1e3:,.0f} kFLOP) at numpy's "
+          f"sgemm rate here ({floor['sgemm_flops'] / 1e9:.0f} GFLOP/s, 512x512) takes "
+          f"{fmt_seconds(floor['forward_flops'] / floor['sgemm_flops'])}: the rest of a call is per-operation overhead")
+    if len({r["backend"] for r in srows}) == 2:
+        print(f"- keras / numpy, network call (mean): {ratio_line(srows, 'network')}; (median): "
+              f"{ratio_line(srows, 'network', np.median)}; whole vector step (mean): {ratio_line(srows, 'whole')}")
+    print("- peak RSS: VmHWM of the spawned process; load average after each run: "
+          + ", ".join(f"{r['backend']} r{r['round']} {r['load']:.2f}" for r in srows))
+
+
+def print_actor_part(rows: list[dict], setup: dict, cfg: dict, markdown: bool) -> None:
+    learner = ("learner training at the config's run.updates_per_env_step" if cfg["train"] else
+               "learner idle (updates_per_env_step=0: it only drains the rings into replay)")
+    print(f"\nActor throughput: {setup['env_id']}, {setup['envs']} envs per actor, {cfg['steps']:,} env steps per "
+          f"run, {cfg['rounds']} round(s); {learner}; Q-network of {os.path.relpath(CONFIG)}: {setup['network']}, "
+          f"{setup['weights']:,} float32 weights ({setup['weights'] * 4 / 1e3:.0f} kB per broadcast)\n", flush=True)
     header = ["actor processes", "backend", "round", "envs", "env steps", "start-up", "steps/s (first report -> end)",
               "steps/s (2nd half)", "per actor", "vs 1 actor (same round)", "CPU: learner", "CPU: each actor",
               "steps per actor CPU-s", "actor peak RSS", "updates/s"]
@@ -374,72 +395,10 @@ def actor_table(rows: list[dict], markdown: bool) -> str:
         body.append([str(r["actors"]), r["backend"], str(r["round"]), str(r["envs"]), f"{r['env_steps']:,}",
                      f"{r['startup_s']:.1f} s", f"{r['steps_per_s']:,.0f}", f"{steady:,.0f}",
                      f"{steady / r['actors']:,.0f}", f"{steady / base[r['round']]:.2f}x" if r["round"] in base else "-",
-                     percent(r["learner_cpu"]), percent(r["actor_cpu"]),
+                     *("n/a" if np.isnan(cpu) else f"{100 * cpu:.0f}%" for cpu in (r["learner_cpu"], r["actor_cpu"])),
                      "n/a" if np.isnan(per_cpu) else f"{per_cpu:,.0f}", f"{r['actor_rss_mb']:,.0f} MB",
                      f"{r['updates_per_s']:.1f}"])
-    return table(header, body, markdown, left=3)
-
-
-def step_table(rows: list[dict], markdown: bool) -> str:
-    header = ["backend", "round", "envs", "network call: median", "mean", "p90", "state work (get_state + reset)",
-              "env step", "vector step: median", "mean", "env steps/s (1 / mean)", "peak RSS"]
-    body = []
-    for r in rows:
-        mean = {key: fmt_seconds(float(np.mean(r[key]))) for key in ("network", "state", "env", "whole")}
-        body.append([r["backend"], str(r["round"]), str(r["envs"]), fmt_seconds(float(np.median(r["network"]))),
-                     mean["network"], fmt_seconds(float(np.percentile(r["network"], 90))), mean["state"], mean["env"],
-                     fmt_seconds(float(np.median(r["whole"]))), mean["whole"],
-                     f"{r['envs'] / float(np.mean(r['whole'])):,.0f}", f"{r['rss_mb']:,.0f} MB"])
-    return table(header, body, markdown, left=2)
-
-
-def ratio_line(rows: list[dict], key: str, reduce=np.mean) -> str:
-    """keras / numpy of ``reduce(row[key])`` per round, as "a.aax (round 1), b.bbx (round 2)"."""
-    parts = []
-    for round_ in sorted({r["round"] for r in rows}):
-        pair = {r["backend"]: float(reduce(r[key])) for r in rows if r["round"] == round_}
-        if len(pair) == 2:
-            parts.append(f"{pair['keras'] / pair['numpy']:.2f}x (round {round_})")
-    return ", ".join(parts) or "n/a"
-
-
-def broadcast_table(summary: dict, markdown: bool) -> str:
-    header = ["transport", "latency median", "p90", "round trip (ack seen) median", "p90",
-              "publisher blocked median", "copies = published (CRC-32)"]
-    body = [[name, *(fmt_seconds(row[k][i]) for k in ("one_way", "round_trip") for i in (0, 1)),
-             fmt_seconds(row["blocked"][0]), "-" if name == KIND_NAMES[PING] else f"{row['verified']}/{row['checked']}"]
-            for name, row in summary.items()]
-    return table(header, body, markdown)
-
-
-def print_step_part(srows: list[dict], setup: dict, cfg: dict, markdown: bool) -> None:
-    print(f"\nVector step by part: {setup['env_id']}, {setup['envs']} envs, Q-network of "
-          f"{os.path.relpath(CONFIG)}: {setup['network']} ({setup['weights']:,} weights); ActingLoop, epsilon 0.5; "
-          f"{cfg['vector_steps']:,} timed vector steps (after 200) per run, each run in a spawned process with "
-          f"1 TF thread (as an actor process), {cfg['rounds']} round(s), backends in ABBA order\n")
-    print(step_table(srows, markdown) + "\n")
-    floor = srows[0]
-    print(f"- floors: an empty tf.function call costs {fmt_seconds(floor['empty_tf_function_s'])} here (no "
-          f"compiled Keras call can cost less); the forward's arithmetic ({floor['forward_flops'] / 1e3:,.0f} "
-          f"kFLOP) at numpy's sgemm rate here ({floor['sgemm_flops'] / 1e9:.0f} GFLOP/s, "
-          f"512x512) takes {fmt_seconds(floor['forward_flops'] / floor['sgemm_flops'])}: the rest of a call is "
-          "per-operation overhead")
-    if len({r["backend"] for r in srows}) == 2:
-        print(f"- keras / numpy, network call (mean): {ratio_line(srows, 'network')}; (median): "
-              f"{ratio_line(srows, 'network', np.median)}; whole vector step (mean): {ratio_line(srows, 'whole')}")
-    print("- peak RSS: VmHWM of the spawned process; load average after each run: "
-          + ", ".join(f"{r['backend']} r{r['round']} {r['load']:.2f}" for r in srows))
-
-
-def print_actor_part(rows: list[dict], setup: dict, cfg: dict, markdown: bool) -> None:
-    print(f"\nActor throughput: {setup['env_id']}, {setup['envs']} envs per actor, "
-          f"{cfg['steps']:,} env steps per run, {cfg['rounds']} round(s); "
-          + ("learner training at the config's run.updates_per_env_step" if cfg["train"] else
-             "learner idle (updates_per_env_step=0: it only drains the rings into replay)")
-          + f"; Q-network of {os.path.relpath(CONFIG)}: "
-          f"{setup['network']}, {setup['weights']:,} float32 weights ({setup['weights'] * 4 / 1e3:.0f} kB per "
-          "broadcast)\n", flush=True)
-    print(actor_table(rows, markdown) + "\n")
+    print(table(header, body, markdown, left=3) + "\n")
     for r in rows:
         print(f"- {r['actors']} actor(s), {r['backend']}, round {r['round']}: " + (
             f"failed: {r['error']}" if "error" in r else
@@ -464,7 +423,12 @@ def print_broadcast_part(measured: dict, size: int, cfg: dict, markdown: bool) -
     summary = measured["rows"]
     print(f"\nWeight broadcast: {size * 4 / 1e6:.1f} MB ({size:,} float32), publisher here, one spawned reader; "
           f"{cfg['reps']} messages per transport (after {cfg['warmup']} warm-up rounds), transports interleaved\n")
-    print(broadcast_table(summary, markdown) + "\n")
+    header = ["transport", "latency median", "p90", "round trip (ack seen) median", "p90",
+              "publisher blocked median", "copies = published (CRC-32)"]
+    body = [[name, *(fmt_seconds(row[k][i]) for k in ("one_way", "round_trip") for i in (0, 1)),
+             fmt_seconds(row["blocked"][0]), "-" if name == KIND_NAMES[PING] else f"{row['verified']}/{row['checked']}"]
+            for name, row in summary.items()]
+    print(table(header, body, markdown) + "\n")
     shm, que, ack = (summary[KIND_NAMES[kind]] for kind in (SHM, QUEUE, PING))
     if shm["one_way"] and que["one_way"]:
         print(f"- Queue / shared memory latency: {que['one_way'][0] / shm['one_way'][0]:.2f}x (medians), "
@@ -493,7 +457,6 @@ def main(argv: list[str] | None = None) -> dict:
                         "run.updates_per_env_step (end to end) instead of only draining the rings")
     args = parser.parse_args(argv)
     CONFIG = args.config.resolve()
-    backends = tuple(args.backends)
     cfg = dict(QUICK if args.quick else FULL, train=args.train)
     cfg.update({key: value for key, value in dict(reps=args.reps, mb=args.mb).items() if value is not None})
     size = int(cfg["mb"] * 1e6) // 4  # float32 values
@@ -502,7 +465,7 @@ def main(argv: list[str] | None = None) -> dict:
     results: dict = dict(machine=harness.machine_line(DISTS), config=cfg)
     setup = actor_setup() if args.only in (None, "step", "actors") else None
     if args.only in (None, "step"):
-        srows = step_rows(setup, cfg, backends)
+        srows = step_rows(setup, cfg, tuple(args.backends))
         results["step"] = [{k: dict(mean=float(np.mean(v)), median=float(np.median(v))) if isinstance(v, np.ndarray)
                             else v for k, v in r.items()} for r in srows]
         print_step_part(srows, setup, cfg, args.markdown)

@@ -7,8 +7,6 @@
 Scores the greedy success rate every ``--eval-every`` env steps. Task, agents, method: benchmarks/README.md.
 """
 
-from __future__ import annotations
-
 import os
 from typing import Any
 
@@ -28,8 +26,7 @@ DISTS = ("numpy", "numba", "tensorflow", "keras", "gymnasium")
 
 # --- one run = one subprocess
 def child(job: dict) -> dict[str, Any]:
-    """One (agent, seed) run in this process: its curve [(env steps, success)], training seconds, env steps
-    and updates. R2D2: ``--set`` values go before ``replay.her=null``, so none turns relabelling back on."""
+    """One (agent, seed) run: its curve [(env steps, success)] and costs (``replay.her=null`` after ``--set``)."""
     seed, steps, every, episodes = job["seed"], job["steps"], job["eval_every"], job["eval_episodes"]
     if job["agent"] == "dqn-her":  # its default settings, no early stop
         agent = harness.load_module(REPO_ROOT / "agents" / "her_dqn.py", "agents_her_dqn")
@@ -39,9 +36,8 @@ def child(job: dict) -> dict[str, Any]:
                     env_steps=m["global_step"], updates=m["train_steps"])
     evaluations = harness.evaluation_callback("  {steps:>7,} env steps: success {success:.2f}, {seconds:.0f} s")
     _, summary, _ = harness.fit(CONFIG, [
-        f"run.seed={seed}", f"run.total_env_steps={steps}", f"run.eval_every={every}",
-        f"run.eval_episodes={episodes}", *job["overrides"]] + ([] if job["agent"] == "r2d2-her" else
-                                                              ["replay.her=null"]), [evaluations])
+        f"run.seed={seed}", f"run.total_env_steps={steps}", f"run.eval_every={every}", f"run.eval_episodes={episodes}",
+        *job["overrides"], *([] if job["agent"] == "r2d2-her" else ["replay.her=null"])], [evaluations])
     return dict(curve=[(row[0], row[5]) for row in evaluations.rows], train_seconds=summary["train_seconds"],
                 env_steps=summary["env_steps"], updates=summary["updates"])
 
@@ -103,14 +99,12 @@ def plot(records: list[dict[str, Any]], agents: list[str], path: str, steps: int
     finished = [r for r in records if not r["error"]]
     curves = {AGENTS[agent]: [r["curve"] for r in finished if r["agent"] == agent] for agent in agents}
     harness.panel_plot(path, {ENV_ID: curves}, f"mean over seeds, band min-max ({steps:,} env steps)",
-                       ylabel="greedy success rate", guides={ENV_ID: [(TARGET, "--"), (CEILING, ":")]},
-                       ylim=(-0.02, 1.02))
+                       "greedy success rate", {ENV_ID: [(TARGET, "--"), (CEILING, ":")]}, ylim=(-0.02, 1.02))
 
 
 def parse_args(argv: list[str] | None = None):
-    p = harness.arg_parser(__doc__, "quick", "markdown", "json", "resume", "png", "set")
+    p = harness.arg_parser(__doc__, "quick", "markdown", "json", "resume", "png", "set", "seeds")
     p.add_argument("--agents", nargs="+", default=list(AGENTS), choices=list(AGENTS), help="agents to run")
-    p.add_argument("--seeds", nargs="+", type=int, default=None, help="default: 0 1 2 (--quick: 0)")
     p.add_argument("--steps", type=int, default=None, help="env steps per run, every agent (default 100000; "
                    "--quick: 3000)")
     p.add_argument("--eval-every", type=int, default=None, help="env steps between evaluations (default 2000; "
@@ -136,35 +130,27 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     runs = [dict(agent=agent, seed=seed, steps=args.steps, eval_every=args.eval_every, eval_episodes=args.eval_episodes,
                  overrides=args.set if agent != "dqn-her" else [])
             for seed in args.seeds for agent in args.agents]  # seeds interleaved: drift hits all
-    order = [(run["agent"], run["seed"]) for run in runs]
-    ran = 0
+    order, ran = [(run["agent"], run["seed"]) for run in runs], 0
     for run, result in harness.sweep(__file__, runs, results, lambda run: f"{run['agent']} seed {run['seed']}",
                                      before=lambda run: dict(run, load_before=round(harness.load_average(), 2)),
                                      quiet=True):
         ran += 1
-        record = dict(run, **result)
-        record.update(wall_seconds=round(result["wall_seconds"], 1), peak_rss_mb=round(result["peak_rss_mb"]),
-                      load_after=round(harness.load_average(), 2), error=result.get("error"))
-        if not record["error"] and not record["curve"]:
-            record["error"] = "no evaluation was recorded"
-        results.add(record)
-        print(f"  {run['agent']} seed {run['seed']}: " + (f"FAILED ({record['error']})" if record["error"] else
-              f"final success {record['curve'][-1][1]:.2f}, best {max(s for _, s in record['curve']):.2f}, "
-              f"first >= {TARGET} at {fmt_steps(first_at(record['curve'], TARGET))}; "
-              f"train {record['train_seconds']:.0f} s")
-              + f", wall {record['wall_seconds']:.0f} s, peak RSS {record['peak_rss_mb']:,} MB, "
-              f"load {record['load_before']:.1f} -> {record['load_after']:.1f}", flush=True)
+        r = {**run, **result, "wall_seconds": round(result["wall_seconds"], 1),
+             "peak_rss_mb": round(result["peak_rss_mb"]), "load_after": round(harness.load_average(), 2)}
+        r["error"] = r.get("error") or (None if r["curve"] else "no evaluation was recorded")
+        results.add(r)
+        print(f"  {run['agent']} seed {run['seed']}: " + (f"FAILED ({r['error']})" if r["error"] else
+              f"final success {r['curve'][-1][1]:.2f}, best {max(s for _, s in r['curve']):.2f}, first >= {TARGET} "
+              f"at {fmt_steps(first_at(r['curve'], TARGET))}; train {r['train_seconds']:.0f} s")
+              + f", wall {r['wall_seconds']:.0f} s, peak RSS {r['peak_rss_mb']:,} MB, "
+              f"load {r['load_before']:.1f} -> {r['load_after']:.1f}", flush=True)
     records = sorted((r for r in results.runs if (r["agent"], r["seed"]) in order),
                      key=lambda r: order.index((r["agent"], r["seed"])))
-    print()
-    print("\n".join(report(records, args.agents, args.markdown)))
-    print(f"\nSuccess: greedy, {args.eval_episodes} episodes per evaluation; final = at {args.steps:,} env steps. "
-          "Train time: evaluations excluded. Peak RSS: each run's own process. Load: 1-minute average on "
-          f"{os.cpu_count()} CPUs before / after each run.")
-    print(harness.load_footer(began, load_start))
-    if args.png:
-        plot(records, args.agents, args.png, args.steps)
-        print(f"curves written to {args.png}")
+    harness.finish("\n".join(report(records, args.agents, args.markdown)) + f"\n\nSuccess: greedy, "
+                   f"{args.eval_episodes} episodes per evaluation; final = at {args.steps:,} env steps. Train time: "
+                   "evaluations excluded. Peak RSS: each run's own process. Load: 1-minute average on "
+                   f"{os.cpu_count()} CPUs before / after each run.", began, load_start, args.png,
+                   lambda png: plot(records, args.agents, png, args.steps))
     if args.json and ran:
         print(f"records written to {args.json}")
     return records

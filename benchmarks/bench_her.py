@@ -7,8 +7,6 @@
 Each run stops at the first greedy success rate >= 0.95 or at its budget. Method: benchmarks/README.md.
 """
 
-from __future__ import annotations
-
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
@@ -98,11 +96,10 @@ def run_sb3(agent, n_bits: int, seed: int, steps: int, seconds: float, eval_ever
 
     start = time.perf_counter()
     env = gym.make("BitFlip-v0", n_bits=n_bits)
-    model = DQN("MultiInputPolicy", env, replay_buffer_class=HerReplayBuffer,
-                replay_buffer_kwargs=dict(n_sampled_goal=4, goal_selection_strategy="future"),
-                policy_kwargs=dict(net_arch=[256, 256]), batch_size=256, gamma=0.95, learning_rate=5e-4,
-                train_freq=1, gradient_steps=1, learning_starts=100, target_update_interval=500,
-                exploration_fraction=min(1.0, 2_000 / steps), exploration_final_eps=0.02,
+    model = DQN("MultiInputPolicy", env, replay_buffer_class=HerReplayBuffer, policy_kwargs=dict(net_arch=[256, 256]),
+                replay_buffer_kwargs=dict(n_sampled_goal=4, goal_selection_strategy="future"), batch_size=256,
+                gamma=0.95, learning_rate=5e-4, train_freq=1, gradient_steps=1, learning_starts=100,
+                target_update_interval=500, exploration_fraction=min(1.0, 2_000 / steps), exploration_final_eps=0.02,
                 buffer_size=max(steps, 10_000), seed=seed, device="cpu")
     model.learn(total_timesteps=steps, callback=EvalCallback(start))
     run.wall_seconds = time.perf_counter() - start
@@ -124,14 +121,6 @@ def worker(job: dict) -> dict:
     return {"run": asdict(run)}
 
 
-def run_job(job: dict) -> Run:
-    """:func:`worker` in a fresh interpreter, with that process's own peak RSS."""
-    result = harness.run_job(__file__, job, quiet=True)
-    if "run" not in result:
-        return Run(job["method"], job["n_bits"], job["seed"], error=f"worker {result['error'][:140]}")
-    return Run(**dict(result["run"], peak_rss_mb=result["peak_rss_mb"]))
-
-
 # --- table
 def fmt_steps(steps: float | None) -> str:
     if steps is None:
@@ -151,10 +140,9 @@ def success_at(run: Run, checkpoint: int) -> float | str | None:
 
 def summarise(runs: list[Run], checkpoints: list[int]) -> list[str]:
     """One table row for the seeds of one (n_bits, method): means of successes, medians of steps and times."""
-    first = runs[0]
-    if first.error:
-        return [str(first.n_bits), first.method] + ["n/a"] * (len(checkpoints) + 4)
-    cells = [str(first.n_bits), first.method]
+    cells = [str(runs[0].n_bits), runs[0].method]
+    if runs[0].error:
+        return cells + ["n/a"] * (len(checkpoints) + 5)
     for c in checkpoints:
         values = [success_at(r, c) for r in runs]
         if all(v == "done" for v in values):
@@ -167,9 +155,8 @@ def summarise(runs: list[Run], checkpoints: list[int]) -> list[str]:
     reached, seeds = [r for r in runs if r.steps_to_target is not None], len(runs)
     if reached:
         steps, secs = ([r.steps_to_target for r in reached], [r.seconds_to_target for r in reached])
-        cells += [fmt_steps(statistics.median(steps)) + ("" if seeds == 1 else
-                                                           f" ({fmt_steps(min(steps))}-{fmt_steps(max(steps))})")
-                  + ("" if len(reached) == seeds else f" [{len(reached)}/{seeds}]"),
+        cells += [fmt_steps(statistics.median(steps)) + ("" if seeds == 1 else f" ({fmt_steps(min(steps))}-"
+                  f"{fmt_steps(max(steps))})") + ("" if len(reached) == seeds else f" [{len(reached)}/{seeds}]"),
                   f"{statistics.median(secs):.1f}" + ("" if seeds == 1 else f" ({min(secs):.1f}-{max(secs):.1f})")]
     else:
         cells += ["not reached", "-"]
@@ -199,9 +186,8 @@ def main(argv: list[str] | None = None) -> list[Run]:
     no_her_bits = set(args.no_her_n_bits if args.no_her_n_bits is not None else n_bits_list)
 
     began, load_start = harness.start(DISTS)
-    print(f"load average at start: {load_start}; config {CONFIG.relative_to(REPO_ROOT)}; "
-          f"{EVAL_EPISODES} greedy eval episodes per point; target {TARGET}; threads: TensorFlow default (2), "
-          f"torch {args.torch_threads}")
+    print(f"load average at start: {load_start}; config {CONFIG.relative_to(REPO_ROOT)}; {EVAL_EPISODES} greedy eval "
+          f"episodes per point; target {TARGET}; threads: TensorFlow default (2), torch {args.torch_threads}")
     runs: list[Run] = []
     for n_bits in n_bits_list:
         b = budgets.get(n_bits, DEFAULT_BUDGET)
@@ -214,12 +200,13 @@ def main(argv: list[str] | None = None) -> list[Run]:
             for job in jobs:
                 job.update(n_bits=n_bits, seed=seed, seconds=b["seconds"], eval_every=b["eval_every"],
                            torch_threads=args.torch_threads)
-                runs.append(run := run_job(job))
-                print(f"  n_bits={n_bits} {run.method} seed {seed}: "
-                      + (f"n/a ({run.error})" if run.error else
-                         (f"{TARGET} at {fmt_steps(run.steps_to_target)} env steps, {run.seconds_to_target:.1f} s; "
-                          if run.steps_to_target is not None else f"{TARGET} not reached; ")
-                         + f"ran {run.steps:,} steps, {run.train_seconds:.1f} s train, {run.wall_seconds:.1f} s wall"),
+                result = harness.run_job(__file__, job, quiet=True)  # with that process's own peak RSS
+                runs.append(run := Run(**dict(result["run"], peak_rss_mb=result["peak_rss_mb"])) if "run" in result
+                            else Run(job["method"], n_bits, seed, error=f"worker {result['error'][:140]}"))
+                reached = (f"{TARGET} at {fmt_steps(run.steps_to_target)} env steps, {run.seconds_to_target:.1f} s; "
+                           if run.steps_to_target is not None else f"{TARGET} not reached; ")
+                print(f"  n_bits={n_bits} {run.method} seed {seed}: " + (f"n/a ({run.error})" if run.error else reached
+                      + f"ran {run.steps:,} steps, {run.train_seconds:.1f} s train, {run.wall_seconds:.1f} s wall"),
                       flush=True)
 
     max_steps = max((r.steps for r in runs if not r.error), default=0)
@@ -228,9 +215,8 @@ def main(argv: list[str] | None = None) -> list[Run]:
     groups: dict[tuple[int, str], list[Run]] = {}
     for run in sorted(runs, key=lambda r: (r.n_bits, order[r.method])):
         groups.setdefault((run.n_bits, run.method), []).append(run)
-    header = (["n_bits", "method"] + [f"@{fmt_steps(c)}" for c in checkpoints]
-              + [f"env steps to {TARGET}", f"train s to {TARGET}", "last success", "ran (steps / train s, seeds)",
-                 "peak RSS"])
+    header = (["n_bits", "method"] + [f"@{fmt_steps(c)}" for c in checkpoints] + [
+        f"env steps to {TARGET}", f"train s to {TARGET}", "last success", "ran (steps / train s, seeds)", "peak RSS"])
     print("\n" + table(header, [summarise(group, checkpoints) for group in groups.values()], args.markdown, left=2))
     print(f"\nCells @N: greedy success over {EVAL_EPISODES} random-goal episodes at N env steps (mean over seeds); "
           f"'done': stopped after reaching {TARGET} earlier; empty: beyond the run's budget. Steps and seconds to "

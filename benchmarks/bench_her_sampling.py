@@ -6,8 +6,6 @@
 Median seconds of one ``sample(batch)`` call (a ratio above 1: r2d2kit is faster). Method: benchmarks/README.md.
 """
 
-from __future__ import annotations
-
 import gc
 from typing import Any, Callable
 
@@ -24,10 +22,8 @@ STEP_FIELDS = ("observation", "achieved_goal", "desired_goal")  # of obs; next_o
 
 
 class SeedStyleHerBuffer:
-    """The seed article's buffer as described there (not r2d2kit code): one ring of transitions, bookkept by
-    ``index_episode_map[i]`` (the episode of slot ``i``) and ``episode_end_indices[id]`` (the slot of its last
-    step); the first ``her_ratio * batch`` samples are relabelled in a Python loop, and an episode that wraps the
-    ring falls back from ``future`` to ``final``."""
+    """The seed article's buffer as it describes it: a ring bookkept by ``index_episode_map`` and
+    ``episode_end_indices``, relabelling in a Python loop; an episode wrapping the ring falls back to ``final``."""
 
     def __init__(self, capacity: int, n_bits: int, n_sampled_goal: int, strategy: str,
                  compute_reward: Callable, seed: int = 0) -> None:
@@ -70,10 +66,6 @@ class SeedStyleHerBuffer:
                 if j == i:
                     break
             self.episode += 1
-
-    def freeze(self) -> None:
-        """Precompute the sampleable slots once (not timed; the article recomputes its end index per call)."""
-        self.sampleable = np.flatnonzero(self.complete)
 
     def sample(self, batch_size: int) -> dict[str, np.ndarray]:
         indices = self.sampleable[self.rng.integers(0, self.sampleable.size, batch_size)]
@@ -131,36 +123,30 @@ def build(cfg: dict, strategy: str, **kwargs: Any) -> tuple[HerReplayBuffer, See
         ours.add(*map(one_env, step))
         obs, action, reward, next_obs, terminated, truncated = step
         seed_style.add(obs, action, reward, next_obs, terminated or truncated)
-    seed_style.freeze()
+    seed_style.sampleable = np.flatnonzero(seed_style.complete)  # once, untimed (the article: in every call)
     return ours, seed_style
-
-
-def median_seconds(steps: dict[str, Callable[[], Any]], cfg: dict) -> dict[str, float]:
-    """Median seconds per call of each step, in interleaved rounds with the collector off."""
-    times = interleaved({name: lambda step=step: timed_ns(step) for name, step in steps.items()}, cfg["rounds"],
-                        cfg["reps"], cfg["warmup"], ("seed-style",), cfg["slow_reps"])
-    return {name: float(np.median(t)) / 1e9 for name, t in times.items()}
 
 
 def run(cfg: dict) -> tuple[list[list[str]], list[str]]:
     b, rows, notes = cfg["batch"], [], []
-    for strategy in ("future", "final"):
-        ours, seed_style = build(cfg, strategy)
-        t = median_seconds({"r2d2kit": lambda: ours.sample(b), "seed-style": lambda: seed_style.sample(b)}, cfg)
-        rows.append([f"sample({b}), {strategy}, k=4", f"{t['r2d2kit'] * 1e6:,.1f} us",
-                     f"{t['seed-style'] * 1e6:,.1f} us", f"{t['seed-style'] / t['r2d2kit']:.1f}x"])
-        if strategy == "future":
+    for label, strategy, kwargs in [("future, k=4", "future", {}), ("final, k=4", "final", {}),  # with seed-style
+                                    ("episode, k=4", "episode", {}), ("random, k=4", "random", {}),
+                                    ("future, k=4, PER", "future", {"sampler": "proportional"}),
+                                    ("future, k=4, n_step=3", "future", {"n_step": 3})]:
+        ours, seed_style = build(cfg, strategy, **kwargs)
+        steps = {"r2d2kit": lambda: ours.sample(b, beta=0.4)}
+        if len(rows) < 2:
+            steps["seed-style"] = lambda: seed_style.sample(b)
+        times = interleaved({name: lambda step=step: timed_ns(step) for name, step in steps.items()}, cfg["rounds"],
+                            cfg["reps"], cfg["warmup"], ("seed-style",), cfg["slow_reps"])  # collector off
+        t = {name: float(np.median(ns)) / 1e9 for name, ns in times.items()}  # median seconds per call
+        rows.append([f"sample({b}), {label}", f"{t['r2d2kit'] * 1e6:,.1f} us"] + (
+            [f"{t['seed-style'] * 1e6:,.1f} us", f"{t['seed-style'] / t['r2d2kit']:.1f}x"] if len(t) == 2 else
+            ["n/a", "-"]))
+        if label == "future, k=4":
             notes.append(f"seed-style fell back from 'future' to 'final' for {seed_style.fallbacks:,} relabelled "
                          f"samples over the run (episodes wrapping the ring); r2d2kit: never, by construction")
         ours = seed_style = None
-        gc.collect()
-    for label, strategy, kwargs in [("episode, k=4", "episode", {}), ("random, k=4", "random", {}),
-                                    ("future, k=4, PER", "future", {"sampler": "proportional"}),
-                                    ("future, k=4, n_step=3", "future", {"n_step": 3})]:
-        ours, _ = build(cfg, strategy, **kwargs)
-        t = median_seconds({"r2d2kit": lambda: ours.sample(b, beta=0.4)}, cfg)
-        rows.append([f"sample({b}), {label}", f"{t['r2d2kit'] * 1e6:,.1f} us", "n/a", "-"])
-        ours = None
         gc.collect()
     return rows, notes
 

@@ -5,16 +5,10 @@
     python benchmarks/bench_minatar.py --json out.json --resume      # skip the runs out.json already holds
     python benchmarks/bench_minatar.py --quick                       # smoke run: Breakout, seed 0, 20k steps
 
-Each (agent, game, seed) run trains in its own subprocess (its peak RSS) for the same env-step budget, evaluated
-greedily on the same episodes on the same schedule; the score is the evaluation at the budget (mean return, and
-the success rate where the env reports one). R2D2 runs the game's config (``configs/minatar/<game>.yaml``,
-``configs/minigrid_memory.yaml``: actor processes, the README command's runner). Peers and their settings:
-benchmarks/README.md.
+Each (agent, game, seed) run trains in its own subprocess for the same env-step budget, scored by the greedy
+evaluation at the budget; R2D2 runs the game's config. Peers and their settings: benchmarks/README.md.
 """
 
-from __future__ import annotations
-
-import time
 from pathlib import Path
 
 import harness
@@ -29,20 +23,13 @@ AGENT_NAMES = {"r2d2": "r2d2kit R2D2", "dqn": "SB3 DQN", "recurrent-ppo": "sb3-c
 DISTS = ("numpy", "tensorflow", "keras", "gymnasium", "minatar", "minigrid", "r2d2kit", "torch", "stable_baselines3",
          "sb3_contrib")
 
-# The MinAtar paper's DQN (Young & Tian 2019, its examples/dqn.py): replay 100k, batch 32, one update per step
-# after 5k steps, target copied every 1k steps, RMSprop(lr 2.5e-4, squared-gradient momentum 0.95, eps 0.01,
-# centered), Huber loss, no gradient clipping, epsilon 1 -> 0.1 over the first 100k steps, discount 0.99.
+# The MinAtar paper's DQN (Young & Tian 2019, its examples/dqn.py; benchmarks/README.md has the details)
 DQN = dict(buffer_size=100_000, batch_size=32, learning_starts=5_000, train_freq=1, gradient_steps=1,
            target_update_interval=1_000, learning_rate=2.5e-4, gamma=0.99, exploration_initial_eps=1.0,
            exploration_final_eps=0.1, exploration_steps=100_000, max_grad_norm=1e10)
-# rl-starter-files' PPO defaults (the MiniGrid authors' torch-ac scripts): 8 envs x 128 steps, 4 epochs of
-# batches of 256, Adam 1e-3, entropy 0.01, GAE 0.95, clip 0.2; an LSTM of R2D2's size over the same CNN.
+# rl-starter-files' PPO defaults (the MiniGrid authors' torch-ac scripts); an LSTM of R2D2's size over the same CNN
 RECURRENT_PPO = dict(n_steps=128, batch_size=256, n_epochs=4, learning_rate=1e-3, gamma=0.99, gae_lambda=0.95,
                      ent_coef=0.01, clip_range=0.2, vf_coef=0.5, max_grad_norm=0.5)
-
-
-def env_id(game: str) -> str:
-    return yaml.safe_load(GAMES[game][0].read_text())["env"]["id"]
 
 
 def run_r2d2(job: dict) -> dict:
@@ -53,14 +40,12 @@ def run_r2d2(job: dict) -> dict:
     trainer, summary, _ = harness.fit(GAMES[job["game"]][0], [
         f"run.total_env_steps={job['steps']}", f"run.eval_every={job['eval_every']}", f"run.seed={job['seed']}",
         f"run.eval_episodes={job['eval_episodes']}", *job["overrides"]], [evaluations], run_dir)
-    return dict(evaluations=evaluations.rows, env_steps=int(summary["env_steps"]),
-                train_seconds=float(summary["train_seconds"]), updates=int(summary["updates"]),
-                config=trainer.config.to_dict())
+    return dict(evaluations=evaluations.rows, env_steps=int(summary["env_steps"]), updates=int(summary["updates"]),
+                train_seconds=float(summary["train_seconds"]), config=trainer.config.to_dict())
 
 
 def torch_encoder(torch, game: str):
-    """The R2D2 config's encoder in torch, as SB3's features extractor: the MinAtar paper's network (conv 16
-    3x3, dense 128) or, for MiniGrid, one-hot indices then conv 16 2x2, max-pool, conv 32 2x2, conv 64 2x2."""
+    """The R2D2 config's encoder (MinAtarImageModel or MiniGridImageModel) in torch, as SB3's features extractor."""
     from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 
     categories = (11, 6, 3)  # MiniGridImageModel's default: object kinds, colours, door states
@@ -72,9 +57,9 @@ def torch_encoder(torch, game: str):
             super().__init__(observation_space, features_dim=64 if minigrid else 128)
             relu = torch.nn.ReLU()
             if minigrid:
-                self.net = torch.nn.Sequential(torch.nn.Conv2d(sum(categories), 16, 2), relu,
-                                               torch.nn.MaxPool2d(2), torch.nn.Conv2d(16, 32, 2), relu,
-                                               torch.nn.Conv2d(32, 64, 2), relu, torch.nn.Flatten())
+                self.net = torch.nn.Sequential(torch.nn.Conv2d(sum(categories), 16, 2), relu, torch.nn.MaxPool2d(2),
+                                               torch.nn.Conv2d(16, 32, 2), relu, torch.nn.Conv2d(32, 64, 2), relu,
+                                               torch.nn.Flatten())
             else:
                 self.net = torch.nn.Sequential(torch.nn.Conv2d(channels, 16, 3), relu, torch.nn.Flatten(),
                                                torch.nn.Linear(16 * (height - 2) * (width - 2), 128), relu)
@@ -126,21 +111,10 @@ def run_peer(job: dict) -> dict:
 
 
 def child(job: dict) -> dict:
-    began = time.perf_counter()
     result = (run_r2d2 if job["agent"] == "r2d2" else run_peer)(job)
     last = result["evaluations"][-1] if result["evaluations"] else None
-    return dict(result, process_seconds=time.perf_counter() - began, error=None,
-                final=last[1] if last else None, final_success=last[5] if last and len(last) > 5 else None)
-
-
-def settings(args, agent: str, game: str, seed: int) -> dict:
-    return dict(agent=agent, game=game, seed=seed, steps=args.steps, eval_every=args.eval_every,
-                eval_episodes=args.eval_episodes, overrides=args.set if agent == "r2d2" else [],
-                peer_set=args.peer_set if agent != "r2d2" else {})
-
-
-def label(run: dict) -> str:
-    return f"{AGENT_NAMES[run['agent']]} {run['game']} seed {run['seed']}"
+    return dict(result, error=None, final=last[1] if last else None,
+                final_success=last[5] if last and len(last) > 5 else None)
 
 
 def report(runs: list[dict], games: list[str], markdown: bool) -> str:
@@ -174,19 +148,16 @@ def report(runs: list[dict], games: list[str], markdown: bool) -> str:
 
 
 def plot(runs: list[dict], games: list[str], path: str) -> None:
-    panels = {}
-    for game in games:
-        on_game = [r for r in runs if r["game"] == game]
-        panels[env_id(game)] = {AGENT_NAMES[a]: [r["evaluations"] for r in on_game if r["agent"] == a]
-                                for a in ("r2d2", GAMES[game][1])}
+    panels = {yaml.safe_load(GAMES[game][0].read_text())["env"]["id"]: {
+        AGENT_NAMES[a]: [r["evaluations"] for r in runs if r["game"] == game and r["agent"] == a]
+        for a in ("r2d2", GAMES[game][1])} for game in games}
     harness.panel_plot(path, panels, "mean over seeds (line), min-max over seeds (band)", cols=len(games))
 
 
 def parse_args(argv=None):
-    p = harness.arg_parser(__doc__, "quick", "markdown", "json", "resume", "png", "set", "torch-threads")
+    p = harness.arg_parser(__doc__, "quick", "markdown", "json", "resume", "png", "set", "seeds", "torch-threads")
     p.add_argument("--games", nargs="+", default=None, choices=list(GAMES),
                    help="default breakout space_invaders asterix")
-    p.add_argument("--seeds", nargs="+", type=int, default=None, help="default 0 1 2 (--quick: 0)")
     p.add_argument("--steps", type=int, default=None, help="env steps per run (default 500000; --quick: 20000)")
     p.add_argument("--eval-every", type=int, default=None, help="default 50000 (--quick: 10000)")
     p.add_argument("--eval-episodes", type=int, default=16)
@@ -212,25 +183,23 @@ def main(argv=None) -> dict:
     began, load_start = harness.start(DISTS)
     print(f"{', '.join(args.games)}: {args.steps:,} env steps per run, greedy evaluation of {args.eval_episodes} "
           f"episodes every {args.eval_every:,}; seeds {' '.join(map(str, args.seeds))}", flush=True)
-    results = Results(args.json, lambda r: (r["agent"], r["game"], r["seed"]), args.resume,
-                      lambda: dict(machine=harness.machine_line(DISTS), args=vars(args), dqn=DQN,
-                                   recurrent_ppo=RECURRENT_PPO))
-    runs = [settings(args, "r2d2" if agent == "r2d2" else GAMES[game][1], game, seed)
+    results = Results(args.json, lambda r: (r["agent"], r["game"], r["seed"]), args.resume, lambda: dict(
+        machine=harness.machine_line(DISTS), args=vars(args), dqn=DQN, recurrent_ppo=RECURRENT_PPO))
+    runs = [dict(agent="r2d2" if agent == "r2d2" else GAMES[game][1], game=game, seed=seed, steps=args.steps,
+                 eval_every=args.eval_every, eval_episodes=args.eval_episodes,
+                 overrides=args.set if agent == "r2d2" else [], peer_set=args.peer_set if agent != "r2d2" else {})
             for game in args.games for seed in args.seeds for agent in args.agents]
-    for run, result in harness.sweep(__file__, runs, results, label,
-                                     extras=dict(torch_threads=args.torch_threads, runs_dir=args.runs_dir)):
+    extras = dict(torch_threads=args.torch_threads, runs_dir=args.runs_dir)
+    for run, result in harness.sweep(__file__, runs, results, lambda r: f"{AGENT_NAMES[r['agent']]} {r['game']} "
+                                     f"seed {r['seed']}", extras=extras):
         if not result.get("error"):
             print(f"  done: return {result['final']:.2f}, {result['env_steps'] / result['train_seconds']:,.0f} env "
                   f"steps/s, {result['train_seconds'] / 60:.0f} min, peak RSS {result['peak_rss_mb']:,.0f} MB",
                   flush=True)
             results.add(dict(result, **run))
     shown = [r for r in results.runs if r["game"] in args.games and r["seed"] in args.seeds]
-    print()
-    print(report(shown, args.games, args.markdown))
-    print(harness.load_footer(began, load_start))
-    if args.png and shown:
-        plot(shown, args.games, args.png)
-        print(f"- curves written to {args.png}")
+    harness.finish(report(shown, args.games, args.markdown), began, load_start, shown and args.png,
+                   lambda png: plot(shown, args.games, png))
     return dict(runs=results.runs)
 
 

@@ -8,13 +8,10 @@
 MMER: the maximum over a run's greedy evaluations of the mean return. Method: benchmarks/README.md.
 """
 
-from __future__ import annotations
-
 import functools
 import hashlib
 import json
 import os
-import time
 from pathlib import Path
 
 import harness
@@ -35,9 +32,8 @@ TARGETS = {"RepeatFirstEasy": (">=", 0.95), "RepeatPreviousEasy": (">=", 0.95),
            "CountRecallEasy": (">=", 0.51), "RepeatPreviousMedium": (">", -0.32)}
 BEATS_PPO_ON = 5  # ... and R2D2's MMER >= RecurrentPPO's on at least 5 of the 6 envs
 
-# POPGym paper (Morad et al., ICLR 2023), appendix: MMER of PPO-GRU / PPO-LSTM after 15M env steps. The table
-# could not be read here, so every cell is None ("not found") rather than a number from memory. Two figures
-# quoted as the paper's best recurrent PPO (not checked against the paper here) are the targets above.
+# POPGym paper (Morad et al., ICLR 2023), appendix: MMER of PPO-GRU / PPO-LSTM after 15M env steps; not read here,
+# so None ("not found"), not a number from memory. Two figures quoted as its best recurrent PPO are targets above.
 PAPER_MMER: dict[str, dict[str, float | None]] = {env: {"PPO-GRU": None, "PPO-LSTM": None} for env in ENVS}
 QUOTED_PAPER_BEST = {"CountRecallEasy": 0.51, "RepeatPreviousMedium": -0.32}
 
@@ -47,8 +43,7 @@ RECURRENT_PPO = dict(policy="MlpLstmPolicy", n_envs=8, n_steps=128, batch_size=2
                      policy_kwargs="dict(lstm_hidden_size=<model.lstm_units>, n_lstm_layers=1, "
                                    "enable_critic_lstm=True, net_arch=dict(pi=[<model.head_units>], "
                                    "vf=[<model.head_units>]), activation_fn=Tanh, ortho_init=True)")
-# The numeric RecurrentPPO settings --ppo-set may change (n_envs stays 8, so that both agents evaluate at the
-# same env steps; gamma defaults to the R2D2 config's).
+# What --ppo-set may change: the numeric settings but n_envs (8: both agents evaluate at the same env steps)
 PPO_TUNABLE = {**{k: type(v) for k, v in RECURRENT_PPO.items()
                   if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "n_envs"}, "gamma": float}
 
@@ -58,16 +53,11 @@ def mmer(evaluations: list) -> float | None:
     return max(e[1] for e in evaluations) if evaluations else None
 
 
-def final_mean(evaluations: list) -> float | None:
-    return evaluations[-1][1] if evaluations else None
-
-
 def target_met(env: str, value: float | None) -> bool | None:
     """Whether an MMER meets the target for ``env`` (None: no value or no target)."""
     if value is None or env not in TARGETS:
         return None
-    op, threshold = TARGETS[env]
-    return value >= threshold if op == ">=" else value > threshold
+    return value >= TARGETS[env][1] if TARGETS[env][0] == ">=" else value > TARGETS[env][1]
 
 
 def config_path(env: str) -> Path:
@@ -79,9 +69,8 @@ def read_config(env: str) -> dict:
 
 
 def config_digest(env: str, agent: str) -> str:
-    """A digest of what the config decides for ``agent`` on ``env``, so that ``--resume`` re-runs runs made
-    before the config was edited: every R2D2 setting but the budget (set by ``--steps``), and only the model
-    sizes and the discount for RecurrentPPO (what it takes from the config). Comments do not count."""
+    """A digest of what the config decides for ``agent`` on ``env`` (``--resume`` re-runs runs made before an edit):
+    every R2D2 setting but the budget (``--steps``); for RecurrentPPO, the model sizes and discount it takes."""
     config = read_config(env)
     if agent == "r2d2":
         config.get("run", {}).pop("total_env_steps", None)
@@ -93,8 +82,7 @@ def config_digest(env: str, agent: str) -> str:
 
 
 def ppo_hyperparameters(env: str, overrides: dict | None = None) -> dict:
-    """RECURRENT_PPO for ``env`` with what it takes from the R2D2 config (``gamma``, ``lstm_hidden_size``,
-    ``head_units``), then ``overrides``."""
+    """RECURRENT_PPO with the R2D2 config's ``gamma``, ``lstm_hidden_size`` and ``head_units``, then ``overrides``."""
     config, overrides = read_config(env), overrides or {}
     gamma = overrides.get("gamma", config.get("learner", {}).get("gamma"))
     if gamma is None:
@@ -119,19 +107,6 @@ def parse_ppo_overrides(items: list[str]) -> dict:
             raise ValueError(f"--ppo-set {item!r}: {key} takes {'an integer' if integer else 'a number'}, "
                              f"got {text!r}") from None
     return overrides
-
-
-def run_key(run: dict) -> tuple:
-    return (run["agent"], run["env"], run["seed"])
-
-
-def label(run: dict) -> str:
-    return f"{AGENT_NAMES[run['agent']]} {run['env']} seed {run['seed']} ({run['steps']:,} env steps)"
-
-
-def with_digest(run: dict) -> dict:
-    """The run's settings with the digest of the config it starts from (taken just before it starts)."""
-    return dict(run, config_digest=config_digest(run["env"], run["agent"]))
 
 
 def same_settings(run: dict, steps: int, args) -> bool:
@@ -159,8 +134,7 @@ def run_r2d2(job: dict) -> dict:
 
 
 def make_ppo_env(env: str):
-    """POPGym env -> PreviousAction (on the bare env, as its paper's runs) -> FlattenObservation: one-hot
-    Discrete / MultiDiscrete parts."""
+    """POPGym env -> PreviousAction (on the bare env, as its paper's runs) -> FlattenObservation (one-hot parts)."""
     import gymnasium as gym
     from popgym.wrappers import PreviousAction
 
@@ -181,33 +155,30 @@ def run_ppo(job: dict) -> dict:
         net_arch=dict(pi=[hp["head_units"]], vf=[hp["head_units"]])))
     line = (f"  RecurrentPPO {env} seed {seed} " "{steps:>7,} env steps: eval {mean:+.3f} +- {std:.3f}, "
             "training episodes {train_return:+.3f}, {seconds:.0f} s")
-    result = harness.run_sb3(
-        "RecurrentPPO", functools.partial(make_ppo_env, env), kwargs, seed=seed, steps=job["steps"],
-        eval_every=job["eval_every"], eval_episodes=job["eval_episodes"], n_envs=hp["n_envs"],
-        torch_threads=job["torch_threads"], line=line)
+    result = harness.run_sb3("RecurrentPPO", functools.partial(make_ppo_env, env), kwargs, seed=seed, line=line,
+                             steps=job["steps"], eval_every=job["eval_every"], eval_episodes=job["eval_episodes"],
+                             n_envs=hp["n_envs"], torch_threads=job["torch_threads"])
     result["config"] = dict(hp, torch_threads=result.pop("torch_threads"))
     return result
 
 
 def child(job: dict) -> dict:
     """One (agent, env, seed) run in this process."""
-    began = time.perf_counter()
     result = (run_r2d2 if job["agent"] == "r2d2" else run_ppo)(job)
-    return dict(result, process_seconds=time.perf_counter() - began, mmer=mmer(result["evaluations"]),
-                final=final_mean(result["evaluations"]), error=None)
+    evaluations = result["evaluations"]
+    return dict(result, mmer=mmer(evaluations), final=evaluations[-1][1] if evaluations else None, error=None)
 
 
 # --- report
-def summarize(runs: list[dict], env: str, agent: str) -> dict:
-    """The MMERs, finals and times of the seeds of ``agent`` on ``env`` that finished, and the mean MMER."""
-    done = [r for r in runs if r["env"] == env and r["agent"] == agent and r.get("error") is None]
-    mmer = harness.mean_std([r["mmer"] for r in done])
-    return dict(done=done, mmer=mmer[0] if mmer else None, steps=done[0]["steps"] if done else None,
-                failed=sum(1 for r in runs if r["env"] == env and r["agent"] == agent and r.get("error")))
-
-
 def report(runs: list[dict], envs: list[str], markdown: bool) -> str:
-    s = {env: {agent: summarize(runs, env, agent) for agent in AGENTS} for env in envs}
+    s = {env: {} for env in envs}  # per env and agent: the seeds that finished, their mean MMER, failures
+    for env in envs:
+        for agent in AGENTS:
+            mine = [r for r in runs if r["env"] == env and r["agent"] == agent]
+            done = [r for r in mine if r.get("error") is None]
+            mmer = harness.mean_std([r["mmer"] for r in done])
+            s[env][agent] = dict(done=done, mmer=mmer[0] if mmer else None, steps=done[0]["steps"] if done else None,
+                                 failed=len(mine) - len(done))
     header = ["env", "env steps", "R2D2 MMER (seeds)", "RecurrentPPO MMER (seeds)", "R2D2 >= PPO",
               "paper PPO-GRU", "paper PPO-LSTM", "target (R2D2)", "met"]
     rows, beats = [], []
@@ -218,11 +189,10 @@ def report(runs: list[dict], envs: list[str], markdown: bool) -> str:
         met = target_met(env, r2["mmer"])
         quoted = " (quoted paper best)" if env in QUOTED_PAPER_BEST else ""
         mmers = [harness.fmt_mean_std([r["mmer"] for r in a["done"]], "+.3f") for a in (r2, ppo)]
-        rows.append([env, fmt(r2["steps"] or ppo["steps"], ","), *mmers,
-                     "-" if beat is None else ("yes" if beat else "no"),
+        rows.append([env, fmt(r2["steps"] or ppo["steps"], ","), *mmers, {None: "-", True: "yes", False: "no"}[beat],
                      *("not found" if value is None else fmt(value) for value in PAPER_MMER[env].values()),
                      f"{TARGETS[env][0]} {TARGETS[env][1]:+.2f}{quoted}",
-                     "-" if met is None else ("met" if met else "not met")])
+                     {None: "-", True: "met", False: "not met"}[met]])
     lines = [table(header, rows, markdown, right=range(1, 5)), ""]
     rows = []
     for env in envs:
@@ -243,52 +213,45 @@ def report(runs: list[dict], envs: list[str], markdown: bool) -> str:
             rows.append([AGENT_NAMES[r["agent"]], r["env"], str(r["seed"]), "failed"] + ["-"] * 7)
             continue
         best = max(r["evaluations"], key=lambda e: e[1])[0] if r["evaluations"] else None
-        rows.append([AGENT_NAMES[r["agent"]], r["env"], str(r["seed"]), fmt(r["mmer"], "+.3f"),
-                     fmt(r["final"], "+.3f"), fmt(best, ","), f"{r['train_seconds']:.0f}",
-                     f"{r['env_steps'] / max(r['train_seconds'], 1e-9):.0f}",
-                     f"{r['updates']:,}", f"{r['process_seconds']:.0f}", f"{r['peak_rss_mb']:,.0f} MB"])
+        rate = r["env_steps"] / max(r["train_seconds"], 1e-9)
+        rows.append([AGENT_NAMES[r["agent"]], r["env"], str(r["seed"]), fmt(r["mmer"], "+.3f"), fmt(r["final"], "+.3f"),
+                     fmt(best, ","), f"{r['train_seconds']:.0f}", f"{rate:.0f}", f"{r['updates']:,}",
+                     f"{r['process_seconds']:.0f}", f"{r['peak_rss_mb']:,.0f} MB"])
     lines += [table(["agent", "env", "seed", "MMER", "final", "best at (env steps)", "training s", "env steps/s",
                      "updates", "process s", "peak RSS"], rows, markdown, right=range(2, 11)), ""]
     wins = sum(beats)
     judged = (" (met)" if wins >= BEATS_PPO_ON else " (not met)" if len(beats) == len(ENVS)
               else " (not judged: fewer envs)")
     lines.append("- MMER: max over evaluations of the mean greedy return (POPGym's metric, in [-1, 1]); mean +- std "
-                 "over seeds, seed count in brackets. Training wall time excludes evaluations; process wall time is "
-                 "the run's subprocess from start to end (imports, evaluations included); peak RSS is ru_maxrss of "
-                 "that subprocess.")
+                 "over seeds (count). Training wall time excludes evaluations; process wall time and peak RSS "
+                 "(ru_maxrss): the run's subprocess, imports and evaluations included.")
     lines.append(f"- target: R2D2's MMER >= RecurrentPPO's on >= {BEATS_PPO_ON} of 6 envs: {wins} of {len(beats)} "
                  f"envs with both agents here{judged}")
-    lines.append("- paper: the POPGym paper's appendix MMER table (Morad et al., ICLR 2023; PPO + GRU / LSTM, 15M "
-                 "env steps) could not be read here, so its cells say 'not found'. CountRecallEasy 0.51 and "
-                 "RepeatPreviousMedium -0.32 are quoted as the paper's best recurrent PPO; those are the targets "
-                 "there.")
+    lines.append("- paper: the POPGym paper's appendix MMER table (PPO + GRU / LSTM, 15M env steps) could not be read "
+                 "here ('not found'); the targets on CountRecallEasy and RepeatPreviousMedium are quoted from it.")
     return "\n".join(lines)
 
 
 def plot(runs: list[dict], envs: list[str], path: str) -> None:
-    panels = {}
-    for env in envs:
-        finished = [r for r in runs if r["env"] == env and r.get("error") is None]
-        panels[env] = {AGENT_NAMES[a]: [r["evaluations"] for r in finished if r["agent"] == a] for a in AGENTS}
+    panels = {env: {AGENT_NAMES[a]: [r["evaluations"] for r in runs if r["env"] == env and r["agent"] == a
+                                     and r.get("error") is None] for a in AGENTS} for env in envs}
     harness.panel_plot(path, panels, "POPGym: mean over seeds (line), min-max over seeds (band); dashed: the target",
                        guides={env: [(TARGETS[env][1], "--")] for env in envs}, ylim=(-1.05, 1.05))
 
 
 def parse_args(argv=None):
-    p = harness.arg_parser(__doc__, "quick", "markdown", "json", "resume", "png", "set", "torch-threads")
-    p.add_argument("--envs", nargs="+", default=ENVS, metavar="ENV",
+    p = harness.arg_parser(__doc__, "quick", "markdown", "json", "resume", "png", "set", "seeds", "torch-threads")
+    p.add_argument("--envs", nargs="+", default=list(ENVS), metavar="ENV", choices=ENVS,
+                   type=lambda name: name.removeprefix("popgym-").removesuffix("-v0"),
                    help=f"POPGym tasks (default all six: {' '.join(ENVS)}; a popgym-...-v0 id works too)")
-    p.add_argument("--seeds", nargs="+", type=int, default=None, help="default 0 1 2 (--quick: 0)")
-    p.add_argument("--steps", type=int, default=None,
-                   help="env-step budget per env for both agents (default: each config's run.total_env_steps; "
-                        "--quick: 2048)")
+    p.add_argument("--steps", type=int, default=None, help="env-step budget per env for both agents (default: each "
+                   "config's run.total_env_steps; --quick: 2048)")
     p.add_argument("--eval-every", type=int, default=None, help="env steps between evaluations (default 10000; "
                                                                 "--quick: 1024); a multiple of 8")
     p.add_argument("--eval-episodes", type=int, default=None, help="greedy episodes per evaluation (default 16; "
                                                                    "--quick: 4)")
     p.add_argument("--without", action="extend", type=harness.comma_list(AGENTS, str.lower), default=[],
-                   metavar="AGENT",
-                   help=f"skip an agent: {' or '.join(AGENTS)} (repeatable, or comma-separated)")
+                   metavar="AGENT", help=f"skip an agent: {' or '.join(AGENTS)} (repeatable, or comma-separated)")
     p.add_argument("--ppo-set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a numeric RecurrentPPO hyper-parameter, e.g. gamma=0.5 (repeatable; keys: "
                         + ", ".join(PPO_TUNABLE) + "; gamma defaults to the R2D2 config's learner.gamma)")
@@ -297,9 +260,6 @@ def parse_args(argv=None):
         parse_ppo_overrides(args.ppo_set)  # checked here, used by the child
     except ValueError as error:
         p.error(str(error))
-    args.envs = [name.removeprefix("popgym-").removesuffix("-v0") for name in args.envs]
-    if set(args.envs) - set(ENVS):
-        p.error(f"unknown env(s) {sorted(set(args.envs) - set(ENVS))}; choose from {', '.join(ENVS)}")
     args.seeds = args.seeds if args.seeds is not None else ([0] if args.quick else [0, 1, 2])
     if args.quick:
         args.steps = args.steps or 2048
@@ -327,16 +287,18 @@ def main(argv=None) -> dict:
         if steps % args.eval_every:
             print(f"note: {env}'s budget {steps:,} is not a multiple of --eval-every; the final evaluation is at "
                   f"{steps // args.eval_every * args.eval_every:,}", flush=True)
-    results = Results(args.json, run_key, args.resume, lambda: dict(
+    results = Results(args.json, lambda run: (run["agent"], run["env"], run["seed"]), args.resume, lambda: dict(
         machine=harness.machine_line(DISTS), args=vars(args), recurrent_ppo=RECURRENT_PPO, targets=TARGETS,
         paper_mmer=PAPER_MMER, quoted_paper_best=QUOTED_PAPER_BEST))
     # both agents of a seed one after the other: a partial sweep compares like with like
     runs = [dict(agent=agent, env=env, seed=seed, steps=budgets[env], eval_every=args.eval_every,
                  eval_episodes=args.eval_episodes, overrides=list(args.set), ppo_overrides=list(args.ppo_set))
             for env in args.envs for seed in args.seeds for agent in agents]
-    for run, result in harness.sweep(__file__, runs, results, label, extras=dict(torch_threads=args.torch_threads),
-                                     same=lambda stored, run: same_settings(stored, run["steps"], args),
-                                     before=with_digest):
+    for run, result in harness.sweep(
+            __file__, runs, results, lambda r: f"{AGENT_NAMES[r['agent']]} {r['env']} seed {r['seed']} ({r['steps']:,} "
+            "env steps)", extras=dict(torch_threads=args.torch_threads),
+            same=lambda stored, run: same_settings(stored, run["steps"], args),
+            before=lambda run: dict(run, config_digest=config_digest(run["env"], run["agent"]))):  # just before it runs
         if result.get("error"):
             result.update(evaluations=[], mmer=None, final=None)
         else:
@@ -345,12 +307,8 @@ def main(argv=None) -> dict:
                   f"{result['peak_rss_mb']:,.0f} MB", flush=True)
         results.add(dict(result, **run))
     shown = [r for r in results.runs if r["env"] in args.envs and r["seed"] in args.seeds and r["agent"] in agents]
-    print()
-    print(report(shown, args.envs, args.markdown))
-    print(harness.load_footer(began, load_start))
-    if args.png and shown:
-        plot(shown, args.envs, args.png)
-        print(f"- curves written to {args.png}")
+    harness.finish(report(shown, args.envs, args.markdown), began, load_start, shown and args.png,
+                   lambda png: plot(shown, args.envs, png))
     if args.json:
         results.save()
         print(f"- results written to {args.json}")

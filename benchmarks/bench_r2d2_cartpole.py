@@ -8,8 +8,6 @@ The target, per seed: a first greedy 10-episode mean >= 475 within 30k env steps
 Method and hyper-parameters: benchmarks/README.md.
 """
 
-from __future__ import annotations
-
 import harness
 import numpy as np
 from harness import REPO_ROOT, fmt, table
@@ -24,20 +22,16 @@ DISTS = ("numpy", "tensorflow", "keras", "gymnasium", "r2d2kit", "torch", "stabl
 
 # rl-baselines3-zoo hyperparams/ppo_lstm.yml, CartPoleNoVel-v1 (unchanged from zoo 1.x to rl-zoo3 2.9.2)
 ZOO_RECURRENT_PPO = dict(normalize=True, n_envs=8, n_timesteps=100_000, policy="MlpLstmPolicy", n_steps=32,
-                         batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20, ent_coef=0.0,
-                         learning_rate="lin_0.001", clip_range="lin_0.2",
+                         batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20, ent_coef=0.0, clip_range="lin_0.2",
+                         learning_rate="lin_0.001",
                          policy_kwargs="dict(ortho_init=False, activation_fn=nn.ReLU, lstm_hidden_size=64, "
                                        "enable_critic_lstm=True, net_arch=dict(pi=[64], vf=[64]))")
 
 
-def curve_summary(evaluations: list, eval_every: int, threshold: float = THRESHOLD) -> dict:
-    """First evaluation >= threshold, whether every later one stays at or above FLOOR, and the lowest after it.
-
-    ``evaluations``: (env steps, mean, std, training seconds) per evaluation. An evaluation runs at the
-    first count past each multiple of ``eval_every`` (actor processes report env steps in batches, PPO
-    in rollouts), so ``first_due`` is the multiple it was due at: the 30k evaluation may run at 30.4k.
-    """
-    first = next((i for i, e in enumerate(evaluations) if e[1] >= threshold), None)
+def curve_summary(evaluations: list, eval_every: int) -> dict:
+    """First evaluation (env steps, mean, std, training seconds) >= THRESHOLD, whether every later one stays
+    >= FLOOR, the lowest after it; ``first_due``: the multiple of ``eval_every`` it was due at (it may run later)."""
+    first = next((i for i, e in enumerate(evaluations) if e[1] >= THRESHOLD), None)
     if first is None:
         return dict(first_steps=None, first_due=None, first_seconds=None, held=False, min_after=None)
     after = [e[1] for e in evaluations[first:]]
@@ -57,8 +51,7 @@ def target_met(summary: dict) -> bool:
 
 
 def target_missed(evaluations: list, eval_every: int) -> bool:
-    """Whether the evaluations so far already prove the target missed (no mean >= THRESHOLD by
-    TARGET_STEPS, or a mean below FLOOR after the first): later evaluations cannot change that."""
+    """Whether the evaluations so far already prove the target missed (later ones cannot change that)."""
     summary = curve_summary(evaluations, eval_every)
     if summary["first_steps"] is None:
         return bool(evaluations) and evaluations[-1][0] // eval_every * eval_every >= TARGET_STEPS
@@ -67,8 +60,7 @@ def target_missed(evaluations: list, eval_every: int) -> bool:
 
 def run_r2d2(overrides: list[str], steps: int, seed: int, eval_every: int, eval_episodes: int,
              stop_on_miss: bool = False, runner: str = "processes") -> dict:
-    """One run of the Trainer with the config's settings; ``runner``: ``processes`` (the config's, the README
-    command), or ``local`` with as many envs in this process as the config's actors have in all."""
+    """One Trainer run of the config; ``runner`` ``local``: as many envs in this process as its actors have."""
     from r2d2kit.training.config import ConfigError, load_config
 
     try:
@@ -82,9 +74,8 @@ def run_r2d2(overrides: list[str], steps: int, seed: int, eval_every: int, eval_
         f"actors.runner={runner}", f"run.total_env_steps={steps}", f"run.seed={seed}", f"run.eval_every={eval_every}",
         f"run.eval_episodes={eval_episodes}"] + ([f"env.num_envs={envs}"] if runner == "local" else []), [evaluations])
     return dict(name=f"r2d2kit R2D2 ({runner})", evaluations=evaluations.rows, env_steps=summary["env_steps"],
-                train_seconds=summary["train_seconds"], updates=summary["updates"],
-                stopped_at=summary["env_steps"] if summary["stopped_by"] != "run.total_env_steps" else None,
-                config=trainer.config.to_dict())
+                train_seconds=summary["train_seconds"], updates=summary["updates"], config=trainer.config.to_dict(),
+                stopped_at=summary["env_steps"] if summary["stopped_by"] != "run.total_env_steps" else None)
 
 
 def run_ppo(steps: int, seed: int, eval_every: int, eval_episodes: int, torch_threads: int = 1) -> dict:
@@ -110,14 +101,9 @@ def run_ppo(steps: int, seed: int, eval_every: int, eval_episodes: int, torch_th
 
 # --- report
 def report(results: list[dict], skipped: dict[str, str], markdown: bool, steps: int) -> str:
-    all_steps = sorted({e[0] for r in results for e in r["evaluations"]})  # curves: one row per evaluation
-    rows = []
-    for s in all_steps:
-        row = [f"{s:,}"]
-        for r in results:
-            match = [e for e in r["evaluations"] if e[0] == s]
-            row.append(f"{match[0][1]:.1f} +- {match[0][2]:.1f} ({match[0][3]:.0f})" if match else "-")
-        rows.append(row)
+    curves = [{e[0]: e for e in r["evaluations"]} for r in results]  # one row per evaluation's env steps
+    rows = [[f"{s:,}"] + [f"{c[s][1]:.1f} +- {c[s][2]:.1f} ({c[s][3]:.0f})" if s in c else "-" for c in curves]
+            for s in sorted({s for c in curves for s in c})]
     header = ["env steps"] + [f"{r['name']} (wall s)" for r in results]
     lines = [table(header, rows, markdown, left=0), ""]
     header = ["agent", f"first eval >= {THRESHOLD:.0f} (env steps)", "wall time then", f"all later >= {FLOOR:.0f}",
@@ -128,9 +114,8 @@ def report(results: list[dict], skipped: dict[str, str], markdown: bool, steps: 
         s = r["summary"]
         rows.append([r["name"], fmt(s["first_steps"], ","), "-" if s["first_seconds"] is None else
                      f"{s['first_seconds']:.0f} s", "yes" if s["held"] else "no", fmt(s["min_after"], ".1f"),
-                     f"{r['evaluations'][-1][1]:.1f}" if r["evaluations"] else "-",
-                     f"{r['train_seconds']:.0f} s", f"{r['steps_per_s']:.0f}", f"{r['updates_per_s']:.0f}",
-                     f"{r.get('peak_rss_mb', 0):,.0f} MB"])
+                     f"{r['evaluations'][-1][1]:.1f}" if r["evaluations"] else "-", f"{r['train_seconds']:.0f} s",
+                     f"{r['steps_per_s']:.0f}", f"{r['updates_per_s']:.0f}", f"{r.get('peak_rss_mb', 0):,.0f} MB"])
     lines += [table(header, rows, markdown), ""]
     for run in results:  # every agent is judged by the target, the peers too
         s = run["summary"]
@@ -146,8 +131,7 @@ def report(results: list[dict], skipped: dict[str, str], markdown: bool, steps: 
             lines.append(f"- {agent}: target met (reached in time, floor held) on {met} of {len(runs)} seeds: "
                          f"{verdict}")
     for r in results:
-        lines.append(f"- {r['name']}: {r['updates']:,} gradient updates (evaluations are excluded from the wall "
-                     "times)")
+        lines.append(f"- {r['name']}: {r['updates']:,} gradient updates (evaluations are excluded from the wall times)")
         if r.get("stopped_at"):
             lines.append(f"- {r['name']}: stopped at {r['stopped_at']:,} env steps (--stop-on-miss), where the "
                          "evaluations already proved the target missed")
@@ -181,9 +165,8 @@ def parse_args(argv=None):
     p = harness.arg_parser(__doc__, "quick", "markdown", "json", "set", "torch-threads")
     p.add_argument("--steps", type=int, default=None, help="env steps per agent (default 100000; --quick: 10000)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--seeds", type=harness.comma_list(cast=int),
-                   help="comma-separated seeds, e.g. 0,1,2: one run of each agent per seed (overrides --seed); "
-                        "the target is judged per seed")
+    p.add_argument("--seeds", type=harness.comma_list(cast=int), help="comma-separated seeds, e.g. 0,1,2: one run "
+                   "of each agent per seed (overrides --seed); the target is judged per seed")
     p.add_argument("--eval-every", type=int, default=None, help="env steps (default 5000; --quick: 2500)")
     p.add_argument("--eval-episodes", type=int, default=10)
     p.add_argument("--without", type=harness.comma_list(PEERS, str.lower), default=[],
@@ -230,12 +213,8 @@ def main(argv=None) -> dict:
                 add(run_ppo(args.steps, seed, args.eval_every, args.eval_episodes, args.torch_threads), suffix)
             except ImportError as error:
                 skipped["sb3-contrib RecurrentPPO"] = f"not installed: {error}; see benchmarks/requirements.txt"
-    print()
-    print(report(results, skipped, args.markdown, args.steps))
-    print(harness.load_footer(began, load_start))
-    if args.out and results:
-        plot(results, args.out, args.steps)
-        print(f"- curves written to {args.out}")
+    harness.finish(report(results, skipped, args.markdown, args.steps), began, load_start, results and args.out,
+                   lambda png: plot(results, png, args.steps))
     harness.write_json(args.json, dict(machine=harness.machine_line(DISTS), args=vars(args), results=results,
                                        skipped=skipped))
     return dict(results=results, skipped=skipped)

@@ -6,9 +6,8 @@
 A ratio above 1: r2d2kit is faster. A peer that does not load shows as n/a. Method: benchmarks/README.md.
 """
 
-from __future__ import annotations
-
 import contextlib
+import ctypes
 import gc
 import os
 import subprocess
@@ -38,10 +37,9 @@ Step = Callable[[], int]  # performs one operation, returns the nanoseconds of i
 
 def make_items(n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """``n`` random transitions with the benchmark's fields."""
-    return {"obs": rng.standard_normal((n, 4), dtype=np.float32), "action": rng.integers(0, 4, n, dtype=np.int64),
-            "reward": rng.standard_normal(n, dtype=np.float32),
-            "next_obs": rng.standard_normal((n, 4), dtype=np.float32),
-            "done": (rng.random(n) < 0.01).astype(np.float32)}
+    return dict(obs=rng.standard_normal((n, 4), dtype=np.float32), action=rng.integers(0, 4, n, dtype=np.int64),
+                reward=rng.standard_normal(n, dtype=np.float32), next_obs=rng.standard_normal((n, 4), dtype=np.float32),
+                done=(rng.random(n) < 0.01).astype(np.float32))
 
 
 def random_priorities(rng: np.random.Generator, size: int) -> np.ndarray:
@@ -52,7 +50,7 @@ def try_peer(name: str, make: Callable, errors: dict):
     """``make()``, or None with the reason in ``errors[name]`` (not available, or failed)."""
     try:
         return make()
-    except peers.PeerUnavailable as error:
+    except (peers.PeerUnavailable, ImportError) as error:
         errors.setdefault(name, f"not available: {error}")
     except Exception as error:  # noqa: BLE001
         errors.setdefault(name, f"failed: {type(error).__name__}: {error}")
@@ -79,12 +77,12 @@ def r2d2kit_buffer_ops(cfg: dict) -> dict:
 
 
 def cpprb_buffer_ops(cfg: dict) -> dict:
-    cpprb = peers.load_cpprb()
+    import cpprb
+
     env_dict = {name: {"shape": shape or 1, "dtype": np.dtype(dtype)} for name, (shape, dtype) in FIELDS.items()}
     return dict(build=lambda capacity: cpprb.PrioritizedReplayBuffer(capacity, env_dict, alpha=ALPHA, eps=EPS),
-                fill=lambda buf, items, priorities: buf.add(**items, priorities=priorities),
-                sample=lambda buf, batch: buf.sample(batch, beta=BETA), index="indexes",
-                add=lambda buf, items: buf.add(**items))
+                fill=lambda buf, items, priorities: buf.add(**items, priorities=priorities), index="indexes",
+                sample=lambda buf, batch: buf.sample(batch, beta=BETA), add=lambda buf, items: buf.add(**items))
 
 
 def torchrl_buffer_ops(cfg: dict) -> dict:
@@ -216,16 +214,6 @@ def seed_tree(n, priorities):
 TREE_PEERS = {"r2d2kit": r2d2kit_tree, "TorchRL": torchrl_tree, "Tianshou": tianshou_tree, "seed-style": seed_tree}
 
 
-def tree_update_step(update: Callable, n: int, batch: int) -> Step:
-    rng = np.random.default_rng(5)
-
-    def step() -> int:
-        indices, values = rng.integers(0, n, batch, dtype=np.int64), random_priorities(rng, batch)
-        return timed_ns(lambda: update(indices, values))
-
-    return step
-
-
 def tree_cases(cfg: dict, errors: dict, without: set[str]) -> dict[str, dict[str, Step]]:
     """Per tree row (sample, update of the sum tree, update of sum + min trees): each peer's step."""
     n, batch = cfg["n"], cfg["batch"]
@@ -243,7 +231,11 @@ def tree_cases(cfg: dict, errors: dict, without: set[str]) -> dict[str, dict[str
         cases["sample"][name] = lambda sample=tree["sample"]: timed_ns(lambda: sample(batch))
         for row in ("update", "update_sum_min"):
             if row in tree:
-                cases[row][name] = tree_update_step(tree[row], n, batch)
+                def step(update=tree[row], rng=np.random.default_rng(5)) -> int:
+                    indices, values = rng.integers(0, n, batch, dtype=np.int64), random_priorities(rng, batch)
+                    return timed_ns(lambda: update(indices, values))
+
+                cases[row][name] = step
     return cases
 
 
@@ -354,21 +346,16 @@ def replay_table(rows: list[Row], markdown: bool) -> str:
     return table(header, body, markdown, right=range(1, len(header) - 2))
 
 
-def set_mmap_threshold(nbytes: int) -> bool:
-    """Fix glibc's mmap threshold (which also stops glibc from adjusting it); False where unsupported."""
-    try:
-        import ctypes
-
-        M_MMAP_THRESHOLD = -3  # noqa: N806
-        return sys.platform.startswith("linux") and ctypes.CDLL("libc.so.6").mallopt(M_MMAP_THRESHOLD, nbytes) == 1
-    except (OSError, AttributeError):
-        return False
-
-
 @contextlib.contextmanager
 def fresh_pages(notes: dict):
-    """Every large block a fresh ``mmap`` inside (first-touch page faults included, as in a fresh process:
-    otherwise a peer's new buffer reused what the peer before it freed), glibc's own 32 MiB after."""
+    """Every large block a fresh ``mmap`` inside (page faults as in a fresh process, not the last peer's freed
+    memory), glibc's own 32 MiB threshold after."""
+    def set_mmap_threshold(nbytes: int) -> bool:  # M_MMAP_THRESHOLD, fixed (glibc stops adjusting it)
+        try:
+            return sys.platform.startswith("linux") and ctypes.CDLL("libc.so.6").mallopt(-3, nbytes) == 1
+        except (OSError, AttributeError):
+            return False
+
     if set_mmap_threshold(128 * 1024):
         notes["malloc"] = ("add_batch into empty: glibc's mmap threshold fixed at 128 KiB, so every new "
                            "buffer gets fresh pages (first-touch page faults included, as in a fresh process)")
@@ -380,13 +367,11 @@ def fresh_pages(notes: dict):
 
 def run(cfg: dict, quick: bool, only: set[str] | None, without: set[str]) -> tuple[list[Row], dict, dict]:
     errors: dict[str, str] = {name: "not available: left out with --without" for name in without}
-    notes: dict[str, str] = {}
-    rows: list[Row] = []
+    notes, rows = {}, []
     b, n_add = cfg["batch"], f"{cfg['add_n']:,}"
 
     def timed_row(label, target, steps, reps, participants, checks=(), unit="us"):
-        """Every step ``reps`` times (``slow_reps`` for seed-style) in interleaved rounds: a row of medians, and
-        the 10th-90th percentiles; a participant without timings shows as "n/a"."""
+        """A row of medians (and 10th-90th percentiles) of every step in interleaved rounds; none: "n/a"."""
         samples = interleaved(steps, min(cfg["rounds"], reps), reps, cfg["warmup"] if reps > 50 else 1,
                               ("seed-style",), cfg["slow_reps"], errors)
         cells = {name: "not available" for name in participants}
@@ -439,8 +424,7 @@ def run(cfg: dict, quick: bool, only: set[str] | None, without: set[str]) -> tup
 
 
 def scaling(cfg: dict, errors: dict, without: set[str], exponents: range) -> tuple[list[str], list[list[str]]]:
-    """``sample(batch)`` and ``update_priorities(batch)`` medians of every buffer peer at 2^k items, one row per
-    ``k``: how the cost grows with the buffer (the descent's last levels leave the cache) and the ratios."""
+    """``sample(batch)`` and ``update_priorities(batch)`` medians of every buffer peer at 2^k items, a row per k."""
     names = [name for name in BUFFER_PEERS if name not in without]
     header = ["items"] + [column for op in ("sample", "update") for name in names
                           for column in [f"{op} {name}"] + ([f"{name}/r2d2kit"] if name != "r2d2kit" else [])]
@@ -475,11 +459,10 @@ def main(argv: list[str] | None = None) -> int:
 
     started, load_start = harness.start(DISTS)
     rows, errors, notes = run(cfg, args.quick, only, without)
-    print(f"N = {cfg['n']:,} items, batch {cfg['batch']}, fields {', '.join(FIELDS)}; "
-          f"alpha={ALPHA}, beta={BETA}, eps={EPS}; medians of {cfg['reps']} repeats "
-          f"({cfg['slow_reps']} for seed-style, {cfg['add_reps']} for add_batch) in {cfg['rounds']} "
-          f"interleaved rounds; torch threads {cfg['torch_threads']}; "
-          "ratio = peer / r2d2kit (> 1: r2d2kit is faster)\n")
+    print(f"N = {cfg['n']:,} items, batch {cfg['batch']}, fields {', '.join(FIELDS)}; alpha={ALPHA}, beta={BETA}, "
+          f"eps={EPS}; medians of {cfg['reps']} repeats ({cfg['slow_reps']} for seed-style, {cfg['add_reps']} for "
+          f"add_batch) in {cfg['rounds']} interleaved rounds; torch threads {cfg['torch_threads']}; ratio = peer / "
+          "r2d2kit (> 1: r2d2kit is faster)\n")
     print(replay_table(rows, args.markdown) + "\n")
     if only is None or "scaling" in only:
         print(f"sample({cfg['batch']}) and update_priorities({cfg['batch']}) against the buffer size, us (medians of "
@@ -490,9 +473,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"- {message}")
     print(harness.load_footer(started, load_start))
     harness.write_json(args.json, {"machine": harness.machine_line(DISTS), "config": cfg, "errors": errors,
-                                   "notes": notes, "rows": [{"operation": r.label, "target": r.target,
-                                                             "verdict": verdict(r), "median_s": r.cells,
-                                                             "p10_p90_s": r.spread} for r in rows]})
+                                   "notes": notes, "rows": [dict(operation=r.label, target=r.target, verdict=verdict(r),
+                                                                 median_s=r.cells, p10_p90_s=r.spread) for r in rows]})
     return 0
 
 

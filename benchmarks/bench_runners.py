@@ -6,8 +6,6 @@
 The same acting code in both pools: the table compares transports. Method: benchmarks/README.md.
 """
 
-from __future__ import annotations
-
 import resource
 import statistics
 
@@ -41,9 +39,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
         mine = [r for r in rows if r["actors"] == num_actors]
         rate, startup = ({runner: statistics.median(r[key] for r in mine if r["runner"] == runner)
                           for runner in ("processes", "ray")} for key in ("steps_per_s", "startup_s"))
-        body.append([str(num_actors), str(mine[0]["envs"]), f"{rate['processes']:,.0f}", f"{rate['ray']:,.0f}",
-                     f"{rate['ray'] / rate['processes']:.2f}x", f"{startup['processes']:.1f} s",
-                     f"{startup['ray']:.1f} s"])
+        body.append([str(num_actors), str(mine[0]["envs"]), *(f"{rate[r]:,.0f}" for r in ("processes", "ray")),
+                     f"{rate['ray'] / rate['processes']:.2f}x", *(f"{startup[r]:.1f} s" for r in ("processes", "ray"))])
     print(table(["actors", "envs", "processes: env steps/s", "ray: env steps/s", "ray / processes",
                  "start-up processes", "start-up ray"], body, args.markdown, left=0))
     print(f"(medians over {args.rounds} round(s))")

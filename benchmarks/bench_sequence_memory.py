@@ -6,19 +6,16 @@
 Bytes per stored step of synthetic Atari-sized episodes, against the raw step and dense per-window storage.
 """
 
-from __future__ import annotations
-
 import time
 
 import harness
 import numpy as np
-from harness import atari_sequence_buffer, atari_windows, median_s, table, timed_ns
+from harness import ATARI_LAYOUT, atari_sequence_buffer, atari_windows, median_s, table, timed_ns
 
 
 def main(argv: list[str] | None = None) -> dict:
     args = harness.arg_parser(__doc__, "quick").parse_args(argv)
     capacity = 5_000 if args.quick else 50_000
-    burn_in, trace, n_step, period = 40, 80, 5, 40
     obs_shape, units, envs = (84, 84), 512, 4
     buffer = atari_sequence_buffer(capacity, units)
     steps = 2 * capacity // envs  # the ring wraps about twice
@@ -30,15 +27,16 @@ def main(argv: list[str] | None = None) -> dict:
 
     raw_step = int(np.prod(obs_shape)) + 8 + 4  # observation + int64 action + float32 reward
     per_step = buffer.nbytes / capacity
-    dense_per_step = (buffer.length * raw_step + 2 * units * 4) / period  # every window stored in full
+    dense_per_step = (buffer.length * raw_step + 2 * units * 4) / ATARI_LAYOUT["period"]  # every window in full
     result = {"capacity_steps": capacity, "bytes_per_step": per_step, "raw_step_bytes": raw_step,
               "ratio_to_raw": per_step / raw_step, "dense_windows_ratio_to_raw": dense_per_step / raw_step,
               # the first call loads the compiled kernels: not part of the steady state
               "add_us_per_window": 1e-3 * sum(add_ns[1:]) / max(sum(windows[1:]), 1),
               "sample64_ms": 1e3 * median_s(lambda: buffer.sample(64), 20, warmup=0), "steps_fed": steps * envs,
               "seconds": total_seconds}
-    print(f"SequenceReplayBuffer, obs {obs_shape} uint8, state 2x{units} f32, burn-in {burn_in}, trace {trace}, "
-          f"n-step {n_step}, period {period}, ring {capacity} steps, {envs} envs, {steps * envs} steps fed")
+    print(f"SequenceReplayBuffer, obs {obs_shape} uint8, state 2x{units} f32, burn-in {ATARI_LAYOUT['burn_in']}, "
+          f"trace {ATARI_LAYOUT['trace_length']}, n-step {ATARI_LAYOUT['n_step']}, period {ATARI_LAYOUT['period']}, "
+          f"ring {capacity} steps, {envs} envs, {steps * envs} steps fed")
     print(table(["measure", "value"], [
         ["bytes per stored step (r2d2kit, all arrays incl. slot table and states)", f"{per_step:,.0f}"],
         ["raw step (obs + action + reward)", f"{raw_step:,}"],

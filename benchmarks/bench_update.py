@@ -2,17 +2,11 @@
 
     flock /tmp/r2d2kit-bench.lock python benchmarks/bench_update.py --markdown --only pong
     python benchmarks/bench_update.py --quick           # smoke run: ~1 min of CPU, small batches
-    python benchmarks/bench_update.py --precision float32 mixed_bfloat16 --omp-wait-policy passive
+    python benchmarks/bench_update.py --only cartpole --updates 50 --omp-wait-policy passive
 
-Times one ``learner.train_from(replay)`` for the models of configs/pong.yaml, cartpole_pomdp.yaml and
-minatar/breakout.yaml and the same loop for the twin, each framework in its own subprocess, after checking on a
-small instance that the twin computes the same loss, gradients and priorities. Per update, GFLOP = B x [F x
-burn_in + (3F - F1) x (trace + n_step) + F x (burn_in + trace + n_step)]: online burn-in (no gradient), online
-unroll (forward and backward; F1, the first layer's share, has no input gradient), target network (forward only);
-F: the forward FLOPs of one row. Method: benchmarks/README.md.
+Each framework in its own subprocess, after a check that the twin computes the same loss, gradients and
+priorities. Method, and the GFLOP per update formula: benchmarks/README.md.
 """
-
-from __future__ import annotations
 
 import copy
 import os
@@ -26,8 +20,7 @@ from harness import REPO_ROOT, command_line, cores, fmt, format_load, median_s, 
 
 SIZES = {
     "pong": {"name": "Pong-size", "config": REPO_ROOT / "configs" / "pong.yaml", "paper": (64, 40, 80, 5),
-             "warmup": 1, "updates": 3,
-             # --quick: 4 windows of 10 + 20 + 5 rows (tracing the step costs about as much as the rows it holds)
+             "warmup": 1, "updates": 3,  # --quick: 4 windows of 10 + 20 + 5 rows (tracing costs about as much)
              "quick": ["learner.batch_size=4", "learner.burn_in=10", "learner.trace_length=20", "learner.period=10"]},
     "cartpole": {"name": "CartPole-size", "config": REPO_ROOT / "configs" / "cartpole_pomdp.yaml", "paper": None,
                  "warmup": 3, "updates": 20, "quick": ["learner.batch_size=16"]},
@@ -40,16 +33,13 @@ CHECK_OVERRIDES = ["learner.batch_size=3", "learner.burn_in=3", "learner.trace_l
 # (filters, kernel, stride) of the image encoders the twin builds: DQNImageModel, MinAtarImageModel
 CONVS = {"dqn": ((32, 8, 4), (64, 4, 2), (64, 3, 1)), "minatar": ((16, 3, 1),)}
 SGEMM_N = 2048
-PRECISIONS = ("float32", "mixed_bfloat16")  # --precision: Keras' global dtype policy; the twin's torch.autocast
-# the targets: the Pong-size update was 7.4 s (12.0 GiB peak RSS) before the encoder change, on 2 cores with
-# 2 threads; it must run >= 2x faster within 3 GiB
+# the targets: >= 2x faster than the Pong-size update before the encoder change (7.4 s, 2 cores), within 3 GiB
 BEFORE_SECONDS, RSS_GIB, SPEEDUP = 7.4, 3.0, 2.0
 
 
 # --- shared helpers (numpy only)
 def fill_replay(replay: Any, spec: dict, windows: int, seed: int) -> None:
-    """Add ``windows`` random windows, each its own (env, episode), no padding; one in four terminates at a
-    random trained row (the n-step targets' termination path runs too)."""
+    """Add ``windows`` random windows, each its own (env, episode), no padding; one in four terminates inside."""
     rng = np.random.default_rng(seed)
     learner, length, units = spec["learner"], spec["length"], spec["model"]["lstm_units"]
     shape, dtype = tuple(spec["obs_shape"]), spec["obs_dtype"]
@@ -73,59 +63,49 @@ def fill_replay(replay: Any, spec: dict, windows: int, seed: int) -> None:
         def state() -> np.ndarray:  # [count, units]
             return (0.1 * rng.standard_normal((count, units))).astype(np.float32)
 
-        replay.add_sequences({
-            "obs": obs, "action": action, "prev_action": previous(action), "reward": reward,
-            "prev_reward": previous(reward), "terminated": terminated, "truncated": np.zeros(size, bool),
-            "mask": mask, "obs_mask": np.ones(size, bool), "env": np.arange(start, start + count),
-            "episode": np.zeros(count, np.int64), "start": np.zeros(count, np.int64), "state_h": state(),
-            "state_c": state()})
+        replay.add_sequences(dict(
+            obs=obs, action=action, prev_action=previous(action), reward=reward, prev_reward=previous(reward),
+            terminated=terminated, truncated=np.zeros(size, bool), mask=mask, obs_mask=np.ones(size, bool),
+            env=np.arange(start, start + count), episode=np.zeros(count, np.int64), start=np.zeros(count, np.int64),
+            state_h=state(), state_c=state()))
 
 
-def forward_macs(spec: dict) -> list[tuple[str, int]]:
+def forward_macs(spec: dict) -> list[int]:
     """Multiply-adds of one row (frame) through each layer, from the architecture (no framework)."""
     model, actions, shape = spec["model"], spec["num_actions"], tuple(spec["obs_shape"])
-    layers: list[tuple[str, int]] = []
+    layers: list[int] = []
     if model["encoder"] in CONVS:
-        height, width = shape[:2]
-        channels = shape[2] if len(shape) == 3 else 1
+        height, width, channels = shape[0], shape[1], shape[2] if len(shape) == 3 else 1
         for filters, kernel, stride in CONVS[model["encoder"]]:
             height, width = (height - kernel) // stride + 1, (width - kernel) // stride + 1
-            layers.append((f"conv {filters}x{kernel}x{kernel}/{stride}",
-                           height * width * filters * kernel * kernel * channels))
+            layers.append(height * width * filters * kernel * kernel * channels)
             channels = filters
         sizes = [height * width * channels, model["dense_units"]]
     else:
         sizes = [int(np.prod(shape)), *model["hidden"]]
-    layers += [(f"dense {i}->{o}", i * o) for i, o in zip(sizes, sizes[1:])]
+    layers += [i * o for i, o in zip(sizes, sizes[1:])]
     lstm_in, units = sizes[-1] + (actions + 1 if model["prev_action_reward"] else 0), model["lstm_units"]
-    layers.append((f"lstm {lstm_in}+{units}->{units}", 4 * units * (lstm_in + units)))
-    head, streams, hidden = model["head_units"], 2 if model["dueling"] else 1, units
+    layers.append(4 * units * (lstm_in + units))
+    head, hidden = model["head_units"], units
     if head:
-        layers.append((f"head hidden {units}->{head} x{streams}", streams * units * head))
+        layers.append((2 if model["dueling"] else 1) * units * head)  # one hidden layer per stream
         hidden = head
-    layers.append(("head out", hidden * actions + (hidden if model["dueling"] else 0)))
+    layers.append(hidden * actions + (hidden if model["dueling"] else 0))
     return layers
 
 
 def update_gflop(spec: dict) -> tuple[float, float]:
-    """(GFLOP per update by the module docstring's formula, forward MFLOP per row)."""
+    """(GFLOP per update: B x [F x burn_in + (3F - F1) x (trace + n_step) + F x window], forward MFLOP per row)."""
     layers, lrn = forward_macs(spec), spec["learner"]
-    forward, first = 2.0 * sum(macs for _, macs in layers), 2.0 * layers[0][1]
+    forward, first = 2.0 * sum(layers), 2.0 * layers[0]
     after = lrn["trace_length"] + lrn["n_step"]
     rows = forward * lrn["burn_in"] + (3.0 * forward - first) * after + forward * spec["length"]
     return lrn["batch_size"] * rows / 1e9, forward / 1e6
 
 
-def gemm_gflops(matmul_of) -> dict[str, float]:
-    """GFLOP/s of a ``SGEMM_N``^2 matmul in float32 (sgemm) and bfloat16 (the bf16 bound): the median of 10
-    calls of ``matmul_of(dtype)()`` after one."""
-    return {dtype: 2.0 * SGEMM_N ** 3 / median_s(matmul_of(dtype), 10) / 1e9 for dtype in ("float32", "bfloat16")}
-
-
-def time_updates(learner, replay: Any, spec: dict, job: dict, warmup: int) -> dict:
-    """Fill the replay; the seconds of the first update, the median of ``updates`` after ``warmup``, the
-    median of ``replay.sample`` alone, and the RSS and load around them."""
-    lrn, load_start = spec["learner"], format_load()
+def time_updates(learner, replay: Any, spec: dict, job: dict, warmup: int, matmul) -> dict:
+    """Fill the replay; seconds of the first update, of the others, of ``replay.sample`` alone; RSS, load, GFLOP/s."""
+    gemm, lrn, load_start = 2.0 * SGEMM_N ** 3 / median_s(matmul, 10) / 1e9, spec["learner"], format_load()
     fill_replay(replay, spec, 2 * lrn["batch_size"], seed=1)
     rss_ready, times = harness.process_peak_rss_mb("self", "VmRSS") / 1024, []
     for _ in range(warmup + job["updates"]):
@@ -136,12 +116,18 @@ def time_updates(learner, replay: Any, spec: dict, job: dict, warmup: int) -> di
                               max(job["updates"], 5), warmup=0)
     return {"first_seconds": times[0], "seconds": float(np.median(times[warmup:])),
             "all_seconds": times[warmup:], "sample_seconds": sample_seconds, "rss_ready": rss_ready,
-            "load_start": load_start, "load_end": format_load()}
+            "load_start": load_start, "load_end": format_load(), "gemm": gemm}
 
 
 # --- r2d2kit (Keras / TensorFlow) side
-def keras_spec(settings: Any, network: Any) -> dict:
-    """The plain-data description the twin is built from (read off the config and the built network)."""
+def build_keras(config: str | Path, overrides: list[str]) -> tuple[Any, dict]:
+    """(R2D2Learner, spec: the plain data the twin is built from) from a config file, as the trainer builds them."""
+    from r2d2kit.agent.learner import R2D2Learner
+    from r2d2kit.training.builders import build_network
+    from r2d2kit.training.config import load_config
+
+    settings = load_config(config, overrides)
+    network = build_network(settings)
     encoder, learner = network.config["encoder"], settings.learner
     scale = getattr(encoder, "input_scale", None)
     model = {"encoder": settings.model.encoder, "lstm_units": network.lstm_units,
@@ -151,20 +137,10 @@ def keras_spec(settings: Any, network: Any) -> dict:
              "input_scale": None if scale is None else np.asarray(scale, np.float32).tolist()}
     keys = ("burn_in", "trace_length", "n_step", "period", "gamma", "value_rescaling", "rescale_eps", "batch_size",
             "priority_exponent", "importance_exponent", "eta", "learning_rate", "adam_epsilon", "max_gradient_norm",
-            "target_update_period", "learning_rate_decay_updates")
-    return {"obs_shape": list(network.obs_shape), "obs_dtype": network.obs_dtype, "num_actions": network.num_actions,
-            "model": model, "learner": {k: getattr(learner, k) for k in keys}, "length": learner.length}
-
-
-def build_keras(config: str | Path, overrides: list[str]) -> tuple[Any, dict]:
-    """(R2D2Learner, spec) from a config file, the way the trainer builds them."""
-    from r2d2kit.agent.learner import R2D2Learner
-    from r2d2kit.training.builders import build_network
-    from r2d2kit.training.config import load_config
-
-    settings = load_config(config, overrides)
-    network = build_network(settings)
-    return R2D2Learner(network, settings.learner), keras_spec(settings, network)
+            "target_update_period")
+    return R2D2Learner(network, learner), {
+        "obs_shape": list(network.obs_shape), "obs_dtype": network.obs_dtype, "num_actions": network.num_actions,
+        "model": model, "learner": {k: getattr(learner, k) for k in keys}, "length": learner.length}
 
 
 def keras_child(job: dict) -> dict:
@@ -173,20 +149,14 @@ def keras_child(job: dict) -> dict:
 
     from r2d2kit.training.builders import make_sequence_replay
 
-    def matmul_of(dtype: str):
-        a, b = (tf.cast(tf.random.normal((SGEMM_N, SGEMM_N)), dtype) for _ in range(2))
-        return lambda: tf.matmul(a, b).numpy()
-
-    gemm = gemm_gflops(matmul_of)
-    keras.mixed_precision.set_global_policy(job["precision"])  # before the networks are built
+    a, b = (tf.random.normal((SGEMM_N, SGEMM_N)) for _ in range(2))
     keras.utils.set_random_seed(0)
     learner, spec = build_keras(job["config"], job["overrides"])
     replay = make_sequence_replay(learner.online, learner.config, seed=0,
                                   capacity=2 * spec["learner"]["batch_size"] * spec["length"])
     # the first update traces the step: never timed
-    return dict(time_updates(learner, replay, spec, job, max(job["warmup"], 1)), spec=spec, gemm=gemm,
-                policy=keras.mixed_precision.global_policy().name,
-                threads=f"TF intra {tf.config.threading.get_intra_op_parallelism_threads()} inter "
+    return dict(time_updates(learner, replay, spec, job, max(job["warmup"], 1), lambda: tf.matmul(a, b).numpy()),
+                spec=spec, threads=f"TF intra {tf.config.threading.get_intra_op_parallelism_threads()} inter "
                         f"{tf.config.threading.get_inter_op_parallelism_threads()}")
 
 
@@ -197,10 +167,8 @@ def make_twin(spec: dict):
     from torch import nn
 
     model, actions, shape = spec["model"], spec["num_actions"], tuple(spec["obs_shape"])
-    if model["layer_norm"]:
-        raise ValueError("the twin has no layer norm: set model.layer_norm to false for this benchmark")
-    if model["encoder"] not in (*CONVS, "mlp"):
-        raise ValueError(f"the twin builds model.encoder {', '.join(CONVS)} or mlp, got {model['encoder']!r}")
+    if model["layer_norm"] or model["encoder"] not in (*CONVS, "mlp"):
+        raise ValueError(f"the twin has no layer norm and builds model.encoder {', '.join(CONVS)} or mlp")
 
     class TwinQNetwork(nn.Module):
         """Encoder (time folded into the batch) -> [one-hot prev action, prev reward] -> nn.LSTM -> dueling head."""
@@ -262,49 +230,13 @@ def make_twin(spec: dict):
     return TwinQNetwork()
 
 
-def torch_nstep_targets(reward, mask, terminated, q_online, q_target, *, gamma, n_step, trace_length, eps, rescale):
-    """R2D2's value-rescaled n-step double-Q targets ``[B, T]`` over the rows after burn-in (as r2d2kit's)."""
-    import torch
-
-    def value_rescale(x):
-        return torch.sign(x) * x.abs() / (torch.sqrt(x.abs() + 1.0) + 1.0) + eps * x
-
-    def inverse_value_rescale(x):
-        magnitude = x.abs()
-        if eps == 0.0:
-            return torch.sign(x) * magnitude * (magnitude + 2.0)
-        root = torch.sqrt(1.0 + 4.0 * eps * (magnitude + 1.0 + eps))
-        d = 2.0 * magnitude / (root + 1.0 + 2.0 * eps)
-        return torch.sign(x) * d * (d + 2.0)
-
-    mask, not_terminated = mask.float(), 1.0 - terminated.float()
-    window = slice(0, trace_length)
-    total = torch.zeros_like(reward[:, window])
-    discount, alive, offset = torch.ones_like(total), mask[:, window], torch.zeros_like(total)
-    for k in range(n_step):
-        rows = slice(k, k + trace_length)
-        valid = alive * mask[:, rows]
-        total = total + valid * discount * reward[:, rows]
-        discount = valid * discount * gamma * not_terminated[:, rows] + (1.0 - valid) * discount
-        offset = offset + valid
-        alive = valid
-    chosen = q_target.gather(2, q_online.argmax(dim=-1, keepdim=True)).squeeze(2)  # [B, L]
-    bootstrap = chosen.gather(1, torch.arange(trace_length).unsqueeze(0) + offset.long())  # [B, T]
-    if rescale:
-        targets = value_rescale(total + discount * inverse_value_rescale(bootstrap))
-    else:
-        targets = total + discount * bootstrap
-    return targets * mask[:, window]
-
-
 class TwinLearner:
-    """The PyTorch twin of ``R2D2Learner``: online + target networks, Adam, the same update (``mixed_bfloat16``:
-    both unrolls under ``torch.autocast("cpu", torch.bfloat16)``; weights, targets, loss and Adam in float32)."""
+    """The PyTorch twin of ``R2D2Learner``: online + target networks, Adam, the same update."""
 
-    def __init__(self, spec: dict, precision: str = "float32") -> None:
+    def __init__(self, spec: dict) -> None:
         import torch
 
-        self.config, self.bfloat16 = spec["learner"], precision == "mixed_bfloat16"
+        self.config = spec["learner"]
         self.online = make_twin(spec)
         self.target = copy.deepcopy(self.online).requires_grad_(False)
         # Adam with the learner's rate and epsilon (a linear decay, if configured, changes nothing of the cost)
@@ -312,50 +244,62 @@ class TwinLearner:
                                           eps=self.config["adam_epsilon"])
         self.updates = 0
 
-    def _unroll_after_burn_in(self, network, batch, h, c):
+    def targets(self, reward, mask, terminated, q_online, q_target):
+        """R2D2's value-rescaled n-step double-Q targets ``[B, T]`` over the rows after burn-in (as r2d2kit's)."""
         import torch
 
-        burn = self.config["burn_in"]
-        inputs = [batch[key] for key in ("obs", "prev_action", "prev_reward")]
-        if burn:
-            with torch.no_grad():
-                _, h, c = network(*(x[:, :burn] for x in inputs), h, c)
-        return network(*(x[:, burn:] for x in inputs), h, c)[0]  # [B, T + n, A]
+        cfg, trace, eps = self.config, self.config["trace_length"], self.config["rescale_eps"]
+        not_terminated, window = 1.0 - terminated.float(), slice(0, trace)
+        total = torch.zeros_like(reward[:, window])
+        discount, alive, offset = torch.ones_like(total), mask[:, window], torch.zeros_like(total)
+        for k in range(cfg["n_step"]):
+            rows = slice(k, k + trace)
+            valid = alive * mask[:, rows]
+            total = total + valid * discount * reward[:, rows]
+            discount = valid * discount * cfg["gamma"] * not_terminated[:, rows] + (1.0 - valid) * discount
+            offset = offset + valid
+            alive = valid
+        chosen = q_target.gather(2, q_online.argmax(dim=-1, keepdim=True)).squeeze(2)  # [B, L]
+        bootstrap = chosen.gather(1, torch.arange(trace).unsqueeze(0) + offset.long())  # [B, T]
+        if not cfg["value_rescaling"]:
+            return (total + discount * bootstrap) * mask[:, window]
+        # h^-1 (exact, eps = 0 included), then h(x) = sign(x) (sqrt(|x| + 1) - 1) + eps x
+        d = 2.0 * bootstrap.abs() / (torch.sqrt(1.0 + 4.0 * eps * (bootstrap.abs() + 1.0 + eps)) + 1.0 + 2.0 * eps)
+        x = total + discount * torch.sign(bootstrap) * d * (d + 2.0)
+        return (torch.sign(x) * x.abs() / (torch.sqrt(x.abs() + 1.0) + 1.0) + eps * x) * mask[:, window]
 
     def forward(self, batch: dict) -> tuple[Any, dict]:
-        """Loss and outputs (abs_td [B, T], priorities [B]) of a batch of numpy arrays."""
+        """Loss and priorities ``[B]`` of a batch of numpy arrays."""
         import torch
 
-        cfg = self.config
+        cfg, burn, trace = self.config, self.config["burn_in"], self.config["trace_length"]
         if not np.all(batch["obs_mask"]):
             raise ValueError("the twin unrolls nn.LSTM over every row: batch['obs_mask'] must be all true "
                              "(this benchmark's windows have no padding)")
-        tensors = {key: torch.from_numpy(np.ascontiguousarray(batch[key])) for key in
-                   ("obs", "action", "reward", "prev_action", "prev_reward", "terminated", "mask", "state_h",
-                    "state_c", "weights")}
-        h, c = tensors["state_h"], tensors["state_c"]
-        burn, trace = cfg["burn_in"], cfg["trace_length"]
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bfloat16):
-            with torch.no_grad():
-                q_target = self._unroll_after_burn_in(self.target, tensors, h, c)
-            q_online = self._unroll_after_burn_in(self.online, tensors, h, c)
-        q_target, q_online = q_target.float(), q_online.float()  # [B, T + n, A]: targets and loss in float32
+        t = {key: torch.from_numpy(np.ascontiguousarray(batch[key])) for key in
+             ("obs", "action", "reward", "prev_action", "prev_reward", "terminated", "mask", "state_h", "state_c",
+              "weights")}
+        inputs = [t[key] for key in ("obs", "prev_action", "prev_reward")]
+
+        def unroll(network):  # burn-in without gradient from the stored state, then the rows after it: [B, T + n, A]
+            h, c = t["state_h"], t["state_c"]
+            if burn:
+                with torch.no_grad():
+                    _, h, c = network(*(x[:, :burn] for x in inputs), h, c)
+            return network(*(x[:, burn:] for x in inputs), h, c)[0]
+
+        q_online = unroll(self.online)
         with torch.no_grad():
-            targets = torch_nstep_targets(
-                tensors["reward"][:, burn:], tensors["mask"][:, burn:], tensors["terminated"][:, burn:],
-                q_online.detach(), q_target, gamma=cfg["gamma"], n_step=cfg["n_step"], trace_length=trace,
-                eps=cfg["rescale_eps"], rescale=cfg["value_rescaling"])
-        actions = tensors["action"][:, burn:burn + trace].long()  # [B, T]
-        q_taken = q_online[:, :trace].gather(2, actions.unsqueeze(-1)).squeeze(-1)  # [B, T]
-        mask = tensors["mask"][:, burn:burn + trace].float()
+            targets = self.targets(t["reward"][:, burn:], t["mask"][:, burn:].float(), t["terminated"][:, burn:],
+                                   q_online.detach(), unroll(self.target))
+        q_taken = q_online[:, :trace].gather(2, t["action"][:, burn:burn + trace].long().unsqueeze(-1)).squeeze(-1)
+        mask = t["mask"][:, burn:burn + trace].float()  # [B, T]
         td = (targets - q_taken) * mask
         valid = mask.sum(dim=1).clamp(min=1.0)
-        per_sequence = (0.5 * td.square()).sum(dim=1) / valid
-        loss = (tensors["weights"].float() * per_sequence).mean()
-        abs_td = td.detach().abs()
-        masked = abs_td * mask
+        loss = (t["weights"].float() * ((0.5 * td.square()).sum(dim=1) / valid)).mean()
+        masked = td.detach().abs()  # zero where masked
         priorities = cfg["eta"] * masked.max(dim=1).values + (1.0 - cfg["eta"]) * masked.sum(dim=1) / valid
-        return loss, {"abs_td": abs_td.numpy(), "priorities": priorities.numpy()}
+        return loss, {"priorities": priorities.numpy()}
 
     def train(self, batch: dict) -> dict:
         import torch
@@ -384,30 +328,24 @@ def twin_replay(spec: dict, capacity: int):
     lrn, units = spec["learner"], spec["model"]["lstm_units"]
     return SequenceReplayBuffer(
         capacity, {"obs": (tuple(spec["obs_shape"]), spec["obs_dtype"]), "action": ((), "int64")},
-        {"state_h": ((units,), "float32"), "state_c": ((units,), "float32")}, burn_in=lrn["burn_in"],
-        trace_length=lrn["trace_length"], n_step=lrn["n_step"], period=lrn["period"],
-        alpha=lrn["priority_exponent"], seed=0)
+        {"state_h": ((units,), "float32"), "state_c": ((units,), "float32")}, alpha=lrn["priority_exponent"], seed=0,
+        **{key: lrn[key] for key in ("burn_in", "trace_length", "n_step", "period")})
 
 
 def torch_child(job: dict) -> dict:
     import torch
 
-    def matmul_of(dtype: str):
-        a, b, out = (torch.randn(SGEMM_N, SGEMM_N).to(getattr(torch, dtype)) for _ in range(3))
-        return lambda: torch.mm(a, b, out=out)
-
-    gemm = gemm_gflops(matmul_of)
+    a, b, out = (torch.randn(SGEMM_N, SGEMM_N) for _ in range(3))
     torch.manual_seed(0)
     spec = job["spec"]
-    learner = TwinLearner(spec, job["precision"])
     replay = twin_replay(spec, 2 * spec["learner"]["batch_size"] * spec["length"])
-    return dict(time_updates(learner, replay, spec, job, job["warmup"]), gemm=gemm,
+    return dict(time_updates(TwinLearner(spec), replay, spec, job, job["warmup"], lambda: torch.mm(a, b, out=out)),
                 threads=f"torch {torch.get_num_threads()} (interop {torch.get_num_interop_threads()})")
 
 
 # --- equivalence check: Keras weights copied into the twin, loss / gradients / priorities compared
-def weight_pairs(network: Any, twin: Any) -> list[tuple[Any, Any, Any, Any]]:
-    """(Keras variable, torch parameter, keras->torch array, torch grad->keras array) for every weight."""
+def copy_keras_into_twin(network: Any, twin: Any) -> list[tuple[Any, Any, Any, Any]]:
+    """Copy every weight; (Keras variable, torch parameter, keras->torch array, torch grad->keras array) each."""
     import torch
 
     same, transpose = (lambda x: x), (lambda x: x.T)
@@ -438,13 +376,6 @@ def weight_pairs(network: Any, twin: Any) -> list[tuple[Any, Any, Any, Any]]:
             name = f"{network.name}_{stream}"
             pairs += [(by_path[(name, "kernel")], getattr(twin, stream).weight, transpose, transpose),
                       (by_path[(name, "bias")], getattr(twin, stream).bias, same, same)]
-    return pairs
-
-
-def copy_keras_into_twin(network: Any, twin: Any) -> list:
-    import torch
-
-    pairs = weight_pairs(network, twin)
     with torch.no_grad():
         for variable, parameter, to_torch, _ in pairs:
             value = to_torch(np.asarray(variable.numpy()))
@@ -473,7 +404,7 @@ def twin_measured_macs(twin: Any, spec: dict) -> int:
 
     handles = [m.register_forward_hook(count) for m in twin.modules() if isinstance(m, (nn.Conv2d, nn.Linear, nn.LSTM))]
     units = spec["model"]["lstm_units"]
-    obs = torch.zeros((1, 1) + tuple(spec["obs_shape"]), dtype=getattr(torch, spec["obs_dtype"]))
+    obs = torch.zeros((1, 1, *spec["obs_shape"]), dtype=getattr(torch, spec["obs_dtype"]))
     with torch.no_grad():
         twin(obs, torch.zeros(1, 1, dtype=torch.long), torch.zeros(1, 1), torch.zeros(1, units), torch.zeros(1, units))
     for handle in handles:
@@ -520,7 +451,7 @@ def check_one(config: Path) -> dict:
             "priority_rel_error": rel_error(twin_out["priorities"], keras_out["priorities"]),
             "params_keras": int(sum(np.prod(v.shape) for v in learner.online.model.trainable_variables)),
             "params_twin": sum(p.numel() for p in twin.online.parameters()) - twin.online.lstm.bias_hh_l0.numel(),
-            "macs_twin": twin_measured_macs(twin.online, spec), "macs_formula": sum(m for _, m in forward_macs(spec))}
+            "macs_twin": twin_measured_macs(twin.online, spec), "macs_formula": sum(forward_macs(spec))}
 
 
 # --- the parent: children, table
@@ -546,30 +477,29 @@ def run_child(job: dict, env: dict[str, str] | None = None) -> dict:
     return {"error": f"{job['kind']} child {result['error']}"} if "error" in result else result
 
 
-def measure_size(key: str, precision: str, args) -> dict:
+def measure_size(key: str, args) -> dict:
     size = SIZES[key]
     job = dict(warmup=args.warmup if args.warmup is not None else (1 if args.quick else size["warmup"]),
                updates=args.updates if args.updates is not None else (2 if args.quick else size["updates"]),
-               precision=precision, threads=args.threads)
-    print(f"{size['name']}, {precision}: r2d2kit ({size['config'].relative_to(REPO_ROOT)}) ...", flush=True)
+               threads=args.threads)
+    print(f"{size['name']}: r2d2kit ({size['config'].relative_to(REPO_ROOT)}) ...", flush=True)
     keras_result = run_child(dict(job, kind="keras", config=str(size["config"]),
                                   overrides=size["quick"] if args.quick else []))
-    row = dict(key=key, name=size["name"], precision=precision, keras=keras_result, warmup=job["warmup"],
-               updates=job["updates"], torch={"error": "skipped: the r2d2kit child failed"})
+    row = dict(key=key, name=size["name"], keras=keras_result, warmup=job["warmup"], updates=job["updates"],
+               torch={"error": "skipped: the r2d2kit child failed"})
     if "error" not in keras_result:
         row["gflop"], row["row_mflop"] = update_gflop(keras_result["spec"])
-        print(f"{size['name']}, {precision}: PyTorch twin ...", flush=True)
+        print(f"{size['name']}: PyTorch twin ...", flush=True)
         policy = {"OMP_WAIT_POLICY": args.omp_wait_policy.upper()} if args.omp_wait_policy else None
         row["torch"] = run_child(dict(job, kind="torch", spec=keras_result["spec"]), policy)
     return row
 
 
 def child_lines(row: dict) -> list[str]:
-    """The notes under the table for one row: its windows, then per framework the spread of the timings, the
-    sample alone, RSS, threads, load and the matmul bounds."""
+    """The notes under the table for one row: its windows, then per framework timings, RSS, threads and load."""
     k = row["keras"]
     lrn = k["spec"]["learner"]
-    lines = [f"- {row['name']} {row['precision']}: windows of {lrn['burn_in']} burn-in + {lrn['trace_length']} "
+    lines = [f"- {row['name']}: windows of {lrn['burn_in']} burn-in + {lrn['trace_length']} "
              f"trace + {lrn['n_step']} n-step = {k['spec']['length']} rows, batch {lrn['batch_size']}; forward "
              f"{row['row_mflop']:.2f} MFLOP per row; median of {row['updates']} updates after {row['warmup']} warm-up"]
     paper, got = SIZES[row["key"]]["paper"], (lrn["batch_size"], lrn["burn_in"], lrn["trace_length"], lrn["n_step"])
@@ -584,11 +514,9 @@ def child_lines(row: dict) -> list[str]:
                 f"first {c['first_seconds']:.2f} s (r2d2kit: tracing); child process {c['wall_seconds']:.0f} s; "
                 f"replay.sample alone {1e3 * c['sample_seconds']:.1f} ms; RSS before the first update "
                 f"{c['rss_ready']:.2f} GiB; threads: {c['threads']}; load average {c['load_start']} -> "
-                f"{c['load_end']}; "
-                f"{SGEMM_N}^2 matmul GFLOP/s float32 / bf16: {c['gemm']['float32']:.0f} / {c['gemm']['bfloat16']:.0f}"
-                + (f"; Keras policy {c['policy']}" if "policy" in c else ""))
+                f"{c['load_end']}; {SGEMM_N}^2 sgemm GFLOP/s {c['gemm']:.0f}")
     twin = row["torch"]
-    if (row["key"], row["precision"], got) == ("pong", "float32", paper):  # the targets, at the paper's sizes
+    if (row["key"], got) == ("pong", paper):  # the targets, at the paper's sizes
         speedup, rss = BEFORE_SECONDS / k["seconds"], k["peak_rss_mb"] / 1024
         lines.append(f"- targets (Pong-size): >= {SPEEDUP:.0f}x faster than {BEFORE_SECONDS} s: {speedup:.2f}x, "
                      f"{'met' if speedup >= SPEEDUP else 'not met'}; peak RSS <= {RSS_GIB:.0f} GiB: {rss:.2f} GiB, "
@@ -609,42 +537,32 @@ def report(rows: list[dict], checks: dict, markdown: bool) -> str:
               "r2d2kit GFLOP/s (TF gemm)", "twin GFLOP/s (torch gemm)", "r2d2kit peak RSS", "twin peak RSS"]
     cells, lines, loads = [], [], [0.0]
     for row in rows:
-        k, t, gflop, precision = row["keras"], row["torch"], row.get("gflop"), row["precision"]
+        k, t, gflop = row["keras"], row["torch"], row.get("gflop")
         ks, ts = k.get("seconds"), t.get("seconds")
-        bound = "bfloat16" if precision == "mixed_bfloat16" else "float32"  # the matmul in the row's precision
-        batch = f"batch {k['spec']['learner']['batch_size']}, " if "spec" in k else ""
-        cells.append([f"{row['name']} ({batch}{precision})", fmt(gflop, ".1f"), fmt(ks, ".3f"), fmt(ts, ".3f"),
+        batch = f" (batch {k['spec']['learner']['batch_size']})" if "spec" in k else ""
+        cells.append([row["name"] + batch, fmt(gflop, ".1f"), fmt(ks, ".3f"), fmt(ts, ".3f"),
                       fmt(ts / ks if ks and ts else None, ".2f"),
-                      *(f"{rate(gflop / s)} ({c['gemm'][bound]:.0f})" if s else "-" for s, c in ((ks, k), (ts, t))),
+                      *(f"{rate(gflop / s)} ({c['gemm']:.0f})" if s else "-" for s, c in ((ks, k), (ts, t))),
                       *(f"{c['peak_rss_mb'] / 1024:.2f} GiB" if "error" not in c else "-" for c in (k, t))])
         failed = [c["error"] for c in (k, t) if "error" in c]
-        lines += [f"- {row['name']} {precision}: " + "; ".join(failed)] if failed else []
+        lines += [f"- {row['name']}: " + "; ".join(failed)] if failed else []
         lines += [] if "error" in k else child_lines(row)
         loads += [float(c[key]) for c in (k, t) for key in ("load_start", "load_end") if c.get(key, "n/a") != "n/a"]
-    for key in SIZES:  # a size measured in both precisions: float32 s / mixed_bfloat16 s per side
-        by = {row["precision"]: row for row in rows if row["key"] == key}
-        if set(by) == set(PRECISIONS):
-            parts = [f"{label} {by['float32'][side]['seconds'] / by['mixed_bfloat16'][side]['seconds']:.2f}x"
-                     for side, label in (("keras", "r2d2kit"), ("torch", "twin"))
-                     if "seconds" in by["float32"][side] and "seconds" in by["mixed_bfloat16"][side]]
-            lines += [f"- {SIZES[key]['name']}: float32 s / mixed_bfloat16 s (above 1: bf16 faster): "
-                      + ", ".join(parts)] if parts else []
     lines.append(f"- equivalence check: {checks['error']}" if "error" in checks else
                  f"- equivalence check: its child process (TF and torch) took {checks['wall_seconds']:.0f} s")
     for c in checks.get("checks", []):
-        lines.append(
-            f"- equivalence, float32 ({c['config']}, small instance {c['small']}; Keras weights copied into the twin, "
-            f"target perturbed): loss {c['loss_keras']:.6g} vs {c['loss_twin']:.6g} (rel. error "
-            f"{c['loss_rel_error']:.1e}); worst gradient over {c['weights']} weights: rel. error "
-            f"{c['grad_rel_error']:.1e} ({c['grad_worst']}); priorities {c['priority_rel_error']:.1e}; "
-            f"parameters {c['params_keras']:,} vs {c['params_twin']:,}; MACs per row: formula "
-            f"{c['macs_formula']:,}, twin's hooks {c['macs_twin']:,}")
+        lines.append(f"- equivalence, float32 ({c['config']}, small instance {c['small']}; Keras weights copied into "
+                     f"the twin, target perturbed): loss {c['loss_keras']:.6g} vs {c['loss_twin']:.6g} (rel. error "
+                     f"{c['loss_rel_error']:.1e}); worst gradient over {c['weights']} weights: rel. error "
+                     f"{c['grad_rel_error']:.1e} ({c['grad_worst']}); priorities {c['priority_rel_error']:.1e}; "
+                     f"parameters {c['params_keras']:,} vs {c['params_twin']:,}; MACs per row: formula "
+                     f"{c['macs_formula']:,}, twin's hooks {c['macs_twin']:,}")
     if max(loads) > cores() + 0.5:  # the highest load any timing child saw at its start or end
         lines.append(f"- WARNING: load average up to {max(loads):.2f} on {cores()} cores: other work shared "
                      "the machine (the twin's OpenMP threads suffer most); rerun on a quiet machine, or compare with "
                      "--omp-wait-policy passive.")
-    lines.append("- twin / r2d2kit above 1: r2d2kit is faster. GFLOP/update: the module docstring's formula; in "
-                 f"brackets: a {SGEMM_N}^2 matmul in the row's precision, same process and framework. Timed: one "
+    lines.append("- twin / r2d2kit above 1: r2d2kit is faster. GFLOP/update: benchmarks/README.md's formula; in "
+                 f"brackets: a {SGEMM_N}^2 float32 matmul, same process and framework. Timed: one "
                  "train_from(replay) per update, each framework in its own process (its peak RSS, ru_maxrss).")
     return "\n".join([table(header, cells, markdown), ""] + lines)
 
@@ -653,9 +571,6 @@ def main(argv=None) -> dict:
     harness.serve_job(child)
     p = harness.arg_parser(__doc__, "quick", "markdown", "json")
     p.add_argument("--only", choices=sorted(SIZES), default=None, help="one row only")
-    p.add_argument("--precision", nargs="+", choices=PRECISIONS, default=["float32"],
-                   help="Keras' global dtype policy (the twin: torch.autocast(bfloat16) for mixed_bfloat16); two "
-                        "values: each size in both (default: float32; the equivalence check is float32)")
     p.add_argument("--threads", type=int, default=cores(),
                    help="TF intra/inter-op and torch threads (default: the cores this process may use)")
     p.add_argument("--warmup", type=int, default=None, help="untimed updates first (default: Pong 1, CartPole 3)")
@@ -674,9 +589,8 @@ def main(argv=None) -> dict:
     keys = [args.only] if args.only else list(SIZES)
     print("equivalence check (Keras weights into the twin, small instances) ...", flush=True)
     checks = run_child(dict(kind="check", threads=args.threads, configs=[str(SIZES[k]["config"]) for k in keys]))
-    rows = [measure_size(key, precision, args) for key in keys for precision in dict.fromkeys(args.precision)]
-    print()
-    print(report(rows, checks, args.markdown))
+    rows = [measure_size(key, args) for key in keys]
+    print("\n" + report(rows, checks, args.markdown))
     print(f"- total benchmark time {time.perf_counter() - began:.0f} s; load average at end {format_load()} "
           f"(on {os.cpu_count()} CPUs; it counts this benchmark's own {args.threads} busy threads too)")
     result = {"rows": rows, "checks": checks, "command": command_line()}

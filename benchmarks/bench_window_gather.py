@@ -6,8 +6,6 @@
 Also ``ReplayBuffer(sampler="proportional").sample(512)`` of 84x84 frames. Rows, method: benchmarks/README.md.
 """
 
-from __future__ import annotations
-
 import time
 import tracemalloc
 from typing import Callable
@@ -33,8 +31,7 @@ def random_array(shape: tuple[int, ...], dtype, rng: np.random.Generator) -> np.
 
 
 def naive_gather(buffer: SequenceReplayBuffer, batch_size: int, seed: int = 1) -> Callable[[], dict]:
-    """A per-window numpy gather (fresh arrays) from a ring like the buffer's (same fields and capacity), of
-    ``[B, L]`` window rows with 4 envs interleaved."""
+    """A per-window numpy gather (fresh arrays) from a ring like the buffer's, 4 envs interleaved."""
     spec, rng, capacity = buffer.batch_spec(1), np.random.default_rng(seed), buffer.capacity
     ring = {name: random_array((capacity + 1,) + shape[2:], dtype, rng) for name, (shape, dtype) in spec.items()
             if len(shape) >= 2 and shape[1] == buffer.length}
@@ -65,10 +62,8 @@ def new_bytes(call: Callable[[], object]) -> int:
 
 def measure(title: str, buffer, n: int, sample: Callable[..., dict], extra: dict[str, Callable[[], object]],
             rounds: int, reps: int, warmup: int, target: bool = False) -> dict[str, dict]:
-    """Print and return the rows of ``sample(n)`` (a call of ``sample(out=...)``): a memcpy of one batch's bytes
-    (the bound), the ``extra`` rows, into fresh arrays, into a BatchPool, into ``out=``; per row the median
-    seconds per call, the median over interleaved rounds of its ratio to the bound's median in the same round
-    (so load from other work cancels out) and numpy's new bytes in one steady-state call."""
+    """Print and return the rows of ``sample(n)`` (memcpy bound, ``extra``, fresh, BatchPool, ``out=``): median seconds,
+    the median of per-round ratios to the bound (other work's load cancels out), numpy's new bytes per call."""
     spec = buffer.batch_spec(n)
     batch_bytes = sum(int(np.prod(shape)) * np.dtype(dtype).itemsize for shape, dtype in spec.values())
     source, copy, out = (buffer.sample_buffers(n) for _ in range(3))
@@ -106,9 +101,8 @@ def main(argv: list[str] | None = None) -> dict:
     if args.tf_malloc:  # a one-element from_generator dataset: TensorFlow then sets M_TRIM_THRESHOLD = 128 kB
         import tensorflow as tf
 
-        for _ in tf.data.Dataset.from_generator(lambda: iter([np.zeros(1)]),
-                                                output_signature=tf.TensorSpec((1,), tf.float64)):
-            pass
+        list(tf.data.Dataset.from_generator(lambda: iter([np.zeros(1)]),
+                                            output_signature=tf.TensorSpec((1,), tf.float64)))
         print("applied tf.data's malloc setting (M_TRIM_THRESHOLD = 128 kB)")
 
     fill_began = time.perf_counter()
@@ -119,8 +113,7 @@ def main(argv: list[str] | None = None) -> dict:
           f"{time.perf_counter() - fill_began:.0f} s), windows of {buffer.length} rows of {OBS[0]}x{OBS[1]} uint8, "
           f"state 2x{UNITS} f32, {rounds} rounds x {reps} calls per row")
     sequence = measure("sample(64) windows", buffer, 64, lambda **kw: buffer.sample(64, **kw),
-                       {"naive per-window numpy gather (fresh)": naive_gather(buffer, 64)}, rounds, reps, warmup,
-                       target=True)
+                       {"naive per-window numpy gather (fresh)": naive_gather(buffer, 64)}, rounds, reps, warmup, True)
 
     transition_capacity = 20_000 if args.quick else 100_000
     fields = {"obs": (OBS, "uint8"), "action": ((), "int64"), "reward": ((), "float32"), "done": ((), "bool")}
@@ -137,8 +130,7 @@ def main(argv: list[str] | None = None) -> dict:
                   lambda: transitions.sampler.tree.sample(512, rng)}
     transition = measure("sample(512) transitions", transitions, 512,
                          lambda **kw: transitions.sample(512, beta=0.4, **kw), index_draw, rounds, 4 * reps, warmup)
-    print()
-    print(harness.load_footer(began, load_start))
+    print("\n" + harness.load_footer(began, load_start))
     return {"sequence": sequence, "transition": transition}
 
 

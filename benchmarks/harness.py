@@ -1,20 +1,14 @@
-"""What every benchmark script shares: the machine and load lines, child runs with their own peak RSS,
-results files a sweep resumes from, tables and plots, synthetic Atari windows, and Stable-Baselines3 runs
-(RecurrentPPO, DQN) with their greedy evaluation on the episodes r2d2kit's Trainer evaluates on.
-
-Importing this module puts the checkout first on ``sys.path``: a script benchmarks it, not an installed copy.
-"""
-
-from __future__ import annotations
+"""What the benchmark scripts share: machine lines, child runs, resumable results, tables, plots, Atari windows
+and Stable-Baselines3 peers. Importing it puts the checkout first on ``sys.path`` (not an installed copy)."""
 
 import argparse
 import gc
 import importlib
 import importlib.util
 import json
-import math
 import os
 import platform
+import resource
 import shlex
 import subprocess
 import sys
@@ -26,34 +20,24 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-try:
-    import resource
-except ImportError:  # Windows: no getrusage, peak_rss_mb() is nan
-    resource = None
-
 BENCH_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent
 sys.path.insert(0, str(REPO_ROOT))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before any TensorFlow import; children inherit it
 
 EVAL_SEED_OFFSET = 7919  # r2d2kit.training.trainer.EVAL_SEED_OFFSET (benchmarks/tests check that they agree)
-MAX_EVAL_ENVS = 8  # the Trainer evaluates on min(episodes, 8) envs
 
 
 # --- the machine, its load, peak memory
 def cores() -> int:
     """The cores this process may use."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return len(os.sched_getaffinity(0))
 
 
 def machine_line(dists: Sequence[str]) -> str:
     """``machine: <cpu>, <n> cores (<arch>, <os>); python X, dist Y, ...``."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                   if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor() or platform.machine())
     versions = []
     for dist in dists:
         try:
@@ -65,17 +49,13 @@ def machine_line(dists: Sequence[str]) -> str:
 
 
 def load_average() -> float:
-    """The 1-minute load average (nan where the OS has none)."""
-    try:
-        return os.getloadavg()[0]
-    except (AttributeError, OSError):
-        return float("nan")
+    """The 1-minute load average."""
+    return os.getloadavg()[0]
 
 
-def format_load(load: float | None = None) -> str:
-    """``load`` (default: the load now) as ``"%.2f"``, or ``"n/a"`` for nan."""
-    load = load_average() if load is None else load
-    return "n/a" if math.isnan(load) else "%.2f" % load
+def format_load() -> str:
+    """The load average now, as ``"%.2f"``."""
+    return "%.2f" % load_average()
 
 
 def command_line() -> str:
@@ -96,6 +76,7 @@ FLAGS = {  # the flags several scripts share: arg_parser(doc, *names)
     "json": dict(metavar="PATH", help="also write the results to this JSON file (a sweep: after every run)"),
     "resume": dict(action="store_true", help="keep the runs in --json made with these settings; run only the others"),
     "png": dict(metavar="PATH", help="PNG of the curves"),
+    "seeds": dict(nargs="+", type=int, default=None, help="default 0 1 2 (--quick: 0)"),
     "set": dict(action="append", default=[], metavar="SECTION.KEY=VALUE",
                 help="override an R2D2 config value (YAML), e.g. learner.learning_rate=5e-4; repeatable"),
     "torch-threads": dict(type=int, default=1, help="torch CPU threads of the peer (default 1: with 2, its OpenMP "
@@ -103,17 +84,9 @@ FLAGS = {  # the flags several scripts share: arg_parser(doc, *names)
 }
 
 
-class ArgumentParser(argparse.ArgumentParser):
-    def parse_args(self, args=None, namespace=None):
-        parsed = super().parse_args(args, namespace)
-        if getattr(parsed, "resume", False) and not parsed.json:
-            self.error("--resume needs --json FILE (the results to resume)")
-        return parsed
-
-
 def arg_parser(doc: str, *flags: str) -> argparse.ArgumentParser:
     """A parser whose ``--help`` shows ``doc`` (a script's docstring: its usage lines), with the ``FLAGS`` named."""
-    parser = ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     for flag in flags:
         parser.add_argument(f"--{flag}", **FLAGS[flag])
     return parser
@@ -151,9 +124,17 @@ def load_footer(began: float, load_start: str) -> str:
             f"{format_load()} (on {cores()} cores: a higher load means other work shared the machine)")
 
 
+def finish(report: str, began: float, load_start: str, png: str | None = None, plot: Callable | None = None) -> None:
+    """Print a sweep's report and the load footer; with ``png``, write the curves there by ``plot(png)``."""
+    print(f"\n{report}\n{load_footer(began, load_start)}")
+    if png:
+        plot(png)
+        print(f"- curves written to {png}")
+
+
 def peak_rss_mb() -> float:
     """This process's peak resident set (``ru_maxrss``) in MB (a spawned child's starts from its parent's)."""
-    return float("nan") if resource is None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def process_peak_rss_mb(pid: int | str, field: str = "VmHWM") -> float:
@@ -168,25 +149,15 @@ def process_peak_rss_mb(pid: int | str, field: str = "VmHWM") -> float:
 
 
 # --- child processes
-def exit_reason(code: int) -> str:
-    if code >= 0:
-        return f"exit status {code}"
-    return f"killed by signal {-code}" + (" (the out-of-memory killer?)" if code == -9 else "")
-
-
-def log_tail(path: Path, lines: int = 1, width: int = 200) -> str:
-    """The last non-empty ``lines`` of a log, each cut to ``width`` characters."""
-    text = [line for line in Path(path).read_text(errors="replace").splitlines() if line.strip()] \
-        if Path(path).exists() else []
-    return "\n".join(line[:width] for line in text[-lines:]) or "no output"
+def log_tail(path: Path, lines: int = 1) -> str:
+    """The last non-empty ``lines`` of a log, each cut to 200 characters."""
+    text = [line for line in path.read_text(errors="replace").splitlines() if line.strip()] if path.exists() else []
+    return "\n".join(line[:200] for line in text[-lines:]) or "no output"
 
 
 def run_job(script: str | Path, job: dict, quiet: bool = False, env: dict[str, str] | None = None) -> dict:
-    """Run ``python script --job JSON --child-out FILE`` from the repository root, the checkout first on
-    PYTHONPATH (the child's :func:`serve_job` runs ``job`` and writes FILE), its stderr (``quiet``: and stdout) to
-    a log; return FILE's JSON with ``wall_seconds`` and ``peak_rss_mb``: the child's own ``ru_maxrss`` from
-    ``os.wait4`` (RUSAGE_CHILDREN would be the largest of all children so far). A failure returns ``error``
-    (exit reason and last line of the log) and ``log_tail`` (its last 20 lines)."""
+    """``python script --job JSON --child-out FILE`` (its :func:`serve_job`), stderr (``quiet``: stdout too) to a log:
+    FILE's JSON with ``wall_seconds`` and the child's own ``peak_rss_mb``, or ``error`` and ``log_tail``."""
     path = os.pathsep.join([str(REPO_ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
     with tempfile.TemporaryDirectory(prefix="bench-child-") as scratch:
         out, log = Path(scratch) / "result.json", Path(scratch) / "log.txt"
@@ -199,25 +170,30 @@ def run_job(script: str | Path, job: dict, quiet: bool = False, env: dict[str, s
         code, wall, rss = os.waitstatus_to_exitcode(status), time.perf_counter() - began, usage.ru_maxrss / 1024
         if code == 0 and out.exists():
             return dict(json.loads(out.read_text()), wall_seconds=wall, peak_rss_mb=rss)
-        return dict(error=f"{exit_reason(code)}: {log_tail(log)}", log_tail=log_tail(log, 20),
-                    wall_seconds=wall, peak_rss_mb=rss)
+        reason = (f"exit status {code}" if code >= 0 else f"killed by signal {-code}"
+                  + (" (the out-of-memory killer?)" if code == -9 else ""))
+        return dict(error=f"{reason}: {log_tail(log)}", log_tail=log_tail(log, 20), wall_seconds=wall,
+                    peak_rss_mb=rss)
 
 
-def serve_job(handler: Callable[[dict], Any]) -> None:
-    """In a child that :func:`run_job` started (else nothing): write ``handler(job)`` for the parent, and exit."""
+def serve_job(handler: Callable[[dict], dict]) -> None:
+    """In a child of :func:`run_job` (else nothing): write ``handler(job)``, with ``process_seconds``, and exit."""
     if len(sys.argv) == 5 and sys.argv[1] == "--job" and sys.argv[3] == "--child-out":
-        Path(sys.argv[4]).write_text(json.dumps(handler(json.loads(sys.argv[2])), default=str))
+        began = time.perf_counter()
+        result = handler(json.loads(sys.argv[2]))
+        Path(sys.argv[4]).write_text(json.dumps(dict(result, process_seconds=time.perf_counter() - began), default=str))
         sys.exit(0)
 
 
 # --- results files
 class Results:
-    """A sweep's runs in a JSON file ``{..header, "runs": [...]}``, rewritten (atomically) after every run. With
-    ``resume`` the file's finished runs are kept (failed ones are tried again): ``has(key, same)`` says whether
-    one of ``key`` that ``same`` accepts is there; a new run replaces the stored one of its key."""
+    """A sweep's runs in a JSON file ``{..header, "runs": [...]}``, rewritten atomically after every run; with
+    ``resume`` its finished runs are kept (failed ones run again). A new run replaces the stored one of its key."""
 
     def __init__(self, path: str | None, key: Callable[[dict], tuple], resume: bool = False,
                  header: Callable[[], dict] = dict) -> None:
+        if resume and not path:
+            sys.exit("--resume needs --json FILE (the results to resume)")
         self.path, self.key, self.header, self.resume = path, key, header, resume
         stored = json.loads(Path(path).read_text())["runs"] if resume and path and Path(path).exists() else []
         self.stored = len(stored)
@@ -231,25 +207,17 @@ class Results:
         self.save()
 
     def save(self) -> None:
-        if self.path:
-            partial = Path(self.path).with_suffix(".tmp")
-            partial.write_text(json.dumps(dict(self.header(), runs=self.runs), indent=1, default=str))
+        if self.path:  # atomically: a partial file, then renamed
+            write_json(partial := Path(self.path).with_suffix(".tmp"), dict(self.header(), runs=self.runs))
             partial.replace(self.path)
 
 
-def settings_match(stored: dict, run: dict) -> bool:
-    """Whether a stored run was made with every one of ``run``'s settings (:func:`sweep`'s default test)."""
-    return all(stored.get(key) == value for key, value in run.items())
-
-
 def sweep(script: str | Path, runs: list[dict], results: Results, label: Callable[[dict], str],
-          same: Callable[[dict, dict], bool] = settings_match, extras: dict | None = None,
+          same: Callable[[dict, dict], bool] | None = None, extras: dict | None = None,
           before: Callable[[dict], dict] | None = None, quiet: bool = False) -> Iterator[tuple[dict, dict]]:
-    """Run each of ``runs`` (a run's settings, stored with its result) that ``results`` does not hold made
-    ``same(stored, run)``, one at a time, in ``script``'s child (:func:`run_job`, the job: the settings and
-    ``extras``, which are not stored). ``before(run)`` gives the settings to store, taken just before the run
-    starts (default: ``run``). Prints how many runs are to do, ``label(run)`` before each and a failed one's
-    output; yields each (settings, result) for the script to store."""
+    """Run each of ``runs`` that ``results`` lacks made ``same(stored, run)`` (default: all settings equal) in a
+    child of ``script`` (the job: the run and ``extras``), one at a time; yield (``before(run)`` or run, result)."""
+    same = same or (lambda stored, run: all(stored.get(key) == value for key, value in run.items()))
     todo = [run for run in runs if not results.has(results.key(run), lambda stored, run=run: same(stored, run))]
     print(f"{len(todo)} runs to do" + (f" ({results.stored} runs in {results.path}; those made with these settings "
                                        "are not run again)" if results.resume else ""), flush=True)
@@ -265,9 +233,7 @@ def sweep(script: str | Path, runs: list[dict], results: Results, label: Callabl
 # --- r2d2kit's Trainer
 def fit(config_path: str | Path, overrides: list[str], callbacks: list,
         run_dir: str | Path | None = None) -> tuple[Any, dict, float]:
-    """The Trainer (as ``python -m r2d2kit.train`` runs it) in ``run_dir`` (default a temporary one), without
-    progress bar, TensorBoard or periodic checkpoints; (the trainer, its summary, seconds of ``fit``, evaluations
-    included). A kept ``run_dir`` holds the final checkpoint and ``best.weights.h5`` for ``r2d2kit.evaluate``."""
+    """(trainer, summary, seconds) of the Trainer's ``fit`` in ``run_dir`` (default: a temporary one), quietly."""
     from r2d2kit.training.config import load_config
     from r2d2kit.training.trainer import Trainer
 
@@ -281,9 +247,7 @@ def fit(config_path: str | Path, overrides: list[str], callbacks: list,
 
 
 def evaluation_callback(line: str, stop: Callable[[list], bool] | None = None):
-    """A Trainer callback that keeps a row (env steps, mean, std, training seconds, mean return of the last
-    100 training episodes, success rate or None) per evaluation in ``.rows``, prints ``line`` (a format of
-    steps, mean, std, seconds, train_return, success, updates) and stops the run when ``stop(rows)`` is true."""
+    """A Trainer callback keeping rows (steps, mean, std, seconds, train return, success) printed with ``line``."""
     from r2d2kit.runners.callbacks import Callback
 
     class Evaluations(Callback):
@@ -314,10 +278,8 @@ def median_s(call: Callable[[], object], calls: int, warmup: int = 1) -> float:
 
 def interleaved(steps: dict[str, Callable[[], int]], rounds: int, reps: int, warmup: int, slow: tuple = (),
                 slow_reps: int = 0, errors: dict | None = None) -> dict[str, np.ndarray]:
-    """Nanoseconds of each step (a call that returns the nanoseconds of its timed section): ``warmup``
-    untimed calls each, then ``rounds`` interleaved rounds of ``reps // rounds`` calls (``slow_reps`` for
-    the names in ``slow``) with the garbage collector off, so drift on a shared machine hits all alike.
-    A step that fails in its warm-up is left out with its error in ``errors`` (raised without one)."""
+    """Nanoseconds of each step (a call returning those of its timed section): ``warmup`` calls, then ``rounds``
+    interleaved rounds of ``reps // rounds`` (``slow_reps`` in ``slow``), collector off; failed warm-ups: ``errors``."""
     active = dict(steps)
     for name, step in steps.items():
         try:
@@ -367,8 +329,7 @@ def mean_std(values: list) -> tuple[float, float] | None:
 
 
 def fmt_mean_std(values: list, spec: str = ".2f", count: bool = True) -> str:
-    """``mean +- std (n)`` of the values that are not None, each in ``spec`` (the std unsigned), ``count`` false:
-    without ``(n)``; "-" for none."""
+    """``mean +- std (n)`` of the values that are not None, in ``spec`` (the std unsigned); "-" for none."""
     pair, n = mean_std(values), sum(v is not None for v in values)
     if pair is None:
         return "-"
@@ -383,25 +344,11 @@ def pyplot():
     return importlib.import_module("matplotlib.pyplot")
 
 
-def seed_band(ax, curves: list, label: str, color=None, ms: float = 3.0) -> None:
-    """Mean (line) and min-max (band) over seeds of ``curves`` (per seed rows of x, y, ...) on the first's x."""
-    curves = [np.asarray([row[:2] for row in c], dtype=float) for c in curves if len(c)]
-    if not curves:
-        return
-    grid = curves[0][:min(len(c) for c in curves), 0]
-    values = np.stack([np.interp(grid, c[:, 0], c[:, 1]) for c in curves])  # [seeds, evaluations]
-    line, = ax.plot(grid, values.mean(axis=0), color=color, marker="o", ms=ms,
-                    label=f"{label} ({len(curves)} seed{'s' if len(curves) > 1 else ''})")
-    ax.fill_between(grid, values.min(axis=0), values.max(axis=0), color=line.get_color(), alpha=0.2, lw=0)
-
-
 def panel_plot(path: str, panels: dict[str, dict[str, list]], title: str, ylabel: str = "greedy mean return",
                guides: dict[str, list[tuple[float, str]]] | None = None, ylim: tuple | None = None,
                cols: int = 3) -> None:
-    """A PNG at ``path`` of one panel per item of ``panels`` ({panel title: {label: curves of the seeds}}):
-    each label's :func:`seed_band`, in the same colour on every panel (its place in the dict), and grey lines
-    at ``guides[panel title]`` (pairs of y and line style), ``cols`` panels a row; a legend on the first panel
-    and on any whose labels differ from the last legend's."""
+    """A PNG, a panel per ``panels`` item ({title: {label: per-seed rows (x, y, ...)}}): per label the mean and
+    min-max over seeds in one colour, grey lines at ``guides[title]`` ((y, style) pairs), legends where they change."""
     plt = pyplot()
     cols = min(cols, len(panels))
     rows = -(-len(panels) // cols)
@@ -409,7 +356,13 @@ def panel_plot(path: str, panels: dict[str, dict[str, list]], title: str, ylabel
     legend: list[str] = []
     for ax, (name, series) in zip(axes.flat, panels.items()):
         for i, (label, curves) in enumerate(series.items()):
-            seed_band(ax, curves, label, f"C{i}", ms=2.5)
+            curves = [np.asarray([row[:2] for row in c], dtype=float) for c in curves if len(c)]
+            if curves:
+                grid = curves[0][:min(len(c) for c in curves), 0]
+                values = np.stack([np.interp(grid, c[:, 0], c[:, 1]) for c in curves])  # [seeds, evaluations]
+                ax.plot(grid, values.mean(axis=0), color=f"C{i}", marker="o", ms=2.5,
+                        label=f"{label} ({len(curves)} seed{'s' if len(curves) > 1 else ''})")
+                ax.fill_between(grid, values.min(axis=0), values.max(axis=0), color=f"C{i}", alpha=0.2, lw=0)
         for y, style in (guides or {}).get(name, []):
             ax.axhline(y, color="gray", ls=style, lw=1)
         ax.set_title(name, fontsize=10)
@@ -429,14 +382,15 @@ def panel_plot(path: str, panels: dict[str, dict[str, list]], title: str, ylabel
 
 
 # --- synthetic R2D2 Atari windows
-def atari_windows(steps: int, envs: int = 4, units: int = 512, burn_in: int = 40, trace: int = 80, n_step: int = 5,
-                  period: int = 40, seed: int = 0):
-    """``SequenceBuilder`` windows of ``steps`` vector steps of ``envs`` interleaved synthetic episodes
-    (200-2000 steps) of 84x84 uint8 frames, LSTM state 2 x ``units`` float32."""
+ATARI_LAYOUT = dict(burn_in=40, trace_length=80, n_step=5, period=40)
+
+
+def atari_windows(steps: int, envs: int = 4, units: int = 512):
+    """``SequenceBuilder`` windows of ``steps`` vector steps of ``envs`` synthetic episodes of 84x84 uint8 frames."""
     from r2d2kit.replay import SequenceBuilder
 
-    builder = SequenceBuilder(envs, burn_in, trace, n_step, period)
-    rng = np.random.default_rng(seed)
+    builder = SequenceBuilder(envs, *ATARI_LAYOUT.values())
+    rng = np.random.default_rng(0)
     frames = rng.integers(0, 255, size=(64, 84, 84), dtype=np.uint8)
     lengths = rng.integers(200, 2000, size=(envs, 10_000))
     time_in_episode, episode = np.zeros(envs, dtype=int), np.zeros(envs, dtype=int)
@@ -453,25 +407,22 @@ def atari_windows(steps: int, envs: int = 4, units: int = 512, burn_in: int = 40
             yield out
 
 
-def atari_sequence_buffer(capacity: int, units: int = 512, seed: int = 0, **layout):
-    """An empty ``SequenceReplayBuffer`` of 84x84 uint8 frames in R2D2's window layout (40 + 80 + 5, period 40)."""
+def atari_sequence_buffer(capacity: int, units: int = 512):
+    """An empty ``SequenceReplayBuffer`` of 84x84 uint8 frames in R2D2's window layout (ATARI_LAYOUT)."""
     from r2d2kit.replay import SequenceReplayBuffer
 
-    layout = dict(dict(burn_in=40, trace_length=80, n_step=5, period=40), **layout)
+    state = ((units,), "float32")
     return SequenceReplayBuffer(capacity, {"obs": ((84, 84), "uint8"), "action": ((), "int64")},
-                                {"state_h": ((units,), "float32"), "state_c": ((units,), "float32")},
-                                seed=seed, **layout)
+                                {"state_h": state, "state_c": state}, seed=0, **ATARI_LAYOUT)
 
 
 # --- Stable-Baselines3 peers (RecurrentPPO, DQN)
 def greedy_eval_sb3(model, make_env: Callable, episodes: int, seed: int, normalizer=None,
                     successes: list | None = None) -> np.ndarray:
-    """Deterministic returns of a Stable-Baselines3 model (recurrent or not) on the episodes
-    ``r2d2kit.runners.evaluate`` plays: the same env count, reset seed and per-env quotas (gymnasium's next-step
-    autoreset handled). ``normalizer``: a training ``VecNormalize`` whose statistics normalise the observations."""
+    """Greedy returns of a Stable-Baselines3 model on the episodes (env count, seeds, quotas) the Trainer evaluates."""
     import gymnasium as gym
 
-    num_envs = min(episodes, MAX_EVAL_ENVS)
+    num_envs = min(episodes, 8)  # as the Trainer, which evaluates on min(episodes, 8) envs
     envs = gym.vector.SyncVectorEnv([make_env] * num_envs)
     obs, _ = envs.reset(seed=seed)
     quota = np.full(num_envs, episodes // num_envs)
@@ -502,11 +453,8 @@ SB3_LINE = "  {name} {steps:>7,} env steps: eval {mean:6.1f} +- {std:5.1f}, {sec
 def run_sb3(algorithm: str, make_env: Callable, model_kwargs: dict, *, seed: int, steps: int, eval_every: int,
             eval_episodes: int, n_envs: int = 8, torch_threads: int = 1, normalize_gamma: float | None = None,
             stop_at_budget: bool = True, line: str = SB3_LINE) -> dict:
-    """Train sb3-contrib's ``RecurrentPPO`` or SB3's ``DQN`` (``algorithm``) on ``n_envs`` of ``make_env`` for
-    ``steps`` env steps (``stop_at_budget`` false: to the end of the rollout that passes it), evaluated greedily
-    every ``eval_every`` on the Trainer's evaluation seeds, evaluations timed apart; each evaluation's row (env
-    steps, mean, std, training seconds, mean return of the last 100 training episodes, success rate or None, as
-    :func:`evaluation_callback` keeps them) printed with ``line``."""
+    """Train ``RecurrentPPO`` or ``DQN`` on ``n_envs`` of ``make_env`` for ``steps`` env steps (``stop_at_budget``
+    false: to that rollout's end), greedy evaluations timed apart, rows as :func:`evaluation_callback`'s, ``line``."""
     import torch
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env

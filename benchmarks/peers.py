@@ -1,9 +1,6 @@
-"""The replay benchmark's peers: loaders for the peer libraries (each returns what the benchmark needs or raises
-:class:`PeerUnavailable` with a one-line reason, printed in the table), and a seed-style pure-Python segment
-tree. None of the libraries is a dependency of r2d2kit (see ``benchmarks/requirements.txt``).
+"""The replay benchmark's peers: loaders that return what it needs or raise :class:`PeerUnavailable` (a one-line
+reason), and a seed-style pure-Python segment tree. No peer is a dependency of r2d2kit (benchmarks/requirements.txt).
 """
-
-from __future__ import annotations
 
 import functools
 import importlib.util
@@ -27,17 +24,8 @@ def _short(error: BaseException, limit: int = 110) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def load_cpprb() -> ModuleType:
-    try:
-        import cpprb
-    except Exception as error:  # noqa: BLE001 - any import failure makes the peer unavailable
-        raise PeerUnavailable(_short(error)) from error
-    return cpprb
-
-
 def load_tianshou_segment_tree() -> tuple[type, str]:
-    """Tianshou's Numba ``SegmentTree`` and how it was loaded: where ``import tianshou`` lacks its dependencies
-    (installed ``--no-deps``), ``tianshou/data/utils/segtree.py`` (numpy and numba only) is loaded on its own."""
+    """Tianshou's Numba ``SegmentTree`` and how it was loaded: its segtree.py alone where tianshou lacks its deps."""
     try:
         from tianshou.data.utils.segtree import SegmentTree
         return SegmentTree, "tianshou.data.utils.segtree"
@@ -56,8 +44,7 @@ def load_tianshou_segment_tree() -> tuple[type, str]:
 
 
 def _build_torchrl_trees() -> ModuleType:
-    """Compile TorchRL's own C++ segment trees (``torchrl/csrc``, shipped in its wheel) against this torch: the
-    prebuilt extension only loads with the torch it was built against (about 35 s once, then cached)."""
+    """Compile TorchRL's C++ segment trees (``torchrl/csrc``, in its wheel) against this torch (~35 s, then cached)."""
     import torchrl
     from torch.utils.cpp_extension import load
 
@@ -76,13 +63,11 @@ def _build_torchrl_trees() -> ModuleType:
 
 @functools.lru_cache(maxsize=None)
 def load_torchrl() -> dict:
-    """torch, tensordict, torchrl, TorchRL's C++ trees and a note on where the trees came from; rebuilt trees
-    are also set in TorchRL's sampler module (its ``PrioritizedSampler`` looks them up there)."""
+    """torch, TorchRL's C++ trees and where they came from (rebuilt ones are set where ``PrioritizedSampler`` looks)."""
     os.environ.setdefault("RL_WARNINGS", "0")  # no extension warning: we handle it here
     try:
-        import tensordict
+        import tensordict  # noqa: F401
         import torch
-        import torchrl
         from torchrl.data.replay_buffers.samplers import prioritized
     except Exception as error:  # noqa: BLE001
         raise PeerUnavailable(_short(error)) from error
@@ -95,18 +80,24 @@ def load_torchrl() -> dict:
         note = f"C++ trees rebuilt from torchrl/csrc against torch {torch.__version__} (-O3)"
         for name in ("SumSegmentTreeFp32", "SumSegmentTreeFp64", "MinSegmentTreeFp32", "MinSegmentTreeFp64"):
             setattr(prioritized, name, getattr(trees, name))
-    return {"torch": torch, "tensordict": tensordict, "torchrl": torchrl, "trees": trees, "note": note}
+    return {"torch": torch, "trees": trees, "note": note}
 
 
 class SeedSegmentTree:
-    """A seed-style segment tree in the manner of OpenAI baselines': a Python list of 2 * ``capacity`` nodes (a
-    power of two) combined with ``operation``, one item at a time (batched work is a Python loop, which is what
-    is measured); ``build`` (not timed) pre-fills fast. ``SeedSegmentTree(capacity, min, inf)``: the min tree."""
+    """OpenAI baselines' segment tree: 2 * ``capacity`` (a power of two) list nodes combined with ``operation`` one
+    item at a time (the Python loop is what is measured); ``build`` (untimed) pre-fills; ``min, inf``: the min tree."""
 
     def __init__(self, capacity, operation, neutral_element):
         assert capacity > 0 and capacity & (capacity - 1) == 0, "capacity must be a power of 2"
         self._capacity, self._operation = capacity, operation
         self._value = [neutral_element] * (2 * capacity)
+
+    def build(self, values):
+        """Set leaves ``0 .. len(values) - 1`` and recompute every parent once."""
+        cap, value, op = self._capacity, self._value, self._operation
+        value[cap:cap + len(values)] = [float(v) for v in values]
+        for idx in range(cap - 1, 0, -1):
+            value[idx] = op(value[2 * idx], value[2 * idx + 1])
 
     def __setitem__(self, idx, val):
         idx += self._capacity
@@ -115,16 +106,6 @@ class SeedSegmentTree:
         while idx >= 1:
             self._value[idx] = self._operation(self._value[2 * idx], self._value[2 * idx + 1])
             idx //= 2
-
-    def reduce(self):
-        return self._value[1]
-
-    def build(self, values):
-        """Set leaves ``0 .. len(values) - 1`` and recompute every parent once."""
-        cap, value, op = self._capacity, self._value, self._operation
-        value[cap:cap + len(values)] = [float(v) for v in values]
-        for idx in range(cap - 1, 0, -1):
-            value[idx] = op(value[2 * idx], value[2 * idx + 1])
 
     def update(self, indices, values):
         """Batched update: one ``__setitem__`` per item."""
@@ -135,9 +116,6 @@ class SeedSegmentTree:
 class SeedSumSegmentTree(SeedSegmentTree):
     def __init__(self, capacity):
         super().__init__(capacity, operator.add, 0.0)
-
-    def sum(self):
-        return self.reduce()
 
     def find_prefixsum_idx(self, prefixsum):
         """Highest index ``i`` with ``sum(arr[:i]) <= prefixsum``."""
@@ -153,5 +131,5 @@ class SeedSumSegmentTree(SeedSegmentTree):
 
     def sample(self, batch_size, rng=random):
         """Stratified sample as in baselines' ``_sample_proportional``: one draw per equal slice."""
-        every_range_len = self.sum() / batch_size
+        every_range_len = self._value[1] / batch_size  # the sum
         return [self.find_prefixsum_idx((rng.random() + i) * every_range_len) for i in range(batch_size)]

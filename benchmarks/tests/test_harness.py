@@ -3,12 +3,9 @@
     python -m pytest benchmarks/tests -q          # not part of the library's suite (pyproject's testpaths)
 """
 
-from __future__ import annotations
-
 import argparse
 import json
 import math
-import subprocess
 import sys
 from pathlib import Path
 
@@ -78,13 +75,12 @@ def test_comma_lists_are_checked_and_resume_needs_json():
         with pytest.raises(argparse.ArgumentTypeError):
             parse(bad)
     with pytest.raises(SystemExit):
-        popgym.parse_args(["--resume"])
+        harness.Results(None, tuple, resume=True)
 
 
-def test_load_average_is_a_load_or_nan_and_a_missing_process_has_no_peak_rss():
+def test_load_average_is_a_load_and_a_missing_process_has_no_peak_rss():
     load = harness.load_average()
-    assert isinstance(load, float) and (math.isnan(load) or load >= 0)
-    assert harness.format_load(float("nan")) == "n/a" and harness.format_load(1.234) == "1.23"
+    assert isinstance(load, float) and load >= 0 and float(harness.format_load()) >= 0
     assert math.isnan(harness.process_peak_rss_mb(2**31 - 1))  # above Linux's highest pid (2**22)
 
 
@@ -97,7 +93,6 @@ def test_a_child_run_reports_its_own_peak_rss_and_a_failure_its_reason(tmp_path)
     assert result["ok"] is True and result["peak_rss_mb"] >= 200 and result["wall_seconds"] > 0
     failed = harness.run_job(script, "fail")
     assert failed["error"] == "exit status 3: gone wrong" and "ok" not in failed
-    assert harness.exit_reason(-9) == "killed by signal 9 (the out-of-memory killer?)"
 
 
 def test_greedy_ppo_evaluation_plays_the_trainers_episode_quotas_and_seeds():
@@ -141,6 +136,8 @@ def curve(*means, every=5_000, late=0):
     ((300, 300, 300, 300, 300, 300, 480), 0, False, True, True),  # first at 35k: too late
     ((300, 480, 424), 0, True, False, True),                 # 424 after the first: floor broken
     ((300,) * 5 + (480,), 354, True, True, False),           # ran at 30,354: due at 30k, still in time
+    ((300,) * 5, 0, False, False, False),                    # no 475 up to 25k: may still reach it
+    ((300,) * 6, 0, False, False, True),                     # none by 30k: missed
 ])
 def test_cartpole_criterion(means, late, reached, held, missed_early):
     evaluations = curve(*means, late=late)
@@ -148,13 +145,8 @@ def test_cartpole_criterion(means, late, reached, held, missed_early):
     assert cartpole.target_reached(summary) is reached and summary["held"] is held
     assert cartpole.target_met(summary) is (reached and held)
     assert cartpole.target_missed(evaluations, 5_000) is missed_early
-
-
-def test_cartpole_a_run_without_475_is_missed_from_30k_on():
-    assert not cartpole.target_missed(curve(300, 300, 300, 300, 300), 5_000)  # up to 25k: may still reach it
-    assert cartpole.target_missed(curve(300, 300, 300, 300, 300, 300), 5_000)
-    assert cartpole.curve_summary(curve(300), 5_000) == dict(first_steps=None, first_due=None, first_seconds=None,
-                                                             held=False, min_after=None)
+    assert max(means) >= 475 or summary == dict(first_steps=None, first_due=None, first_seconds=None, held=False,
+                                                min_after=None)
 
 
 def test_goal_first_success_and_seed_spread():
@@ -166,8 +158,7 @@ def test_goal_first_success_and_seed_spread():
 # --- bench_popgym: MMER, the targets, its command line, --resume
 def test_mmer_is_the_best_evaluation_mean_not_the_best_episode():
     evaluations = [(10_000, -0.5, 0.1, 1.0), (20_000, 0.4, 0.5, 2.0), (30_000, 0.25, 0.0, 3.0)]
-    assert popgym.mmer(evaluations) == 0.4 and popgym.final_mean(evaluations) == 0.25
-    assert popgym.mmer([]) is None and popgym.final_mean([]) is None
+    assert popgym.mmer(evaluations) == 0.4 and popgym.mmer([]) is None
     assert harness.mean_std([0.2, None, 0.4]) == pytest.approx((0.3, 0.1)) and harness.mean_std([None]) is None
     assert harness.fmt_mean_std([0.2, None, 0.4]) == "0.30 +- 0.10 (2)" and harness.fmt_mean_std([]) == "-"
     assert harness.fmt_mean_std([10.4, 20.6], ".0f", count=False) == "16 +- 5"
@@ -180,12 +171,6 @@ def test_mmer_is_the_best_evaluation_mean_not_the_best_episode():
 ])
 def test_popgym_targets(env, value, met):
     assert popgym.target_met(env, value) is met
-
-
-def test_popgym_help_runs_without_training():
-    result = subprocess.run([sys.executable, str(BENCH_DIR / "bench_popgym.py"), "--help"], capture_output=True,
-                            text=True, timeout=60)
-    assert result.returncode == 0 and "--resume" in result.stdout and "--without" in result.stdout, result.stderr
 
 
 def test_resume_reruns_a_run_whose_config_changed_but_not_for_comments_or_budget(tmp_path, monkeypatch):
@@ -202,6 +187,10 @@ def test_resume_reruns_a_run_whose_config_changed_but_not_for_comments_or_budget
         return {agent: popgym.same_settings(run, 100_000, args) for agent, run in runs.items()}
 
     assert kept() == {"r2d2": True, "recurrent-ppo": True}
+    args.ppo_set = ["gamma=0.5"]  # a RecurrentPPO setting the stored run was not made with
+    assert kept() == {"r2d2": True, "recurrent-ppo": False}
+    assert popgym.same_settings(dict(runs["recurrent-ppo"], ppo_overrides=["gamma=0.5"]), 100_000, args)
+    args.ppo_set = []
     config.write_text("# another comment\n" + base + "run:\n  total_env_steps: 100000\n")  # budget: from --steps
     assert kept() == {"r2d2": True, "recurrent-ppo": True}
     config.write_text(base + "  learning_rate: 0.002\n")  # an R2D2-only setting
@@ -227,14 +216,8 @@ def test_ppo_takes_the_r2d2_configs_discount_unless_overridden(tmp_path, monkeyp
     assert popgym.ppo_hyperparameters("RepeatFirstEasy", {"gamma": 0.9})["gamma"] == 0.9
 
 
-def test_ppo_overrides_are_typed_checked_and_part_of_a_runs_settings():
+def test_ppo_overrides_are_typed_and_checked():
     assert popgym.parse_ppo_overrides(["gamma=0.5", "n_epochs=4"]) == {"gamma": 0.5, "n_epochs": 4}
     for bad, named in [("gama=0.5", "gama"), ("n_epochs=x", "integer"), ("n_envs=4", "n_envs"), ("gamma", "gamma")]:
         with pytest.raises(ValueError, match=named):
             popgym.parse_ppo_overrides([bad])
-    args = popgym.parse_args(["--envs", "RepeatFirstEasy", "--ppo-set", "gamma=0.5"])
-    run = dict(agent="recurrent-ppo", env="RepeatFirstEasy", seed=0, steps=100_000, eval_every=args.eval_every,
-               eval_episodes=args.eval_episodes, ppo_prev_action=True, error=None,
-               config_digest=popgym.config_digest("RepeatFirstEasy", "recurrent-ppo"))
-    assert not popgym.same_settings(dict(run, ppo_overrides=[]), 100_000, args)
-    assert popgym.same_settings(dict(run, ppo_overrides=["gamma=0.5"]), 100_000, args)
