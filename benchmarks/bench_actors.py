@@ -42,7 +42,7 @@ def timed(obj, seconds: dict[str, list], *methods: str):
     return obj
 
 
-def step_profile(backend: str, vector_steps: int) -> dict:
+def step_profile(backend: str, vector_steps: int, config: Path) -> dict:
     """In a spawned process set up as an actor's: ``vector_steps`` timed ``ActingLoop.step`` calls by part."""
     from r2d2kit.runners.acting import limit_threads
 
@@ -55,7 +55,7 @@ def step_profile(backend: str, vector_steps: int) -> dict:
     from r2d2kit.runners.acting import ActingLoop
 
     setup_tensorflow(threads=1)
-    network, make_env, settings = actor_parts(backend)
+    network, make_env, settings = actor_parts(backend, config)  # a spawned child: --config reaches it here
     num_envs, config = settings.env.num_envs, settings.learner
     times: dict[str, list] = {}  # seconds per call of each timed method
     actor = timed(network.actor(num_envs, follow_weights=False), times, "q_values", "get_state", "reset")
@@ -94,7 +94,7 @@ def step_rows(setup: dict, cfg: dict, backends: tuple[str, ...]) -> list[dict]:
     for round_ in range(1, cfg["rounds"] + 1):
         for backend in (backends if round_ % 2 else backends[::-1]):
             with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as pool:
-                out = pool.submit(step_profile, backend, cfg["vector_steps"]).result()
+                out = pool.submit(step_profile, backend, cfg["vector_steps"], CONFIG).result()
             if out["backend"] != backend:
                 raise RuntimeError(f"asked for the {backend} actor, got {out['backend']}")
             rows.append(dict(out, round=round_, envs=setup["envs"], load=load_average()))
@@ -102,12 +102,13 @@ def step_rows(setup: dict, cfg: dict, backends: tuple[str, ...]) -> list[dict]:
 
 
 # --- part 2: actor throughput (the Trainer with an idle learner)
-def actor_parts(backend: str = "auto") -> tuple:
-    """(Q-network with actors on ``backend``, env factory, settings) of ``CONFIG``, as the Trainer builds them."""
+def actor_parts(backend: str = "auto", config: Path | None = None) -> tuple:
+    """(Q-network with actors on ``backend``, env factory, settings) of ``config`` (default ``CONFIG``), as the
+    Trainer builds them."""
     from r2d2kit.training.builders import build_network, make_env
     from r2d2kit.training.config import load_config
 
-    settings = load_config(CONFIG)
+    settings = load_config(config or CONFIG)
     network = build_network(settings)
     if backend != "auto":
         network.actor = functools.partial(network.actor, backend=backend)  # this instance only
