@@ -167,8 +167,10 @@ def make_twin(spec: dict):
     from torch import nn
 
     model, actions, shape = spec["model"], spec["num_actions"], tuple(spec["obs_shape"])
-    if model["layer_norm"] or model["encoder"] not in (*CONVS, "mlp"):
-        raise ValueError(f"the twin has no layer norm and builds model.encoder {', '.join(CONVS)} or mlp")
+    if model["layer_norm"]:
+        raise ValueError("the twin has no layer norm: set model.layer_norm to false for this benchmark")
+    if model["encoder"] not in (*CONVS, "mlp"):
+        raise ValueError(f"the twin builds model.encoder {', '.join(CONVS)} or mlp, got {model['encoder']!r}")
 
     class TwinQNetwork(nn.Module):
         """Encoder (time folded into the batch) -> [one-hot prev action, prev reward] -> nn.LSTM -> dueling head."""

@@ -26,6 +26,7 @@ sys.path.insert(0, str(REPO_ROOT))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before any TensorFlow import; children inherit it
 
 EVAL_SEED_OFFSET = 7919  # r2d2kit.training.trainer.EVAL_SEED_OFFSET (benchmarks/tests check that they agree)
+MAX_EVAL_ENVS = 8  # r2d2kit.runners.evaluation.MAX_EVAL_ENVS (checked the same way)
 
 
 # --- the machine, its load, peak memory
@@ -157,7 +158,8 @@ def log_tail(path: Path, lines: int = 1) -> str:
 
 def run_job(script: str | Path, job: dict, quiet: bool = False, env: dict[str, str] | None = None) -> dict:
     """``python script --job JSON --child-out FILE`` (its :func:`serve_job`), stderr (``quiet``: stdout too) to a log:
-    FILE's JSON with ``wall_seconds`` and the child's own ``peak_rss_mb``, or ``error`` and ``log_tail``."""
+    FILE's JSON with ``wall_seconds`` and the child's own ``peak_rss_mb`` (``os.wait4``: RUSAGE_CHILDREN would give
+    the largest of all children so far), or ``error`` and ``log_tail``."""
     path = os.pathsep.join([str(REPO_ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
     with tempfile.TemporaryDirectory(prefix="bench-child-") as scratch:
         out, log = Path(scratch) / "result.json", Path(scratch) / "log.txt"
@@ -422,7 +424,7 @@ def greedy_eval_sb3(model, make_env: Callable, episodes: int, seed: int, normali
     """Greedy returns of a Stable-Baselines3 model on the episodes (env count, seeds, quotas) the Trainer evaluates."""
     import gymnasium as gym
 
-    num_envs = min(episodes, 8)  # as the Trainer, which evaluates on min(episodes, 8) envs
+    num_envs = min(episodes, MAX_EVAL_ENVS)
     envs = gym.vector.SyncVectorEnv([make_env] * num_envs)
     obs, _ = envs.reset(seed=seed)
     quota = np.full(num_envs, episodes // num_envs)

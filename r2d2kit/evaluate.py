@@ -155,7 +155,7 @@ def evaluate_run(run_dir: str | os.PathLike, episodes: int = 20, seed: int = 123
     import numpy as np
 
     from r2d2kit.models.tf_setup import setup_tensorflow
-    from r2d2kit.runners.evaluation import evaluate
+    from r2d2kit.runners.evaluation import MAX_EVAL_ENVS, evaluate
     from r2d2kit.training.builders import build_network, make_env
 
     run_dir = Path(run_dir)
@@ -172,7 +172,7 @@ def evaluate_run(run_dir: str | os.PathLike, episodes: int = 20, seed: int = 123
     network = build_network(config)
     network.model.load_weights(str(weights))
     frames: list | None = [] if video else None
-    evaluation = evaluate(network.actor(min(episodes, 8)), env_factory, episodes, seed=seed, frames=frames,
+    evaluation = evaluate(network.actor(min(episodes, MAX_EVAL_ENVS)), env_factory, episodes, seed=seed, frames=frames,
                           max_frames=MAX_VIDEO_FRAMES)
     returns = evaluation.returns
     result = {"mean": float(np.mean(returns)), "std": float(np.std(returns)), "returns": returns.tolist(),

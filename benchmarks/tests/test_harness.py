@@ -86,21 +86,24 @@ def test_load_average_is_a_load_and_a_missing_process_has_no_peak_rss():
 
 def test_a_child_run_reports_its_own_peak_rss_and_a_failure_its_reason(tmp_path):
     script = tmp_path / "child.py"
-    script.write_text("import json, sys\nif json.loads(sys.argv[2]) == 'fail':\n"
+    script.write_text("import json, os, sys\nif json.loads(sys.argv[2]) == 'kill':\n    os.kill(os.getpid(), 9)\n"
+                      "if json.loads(sys.argv[2]) == 'fail':\n"
                       "    print('gone wrong', file=sys.stderr)\n    sys.exit(3)\nblock = b'x' * (200 * 2**20)\n"
                       "open(sys.argv[-1], 'w').write(json.dumps({'ok': len(block) > 0}))\n")
     result = harness.run_job(script, "grow")
     assert result["ok"] is True and result["peak_rss_mb"] >= 200 and result["wall_seconds"] > 0
     failed = harness.run_job(script, "fail")
     assert failed["error"] == "exit status 3: gone wrong" and "ok" not in failed
+    assert harness.run_job(script, "kill")["error"].startswith("killed by signal 9 (the out-of-memory killer?)")
 
 
 def test_greedy_ppo_evaluation_plays_the_trainers_episode_quotas_and_seeds():
     import gymnasium as gym
 
+    from r2d2kit.runners.evaluation import MAX_EVAL_ENVS
     from r2d2kit.training.trainer import EVAL_SEED_OFFSET
 
-    assert harness.EVAL_SEED_OFFSET == EVAL_SEED_OFFSET
+    assert harness.EVAL_SEED_OFFSET == EVAL_SEED_OFFSET and harness.MAX_EVAL_ENVS == MAX_EVAL_ENVS
 
     class Count(gym.Env):  # reward 1 per step; an episode lasts 2 + (reset seed % 3) steps
         observation_space, action_space = gym.spaces.Box(0, 1, (1,)), gym.spaces.Discrete(2)

@@ -10,6 +10,10 @@ import numpy as np
 from r2d2kit.agent.policies import greedy
 from r2d2kit.runners.episodes import EpisodeTracker
 
+# evaluations run min(episodes, MAX_EVAL_ENVS) envs side by side: the trainer's and `python -m r2d2kit.evaluate`'s
+# episodes are the same ones (and benchmarks play their peers on them)
+MAX_EVAL_ENVS = 8
+
 
 @dataclass
 class Evaluation:

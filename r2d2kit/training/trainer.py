@@ -37,6 +37,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from r2d2kit.runners.callbacks import Callback, CallbackList
+from r2d2kit.runners.evaluation import MAX_EVAL_ENVS
 from r2d2kit.training.checkpoint import (
     CheckpointError,
     latest_checkpoint,
@@ -111,7 +112,8 @@ class Trainer:
                                       config.actors.epsilon_alpha)
         save_config(config, self.run_dir / "config.yaml")
         self.log = RunLog(self.run_dir, tensorboard=config.logging.tensorboard)
-        self.eval_actor = self.network.actor(min(config.run.eval_episodes, 8)) if config.run.eval_every else None
+        self.eval_actor = (self.network.actor(min(config.run.eval_episodes, MAX_EVAL_ENVS))
+                           if config.run.eval_every else None)
         self.stopped_by: str | None = None
         self.actors: Any = None
         self._window = _Window()
