@@ -1,6 +1,6 @@
 """Learning benchmark on images: R2D2 on MinAtar beside SB3 DQN, and on MiniGrid-MemoryS7 beside RecurrentPPO.
 
-    python benchmarks/bench_minatar.py --json benchmarks/results/minatar.json --png docs/images/minatar.png
+    python benchmarks/bench_minatar.py --json benchmarks/results/minatar.json --png docs/img/minatar.png
     python benchmarks/bench_minatar.py --games minigrid_memory --json benchmarks/results/minigrid.json
     python benchmarks/bench_minatar.py --json out.json --resume      # skip the runs out.json already holds
     python benchmarks/bench_minatar.py --quick                       # smoke run: Breakout, seed 0, 20k steps
@@ -123,9 +123,10 @@ def report(runs: list[dict], games: list[str], markdown: bool) -> str:
         agents = ("r2d2", GAMES[game][1])
         by = {a: [r for r in runs if r["game"] == game and r["agent"] == a] for a in agents}
         finals = {a: [r["final"] for r in by[a]] for a in agents}
-        if all(finals.values()):
+        scored = {a: [r["final" if r.get("final_success") is None else "final_success"] for r in by[a]] for a in agents}
+        if all(finals.values()):  # success rate where the env reports one (MiniGrid), else return
             judged += 1
-            wins += np.mean(finals["r2d2"]) >= np.mean(finals[agents[1]])
+            wins += np.mean(scored["r2d2"]) >= np.mean(scored[agents[1]])
         for a in agents:
             done = by[a]
             rate = [r["env_steps"] / r["train_seconds"] for r in done]
@@ -138,12 +139,14 @@ def report(runs: list[dict], games: list[str], markdown: bool) -> str:
               "training min", "peak RSS MB"]
     lines = [table(header, rows, markdown, right=range(2, 8)), ""]
     per_seed = [[AGENT_NAMES[r["agent"]], r["game"], str(r["seed"]),
-                 "  ".join(f"{e[1]:.1f}" for e in r["evaluations"])] for r in runs]
-    lines += [table(["agent", "game", "seed", "greedy evaluations (mean return)"], per_seed, markdown), ""]
+                 "  ".join(f"{e[1]:.1f}" if len(e) < 6 or e[5] is None else f"{e[5]:.2f}" for e in r["evaluations"])]
+                for r in sorted(runs, key=lambda r: (r["game"], r["agent"], r["seed"]))]
+    curve = "greedy evaluations (success rate where the env reports one, else mean return)"
+    lines += [table(["agent", "game", "seed", curve], per_seed, markdown), ""]
     lines.append("- return and success rate: the greedy evaluation at the budget, mean +- std over seeds (count in "
                  "brackets); env steps/s and minutes: training only (evaluations excluded); RSS: the largest peak "
                  "of the run's processes")
-    lines.append(f"- R2D2's return >= the peer's on {wins} of {judged} games with both agents")
+    lines.append(f"- R2D2's success rate (else return) >= the peer's on {wins} of {judged} games with both agents")
     return "\n".join(lines)
 
 

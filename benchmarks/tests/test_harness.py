@@ -16,6 +16,7 @@ BENCH_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BENCH_DIR))
 
 import bench_goal_pomdp as goal  # noqa: E402
+import bench_minatar as minatar  # noqa: E402
 import bench_popgym as popgym  # noqa: E402
 import bench_r2d2_cartpole as cartpole  # noqa: E402
 import harness  # noqa: E402
@@ -224,3 +225,19 @@ def test_ppo_overrides_are_typed_and_checked():
     for bad, named in [("gama=0.5", "gama"), ("n_epochs=x", "integer"), ("n_envs=4", "n_envs"), ("gamma", "gamma")]:
         with pytest.raises(ValueError, match=named):
             popgym.parse_ppo_overrides([bad])
+
+
+def test_minatar_report_judges_by_success_rate_where_reported_else_by_return():
+    def run(agent, game, seed, final, success=None):
+        evaluation = [50, final, 0.0, 0.0, 0.0] + ([success] if success is not None else [])
+        return dict(agent=agent, game=game, seed=seed, steps=50, final=final, final_success=success,
+                    evaluations=[evaluation], env_steps=50, train_seconds=1.0, peak_rss_mb=1.0)
+    # MiniGrid: R2D2's return is lower (a longer path) but its success rate equals the peer's: a win
+    grid = [run("r2d2", "minigrid_memory", 0, 0.95, 1.0), run("recurrent-ppo", "minigrid_memory", 0, 0.98, 1.0)]
+    # Breakout: return decides (mean 5 against 6: a loss); Asterix: 3 against 2, a win
+    games = [run("r2d2", "breakout", 0, 4.0), run("r2d2", "breakout", 1, 6.0), run("dqn", "breakout", 0, 6.0),
+             run("r2d2", "asterix", 0, 3.0), run("dqn", "asterix", 0, 2.0)]
+    report = minatar.report(grid + games, ["minigrid_memory", "breakout", "asterix"], markdown=True)
+    assert report.endswith("on 2 of 3 games with both agents")
+    # per-seed curves: success where reported, else return
+    assert "| r2d2kit R2D2 | minigrid_memory | 0 | 1.00 |" in report and "| r2d2kit R2D2 | breakout | 0 | 4.0 |" in report
