@@ -153,6 +153,30 @@ def test_a_hook_returning_false_ends_the_run_with_a_final_checkpoint_and_says_so
     assert state["updates"] == 10 and state["env_steps"] == summary["env_steps"]
 
 
+class SignalAtUpdate(Callback):
+    """Sends this process ``signals`` at update ``update``, as `kill` or a scheduler would."""
+
+    def __init__(self, update: int, *signals: int) -> None:
+        self.update, self.signals = update, signals
+
+    def on_learner_step(self, learner, metrics):
+        if metrics["updates"] == self.update:
+            for number in self.signals:
+                os.kill(os.getpid(), number)
+
+
+@pytest.mark.slow
+def test_sigterm_ends_the_run_with_a_final_checkpoint_and_a_second_signal_aborts(tmp_path):
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    summary = Trainer(tiny(5000), tmp_path / "run", callbacks=[SignalAtUpdate(10, signal.SIGTERM)]).fit()
+    assert summary["stopped_by"] == "SIGTERM" and summary["updates"] == 10  # one update per loop round
+    assert verify_checkpoint(tmp_path / "run" / summary["checkpoint"])["updates"] == 10
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
+    with pytest.raises(KeyboardInterrupt):
+        Trainer(tiny(5000), tmp_path / "aborted", callbacks=[SignalAtUpdate(10, signal.SIGTERM, signal.SIGINT)]).fit()
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
+
+
 def test_tensorboard_holds_the_promised_scalars(finished_run):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -204,14 +228,16 @@ def test_bad_runner_settings_produce_the_promised_messages(override, message):
 
 
 @pytest.mark.slow
-def test_ctrl_c_stops_a_process_run_cleanly_with_a_final_checkpoint(tmp_path):
-    """SIGINT to `python -m r2d2kit.train` with actor processes: exit 0, checkpoint, nothing in /dev/shm."""
+@pytest.mark.parametrize("number, reason", [(signal.SIGINT, "Ctrl-C"), (signal.SIGTERM, "SIGTERM")])
+def test_a_stop_signal_ends_a_process_run_cleanly_with_a_final_checkpoint(tmp_path, number, reason):
+    """SIGINT (Ctrl-C) or SIGTERM (`timeout`, `kill`) to the process group of `python -m r2d2kit.train` with
+    actor processes: exit 0, checkpoint, nothing in /dev/shm."""
     run_dir, actor_logs = tmp_path / "run", tmp_path / "actors"
     actor_logs.mkdir()
     process = subprocess.Popen(
         [sys.executable, "-m", "r2d2kit.train", str(CUE), "--run-dir", str(run_dir), "--set", "actors.runner=processes",
          "--set", "run.total_env_steps=10000000", "--set", "run.eval_every=1000", "--set", "logging.progress=false"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         deadline = time.monotonic() + 240
         while not (run_dir / "metrics.csv").exists() and time.monotonic() < deadline and process.poll() is None:
@@ -219,15 +245,16 @@ def test_ctrl_c_stops_a_process_run_cleanly_with_a_final_checkpoint(tmp_path):
         assert (run_dir / "metrics.csv").exists(), "no evaluation within 240 s"
         ours = mapped_segments(process.pid)
         assert len(ours) == 3 and ours <= shm_segments()  # the weight broadcast and two actor rings
-        process.send_signal(signal.SIGINT)
+        os.killpg(process.pid, number)  # the learner and its actors, as a terminal or `timeout` signals them
         stdout, stderr = process.communicate(timeout=120)
     finally:
         if process.poll() is None:
             process.kill()
     assert process.returncode == 0, stderr[-3000:]
-    assert "writing a final checkpoint" in stderr
+    assert f"stopping on {reason}: finishing the current step and writing a final checkpoint" in stderr
+    assert "restart" not in stderr  # no actor died of the signal
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["stopped_by"] == "Ctrl-C" and summary["runner"] == "processes"
+    assert summary["stopped_by"] == reason and summary["runner"] == "processes" and summary["actor_restarts"] == 0
     state = verify_checkpoint(run_dir / summary["checkpoint"])
     assert state["env_steps"] == summary["env_steps"] >= 1000
     assert not ours & shm_segments()  # every segment of the run was unlinked

@@ -10,10 +10,10 @@
 Faults: an actor that dies is logged and restarted with the same ring, a new seed and a new source
 id (the windows it left in the ring are drained under its own source first, so replay never joins
 the two incarnations' rows; :mod:`r2d2kit.runners.pool`); actors stop by themselves
-when the learner's process disappears; actors ignore SIGINT (Ctrl-C in a terminal reaches the whole
-process group) so the learner alone decides how to stop; every segment is created and unlinked by
-the learner (:meth:`ProcessActors.close` on every exit path), so Ctrl-C or an exception leaves
-nothing in ``/dev/shm``.
+when the learner's process disappears; actors ignore SIGINT and SIGTERM (Ctrl-C in a terminal and
+``timeout`` signal the whole process group) so the learner alone decides how to stop; every segment
+is created and unlinked by the learner (:meth:`ProcessActors.close` on every exit path), so Ctrl-C,
+SIGTERM or an exception leaves nothing in ``/dev/shm``.
 """
 
 from __future__ import annotations
@@ -68,7 +68,8 @@ STALL_TIMEOUT_S = 600.0  # ProcessActors.collect: silence from every live actor 
 
 def actor_main(spec: ActorSpec, stats: mp.Queue, stop: mp.Event) -> None:
     """Body of an actor process: act with the newest weights, write windows into the ring."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the learner stops us (Ctrl-C reaches the whole group)
+    for number in (signal.SIGINT, signal.SIGTERM):  # the learner stops us (Ctrl-C, `timeout` signal the whole group)
+        signal.signal(number, signal.SIG_IGN)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     limit_threads(spec.threads)
     import r2d2kit.envs  # noqa: F401  (registers r2d2kit's env ids in this fresh process)
@@ -271,7 +272,7 @@ class ProcessActors:
         for process in self._processes.values():
             process.join(timeout=10)
             if process.is_alive():
-                process.terminate()
+                process.kill()  # it ignores SIGTERM; it owns no segment, so nothing is left behind
                 process.join(timeout=5)
         if self._stats is not None:
             self._stats.close()

@@ -12,11 +12,12 @@ It is the only training loop: where acting happens is the actor pool's business
 (:mod:`r2d2kit.runners.pool`), and this loop alone turns env steps into update credit.
 
 The run ends at ``run.total_env_steps``, or earlier when a callback hook returns ``False``,
-:meth:`Trainer.stop` is called, or on the first Ctrl-C (SIGINT): it then writes a final checkpoint,
+:meth:`Trainer.stop` is called, or on the first Ctrl-C (SIGINT) or SIGTERM (``kill``, ``timeout``, a
+batch scheduler's preemption): it then writes a final checkpoint,
 closes the actors (every shared-memory segment is unlinked) and returns normally, with
 ``summary["stopped_by"]`` saying which. The weights of the best greedy evaluation so far are kept
 in ``best.weights.h5`` (``python -m r2d2kit.evaluate RUN --best``).
-A second Ctrl-C aborts at once. ``Trainer(..., resume=True)`` continues from the run directory's
+A second signal aborts at once. ``Trainer(..., resume=True)`` continues from the run directory's
 newest checkpoint: counters, networks, optimizer (so a learning-rate schedule goes on where it was)
 and, if it was saved, the replay buffer; without a saved replay the buffer warms up again.
 """
@@ -51,6 +52,7 @@ from r2d2kit.training.config import ConfigError, TrainConfig, save_config
 EVAL_SEED_OFFSET = 7919
 COUNTERS = ("env_steps", "updates", "episodes", "next_eval", "next_checkpoint", "next_log", "update_credit",
             "train_seconds", "actor_restarts", "next_source", "best_eval", "best_eval_env_steps")
+STOP_SIGNALS = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}  # stop cleanly; stopped_by names the signal
 BEST_WEIGHTS = "best.weights.h5"  # the online weights of the best greedy evaluation (highest eval_mean)
 
 
@@ -166,13 +168,13 @@ class Trainer:
         """End the run after the current step (final checkpoint, summary with ``stopped_by: reason``)."""
         self.stopped_by = self.stopped_by or reason
 
-    def request_stop(self, *_: Any) -> None:
-        """The SIGINT handler: stop after the current step; a second Ctrl-C aborts."""
-        if self.stopped_by == "Ctrl-C":
+    def request_stop(self, signum: int = signal.SIGINT, _frame: Any = None) -> None:
+        """The SIGINT and SIGTERM handler: stop after the current step; a second signal aborts."""
+        if self.stopped_by in STOP_SIGNALS.values():
             raise KeyboardInterrupt
-        self.stop("Ctrl-C")
-        print("\nstopping: finishing the current step and writing a final checkpoint (Ctrl-C again aborts)",
-              file=sys.stderr, flush=True)
+        self.stop(STOP_SIGNALS.get(signum, "Ctrl-C"))
+        print(f"\nstopping on {self.stopped_by}: finishing the current step and writing a final checkpoint "
+              "(a second signal aborts)", file=sys.stderr, flush=True)
 
     def evaluate(self) -> dict[str, float]:
         """Greedy evaluation now; appends a row to ``metrics.csv`` and returns it (with ``eval_success``,
@@ -222,12 +224,13 @@ class Trainer:
 
     # ------------------------------------------------------------------ the loop
     def fit(self) -> dict[str, Any]:
-        """Train until ``run.total_env_steps`` (or Ctrl-C); write the run's outputs; return the summary."""
+        """Train until ``run.total_env_steps`` (or Ctrl-C, SIGTERM); write the run's outputs; return the summary."""
         from tqdm.auto import tqdm
 
         cfg, c = self.config, self.counters
         handler_installed = threading.current_thread() is threading.main_thread()
-        previous_handler = signal.signal(signal.SIGINT, self.request_stop) if handler_installed else None
+        previous_handlers = {number: signal.signal(number, self.request_stop)
+                             for number in (STOP_SIGNALS if handler_installed else ())}
         if self.callbacks.on_train_begin(self) is False:
             self.stop(f"callback {self.callbacks.stopped_by}")
         bar = tqdm(total=cfg.run.total_env_steps, initial=c["env_steps"], disable=not cfg.logging.progress,
@@ -295,8 +298,8 @@ class Trainer:
                 self.actors.close()
             if self.goal is not None:
                 self.goal.close()
-            if handler_installed:
-                signal.signal(signal.SIGINT, previous_handler)
+            for number, previous in previous_handlers.items():
+                signal.signal(number, previous)
         if learner_started:
             self.callbacks.on_learner_end(self.learner)
         return self._finish()
