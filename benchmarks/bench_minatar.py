@@ -154,7 +154,7 @@ def plot(runs: list[dict], games: list[str], path: str) -> None:
     panels = {yaml.safe_load(GAMES[game][0].read_text())["env"]["id"]: {
         AGENT_NAMES[a]: [r["evaluations"] for r in runs if r["game"] == game and r["agent"] == a]
         for a in ("r2d2", GAMES[game][1])} for game in games}
-    harness.panel_plot(path, panels, "mean over seeds (line), min-max over seeds (band)", cols=len(games))
+    harness.panel_plot(path, panels, "mean over seeds (line), min-max over seeds (band)")
 
 
 def parse_args(argv=None):
