@@ -14,7 +14,12 @@
   steps of acting per window.
 
 Every segment is created private (mode 0600, the ``SharedMemory`` default) by the learner, which
-owns it and unlinks it on every exit path (``with`` blocks); actors only attach. The layout:
+owns it and unlinks it on every exit path (``with`` blocks); actors only attach. One path no code
+can catch: a SIGKILL of the learner *and* Python's resource tracker (killing a whole process group
+or session, as a sandbox or container teardown does) leaves its segments in ``/dev/shm``. So a
+segment's name carries its creator's pid namespace and pid, and every creation first unlinks the
+segments of creators in this namespace that no longer exist (:func:`reclaim_orphaned_segments`). The
+layout:
 
     WeightBroadcast:  [ int64 sequence | int64 crc | pad to 64 B | float32 x n ]
     RecordRing:       [ int64 written | int64 read | int64 closed | pad to 64 B | capacity x slot ]
@@ -23,6 +28,8 @@ owns it and unlinks it on every exit path (``with`` blocks); actors only attach.
 
 from __future__ import annotations
 
+import os
+import re
 import secrets
 import time
 import zlib
@@ -35,10 +42,56 @@ import numpy as np
 HEADER_BYTES = 64
 SLOT_HEADER_BYTES = 16
 PREFIX = "r2d2kit_"
+SHM_DIR = "/dev/shm"  # where Linux lists POSIX shared memory; elsewhere nothing is reclaimed
+
+
+def _namespace() -> str:
+    """This process's pid namespace (its inode), so a pid in a name is only judged where it means something."""
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return "0"
+
+
+def _pid_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # alive, another user's
+    return True
+
+
+def reclaim_orphaned_segments() -> list[str]:
+    """Unlink this user's r2d2kit segments whose creator (same pid namespace) no longer exists; their names.
+
+    Creators unlink their own segments on every exit a process can see; this reclaims what a SIGKILL of
+    the creator together with its resource tracker left behind. A live creator's segments are never touched.
+    """
+    pattern = re.compile(rf"{PREFIX}{_namespace()}_(\d+)_[0-9a-f]{{12}}")
+    reclaimed = []
+    try:
+        names = os.listdir(SHM_DIR)
+    except OSError:
+        return reclaimed
+    for name in names:
+        match = pattern.fullmatch(name)
+        if match is None or _pid_exists(int(match.group(1))):
+            continue
+        try:
+            if os.stat(os.path.join(SHM_DIR, name)).st_uid == os.getuid():
+                os.unlink(os.path.join(SHM_DIR, name))
+                reclaimed.append(name)
+        except OSError:
+            continue  # another process reclaimed it first
+    return reclaimed
 
 
 def _create(size: int) -> shared_memory.SharedMemory:
-    return shared_memory.SharedMemory(name=PREFIX + secrets.token_hex(6), create=True, size=max(size, 1))
+    reclaim_orphaned_segments()
+    name = f"{PREFIX}{_namespace()}_{os.getpid()}_{secrets.token_hex(6)}"
+    return shared_memory.SharedMemory(name=name, create=True, size=max(size, 1))
 
 
 def _attach(name: str) -> shared_memory.SharedMemory:

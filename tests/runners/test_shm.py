@@ -135,3 +135,26 @@ def test_segments_are_unlinked_even_when_an_error_escapes():
             assert names[0] in our_segments()
             raise RuntimeError("boom")
     assert names[0] not in our_segments()
+
+
+KILLED_CREATOR = """
+import os, signal, sys
+from r2d2kit.runners.shm import WeightBroadcast
+broadcast = WeightBroadcast.create(16)
+print(broadcast.name, flush=True)
+os.killpg(0, signal.SIGKILL)  # this process and its resource tracker: nothing can unlink on the way out
+"""
+
+
+def test_a_segment_left_by_a_killed_creator_and_tracker_is_reclaimed_and_a_live_ones_is_kept():
+    import subprocess
+
+    child = subprocess.run([sys.executable, "-c", KILLED_CREATOR], capture_output=True, text=True, timeout=120,
+                           start_new_session=True)
+    assert child.returncode == -9, child.stderr[-2000:]
+    orphan = child.stdout.split()[0]
+    assert orphan in our_segments()  # the leak this guards against
+    with WeightBroadcast.create(16) as live:  # creating a segment reclaims the orphan first
+        assert orphan not in our_segments()
+        with WeightBroadcast.create(16) as other:  # and leaves the live creator's (this process's) alone
+            assert live.name in our_segments() and other.name in our_segments()
