@@ -28,6 +28,7 @@ layout:
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import secrets
@@ -45,6 +46,7 @@ PREFIX = "r2d2kit_"
 SHM_DIR = "/dev/shm"  # where Linux lists POSIX shared memory; elsewhere nothing is reclaimed
 
 
+@functools.cache
 def _namespace() -> str:
     """This process's pid namespace (its inode), so a pid in a name is only judged where it means something."""
     try:

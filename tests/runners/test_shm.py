@@ -4,6 +4,7 @@ segments are private and always unlinked."""
 import multiprocessing as mp
 import os
 import stat
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -147,8 +148,6 @@ os.killpg(0, signal.SIGKILL)  # this process and its resource tracker: nothing c
 
 
 def test_a_segment_left_by_a_killed_creator_and_tracker_is_reclaimed_and_a_live_ones_is_kept():
-    import subprocess
-
     child = subprocess.run([sys.executable, "-c", KILLED_CREATOR], capture_output=True, text=True, timeout=120,
                            start_new_session=True)
     assert child.returncode == -9, child.stderr[-2000:]
