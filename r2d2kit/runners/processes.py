@@ -75,7 +75,7 @@ def actor_main(spec: ActorSpec, stats: mp.Queue, stop: mp.Event) -> None:
     import r2d2kit.envs  # noqa: F401  (registers r2d2kit's env ids in this fresh process)
     from r2d2kit.models.tf_setup import setup_tensorflow
 
-    setup_tensorflow(threads=spec.threads)
+    setup_tensorflow(threads=spec.threads, gpu=False)  # the GPU is the learner's
     weights = WeightBroadcast.attach(spec.weights_name, spec.weights_size)
     ring = RecordRing.attach(spec.ring_name, spec.layout, spec.ring_capacity)
     record_names = list(spec.layout.to_spec())

@@ -49,7 +49,7 @@ class ActorBody:
         limit_threads(threads)
         from r2d2kit.models.tf_setup import setup_tensorflow
 
-        setup_tensorflow(threads=threads)
+        setup_tensorflow(threads=threads, gpu=False)  # the GPU is the learner's
         self.actor_id, self.make_env, self.config, self.epsilons = actor_id, make_env, config, epsilons
         self.callbacks, self.extras = callbacks, extras
         self.network = make_network()
