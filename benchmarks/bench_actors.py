@@ -3,6 +3,7 @@
     python benchmarks/bench_actors.py --quick      # smoke run: about 2 minutes (full: about 6)
     python benchmarks/bench_actors.py --only step --backends keras,numpy
     python benchmarks/bench_actors.py --only broadcast --reps 500 --mb 40 --markdown
+    python benchmarks/bench_actors.py --only actors --train --actors 1,2,4,8,12 --steps 20000 --rounds 1
 
 Method: benchmarks/README.md.
 """
@@ -454,12 +455,20 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--mb", type=float, default=None, help="broadcast size in MB (10^6 bytes; default 10)")
     parser.add_argument("--config", type=Path, default=CONFIG, help="the config whose env and network the actors "
                         "run (default configs/cartpole_pomdp.yaml)")
+    parser.add_argument("--actors", type=harness.comma_list(cast=int), default=None,
+                        help="actors part: the actor-process counts, comma-separated (default 1,2)")
+    parser.add_argument("--steps", type=int, default=None, help="actors part: env steps per run")
+    parser.add_argument("--rounds", type=int, default=None, help="actors part: rounds of one run per actor count")
     parser.add_argument("--train", action="store_true", help="actors part: the learner trains at the config's "
                         "run.updates_per_env_step (end to end) instead of only draining the rings")
     args = parser.parse_args(argv)
     CONFIG = args.config.resolve()
     cfg = dict(QUICK if args.quick else FULL, train=args.train)
-    cfg.update({key: value for key, value in dict(reps=args.reps, mb=args.mb).items() if value is not None})
+    cfg.update({key: value for key, value in dict(reps=args.reps, mb=args.mb, steps=args.steps, rounds=args.rounds,
+                                                  actor_counts=args.actors).items() if value is not None})
+    if min(cfg["actor_counts"]) < 1 or cfg["steps"] < 1 or cfg["rounds"] < 1:
+        parser.error(f"--actors, --steps and --rounds must be positive; got {cfg['actor_counts']}, "
+                     f"{cfg['steps']} and {cfg['rounds']}")
     size = int(cfg["mb"] * 1e6) // 4  # float32 values
 
     started, load_start = harness.start(DISTS)
