@@ -67,6 +67,38 @@ def test_actors_feed_the_learner_and_a_killed_actor_is_restarted(tmp_path):
     assert len(killer.killed["segments"]) == 3 and not set(killer.killed["segments"]) & set(our_segments())
 
 
+class SignalActorOnce(Callback):
+    """Send SIGTERM and SIGINT to actor 1's process alone once it has delivered ``after_windows`` windows,
+    as a terminal's Ctrl-C or a `timeout` reach every process of the group."""
+
+    def __init__(self, after_windows: int) -> None:
+        self.after_windows, self.signalled = after_windows, None
+
+    def on_step(self, trainer):
+        pool = trainer.actors
+        if self.signalled is None and pool.windows_per_actor.get(1, 0) >= self.after_windows:
+            pid = pool.actor_pids()[1]
+            for number in (signal.SIGTERM, signal.SIGINT):
+                os.kill(pid, number)
+            self.signalled = {"pid": pid, "windows": pool.windows_per_actor[1]}
+
+
+def test_actors_ignore_the_stop_signals_and_leave_stopping_to_the_learner(tmp_path):
+    config = build_config({**SMALL, "env": {"id": "CueMemory-v0", "num_envs": 2, "kwargs": {"delay": 3}},
+                           "replay": {"capacity": 5_000},
+                           "actors": {"runner": "processes", "num_actors": 2, "publish_every": 5, "ring_capacity": 16},
+                           "run": {"total_env_steps": 2_000, "warmup_steps": 200, "updates_per_env_step": 0.05,
+                                   "eval_every": 0}})
+    signaller = SignalActorOnce(after_windows=10)
+    trainer = Trainer(config, tmp_path / "run", callbacks=[signaller])
+    summary = trainer.fit()
+    pool = trainer.actors
+    assert signaller.signalled, "the run ended before actor 1 could be signalled"
+    assert summary["actor_restarts"] == 0 and summary["stopped_by"] == "run.total_env_steps", summary
+    assert pool.actor_pids()[1] == signaller.signalled["pid"]  # the same process went on
+    assert pool.windows_per_actor[1] > signaller.signalled["windows"] + 5
+
+
 def test_a_restarted_actor_never_extends_its_predecessors_windows(tmp_path):
     """Killed two windows into its first (100,000-step) episode, actor 1 restarts and cuts episode 0
     of its env again. Every sampled window must hold the rows of one incarnation (one reset seed),
