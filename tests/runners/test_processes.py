@@ -29,6 +29,15 @@ def our_segments():
     return [name for name in os.listdir("/dev/shm") if name.startswith(PREFIX)]
 
 
+def two_actors_on_cue_memory(total_env_steps: int, updates_per_env_step: float):
+    """2 actor processes x 2 CueMemory envs, no evaluation: the runs the actor fault tests disturb."""
+    return build_config({**SMALL, "env": {"id": "CueMemory-v0", "num_envs": 2, "kwargs": {"delay": 3}},
+                         "replay": {"capacity": 5_000},
+                         "actors": {"runner": "processes", "num_actors": 2, "publish_every": 5, "ring_capacity": 16},
+                         "run": {"total_env_steps": total_env_steps, "warmup_steps": 200,
+                                 "updates_per_env_step": updates_per_env_step, "eval_every": 0}})
+
+
 class KillActorOnce(Callback):
     """SIGKILL actor 1's process once it has delivered ``after_windows`` windows; with ``stop_after``,
     stop the run once its next incarnation has delivered that many."""
@@ -49,11 +58,7 @@ class KillActorOnce(Callback):
 
 
 def test_actors_feed_the_learner_and_a_killed_actor_is_restarted(tmp_path):
-    config = build_config({**SMALL, "env": {"id": "CueMemory-v0", "num_envs": 2, "kwargs": {"delay": 3}},
-                           "replay": {"capacity": 5_000},
-                           "actors": {"runner": "processes", "num_actors": 2, "publish_every": 5, "ring_capacity": 16},
-                           "run": {"total_env_steps": 4_000, "warmup_steps": 200, "updates_per_env_step": 0.1,
-                                   "eval_every": 0}})
+    config = two_actors_on_cue_memory(total_env_steps=4_000, updates_per_env_step=0.1)
     killer = KillActorOnce(after_windows=20)
     trainer = Trainer(config, tmp_path / "run", callbacks=[killer])
     summary = trainer.fit()
@@ -84,11 +89,7 @@ class SignalActorOnce(Callback):
 
 
 def test_actors_ignore_the_stop_signals_and_leave_stopping_to_the_learner(tmp_path):
-    config = build_config({**SMALL, "env": {"id": "CueMemory-v0", "num_envs": 2, "kwargs": {"delay": 3}},
-                           "replay": {"capacity": 5_000},
-                           "actors": {"runner": "processes", "num_actors": 2, "publish_every": 5, "ring_capacity": 16},
-                           "run": {"total_env_steps": 2_000, "warmup_steps": 200, "updates_per_env_step": 0.05,
-                                   "eval_every": 0}})
+    config = two_actors_on_cue_memory(total_env_steps=2_000, updates_per_env_step=0.05)
     signaller = SignalActorOnce(after_windows=10)
     trainer = Trainer(config, tmp_path / "run", callbacks=[signaller])
     summary = trainer.fit()
