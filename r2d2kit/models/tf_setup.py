@@ -23,14 +23,14 @@ def setup_tensorflow(threads: int | None = None, gpu: bool = True) -> None:
 
     if _DONE:
         return
-    for device in tf.config.list_physical_devices("GPU"):
-        try:
-            if not gpu:
-                tf.config.set_visible_devices([], "GPU")
-                break
+    gpus = tf.config.list_physical_devices("GPU")
+    try:
+        if not gpu and gpus:
+            tf.config.set_visible_devices([], "GPU")
+        for device in gpus if gpu else ():
             tf.config.experimental.set_memory_growth(device, True)
-        except RuntimeError:  # already initialised: visibility and growth can no longer change
-            pass
+    except RuntimeError:  # already initialised: visibility and growth can no longer change
+        pass
     if threads is not None:
         try:
             tf.config.threading.set_intra_op_parallelism_threads(threads)
