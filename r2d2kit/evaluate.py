@@ -185,6 +185,7 @@ def evaluate_run(run_dir: str | os.PathLike, episodes: int = 20, seed: int = 123
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m r2d2kit.evaluate``: greedy episodes of a checkpoint, optionally filmed; returns the exit code."""
     parser = argparse.ArgumentParser(prog="python -m r2d2kit.evaluate", description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", help="a run directory written by python -m r2d2kit.train")
     parser.add_argument("--episodes", type=int, default=20)

@@ -65,6 +65,7 @@ def size_warning(config: TrainConfig, gpu: bool) -> str | None:
 
 
 def run_directory(config: TrainConfig, override: str | None, name: str | None) -> Path:
+    """The run's folder, created: ``--run-dir`` as given, else ``logging.run_dir/<name>`` (default: env id and time)."""
     if override:
         path = Path(override)
     else:
@@ -102,6 +103,7 @@ def train(config: TrainConfig, run_dir: Path, resume: bool = False, callbacks=()
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m r2d2kit.train``: load, override and check the config, then train; returns the exit status."""
     parser = argparse.ArgumentParser(prog="python -m r2d2kit.train", description=__doc__.splitlines()[0])
     parser.add_argument("config", nargs="?", help="YAML config file (see configs/)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",

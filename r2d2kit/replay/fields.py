@@ -31,6 +31,7 @@ class FieldSpec:
         return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
 
     def to_json(self) -> list:
+        """``[shape, dtype string]``: how a saved buffer records the field without pickling."""
         return [list(self.shape), self.dtype.str]
 
 

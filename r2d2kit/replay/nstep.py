@@ -23,6 +23,11 @@ _MODES = {"nextstep": "next_step", "samestep": "same_step", "disabled": "disable
 
 
 def check_autoreset_mode(mode: Any) -> str:
+    """The canonical name of a vector env's autoreset mode (a string or gymnasium's ``AutoresetMode``).
+
+    Raises:
+        ValueError: naming the modes accepted.
+    """
     raw = getattr(mode, "value", mode)
     key = str(raw).lower().replace("_", "").replace("-", "")
     if key not in _MODES:

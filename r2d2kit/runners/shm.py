@@ -222,6 +222,7 @@ class RecordLayout:
         return cls(tuple(fields), max(offset, 8))
 
     def to_spec(self) -> dict[str, tuple[tuple[int, ...], str]]:
+        """``{name: (shape, dtype string)}``: the layout in a form that crosses to a spawned process."""
         return {name: (shape, dtype) for name, shape, dtype, _ in self.fields}
 
 
