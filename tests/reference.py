@@ -8,7 +8,7 @@ expectations.
 Sections:
     * Sum tree and min tree (priorities, last-wins updates, find, stratified sampling, flat layout)
     * Validation scans (first invalid priority, first out-of-range index)
-    * Statistics (chi-square survival function, bin merging)
+    * Statistics (chi-square survival function and test, bin merging)
 """
 
 from __future__ import annotations
@@ -314,13 +314,28 @@ def chi_square_test(observed: np.ndarray, probabilities: np.ndarray,
                     min_expected: float = 5.0) -> tuple[float, int, float]:
     """Pearson goodness-of-fit of ``observed`` counts against ``probabilities`` (bins merged as needed).
 
+    Bins with probability 0 are left out (check them separately: they must be empty); the expected
+    counts still share out every observed count, so a stray count in such a bin raises the statistic.
+
     Returns:
         (statistic, degrees of freedom, p-value).
     """
     observed = np.asarray(observed, dtype=np.float64)
     probabilities = np.asarray(probabilities, dtype=np.float64)
-    expected = observed.sum() * probabilities / math.fsum(probabilities.tolist())
-    merged_expected, merged_observed = merge_small_bins(expected, observed, min_expected)
+    positive = probabilities > 0.0
+    expected = observed.sum() * probabilities[positive] / math.fsum(probabilities[positive].tolist())
+    merged_expected, merged_observed = merge_small_bins(expected, observed[positive], min_expected)
+    if merged_expected.shape[0] < 2:
+        raise ValueError("a chi-square test needs at least two bins after merging")
     statistic = math.fsum(((merged_observed - merged_expected) ** 2 / merged_expected).tolist())
     dof = merged_expected.shape[0] - 1
     return statistic, dof, chi_square_sf(statistic, dof)
+
+
+def wilson_hilferty_sf(statistic: float, dof: int) -> float:
+    """Wilson–Hilferty normal approximation of the chi-square survival function (good for dof >~ 10)."""
+    if statistic <= 0.0:
+        return 1.0
+    k = float(dof)
+    z = ((statistic / k) ** (1.0 / 3.0) - (1.0 - 2.0 / (9.0 * k))) / math.sqrt(2.0 / (9.0 * k))
+    return 0.5 * math.erfc(z / math.sqrt(2.0))

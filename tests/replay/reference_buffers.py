@@ -2,10 +2,9 @@
 
 Everything here is slow and obvious on purpose: Python lists, one item at a time, float64 numpy
 formulas written straight from the papers. Nothing in this module imports r2d2kit, so a bug in the
-code under test cannot leak into the expectations.
+code under test cannot leak into the expectations. The chi-square test is ``reference.chi_square_test``.
 
 Sections:
-    * Statistics: chi-square survival function (no scipy), bin merging, goodness of fit
     * Prioritisation formulas: PER probabilities and IS weights, exact ranks, rank-based probabilities
     * ReferenceBuffer: a ring of Python objects with per-slot priorities, for all three buffer kinds
     * n-step: expected transitions of a logged vector-env rollout, per env and per episode
@@ -17,116 +16,6 @@ import math
 from typing import Any, Sequence
 
 import numpy as np
-
-# =====================================================================================================
-# Statistics
-# =====================================================================================================
-
-
-def _lower_gamma_series(a: float, x: float) -> float:
-    """Regularised lower incomplete gamma P(a, x) by its power series (converges fast for x < a + 1)."""
-    term = 1.0 / a
-    total = term
-    denominator = a
-    for _ in range(100_000):
-        denominator += 1.0
-        term *= x / denominator
-        total += term
-        if abs(term) <= abs(total) * 1e-17:
-            break
-    return total * math.exp(-x + a * math.log(x) - math.lgamma(a))
-
-
-def _upper_gamma_fraction(a: float, x: float) -> float:
-    """Regularised upper incomplete gamma Q(a, x) by its continued fraction (modified Lentz), x >= a + 1."""
-    tiny = 1e-300
-    b = x + 1.0 - a
-    c = 1.0 / tiny
-    d = 1.0 / b
-    fraction = d
-    for i in range(1, 100_000):
-        an = -i * (i - a)
-        b += 2.0
-        d = an * d + b
-        if abs(d) < tiny:
-            d = tiny
-        c = b + an / c
-        if abs(c) < tiny:
-            c = tiny
-        d = 1.0 / d
-        delta = d * c
-        fraction *= delta
-        if abs(delta - 1.0) <= 1e-16:
-            break
-    return fraction * math.exp(-x + a * math.log(x) - math.lgamma(a))
-
-
-def chi_square_sf(statistic: float, dof: int) -> float:
-    """P(X >= statistic) for X ~ chi-square(dof) = Q(dof / 2, statistic / 2) (Numerical Recipes 6.2)."""
-    if dof < 1:
-        raise ValueError(f"dof must be >= 1, got {dof}")
-    if statistic <= 0.0:
-        return 1.0
-    a, x = dof / 2.0, statistic / 2.0
-    if x < a + 1.0:
-        return max(0.0, 1.0 - _lower_gamma_series(a, x))
-    return _upper_gamma_fraction(a, x)
-
-
-def wilson_hilferty_sf(statistic: float, dof: int) -> float:
-    """Wilson–Hilferty normal approximation of the chi-square survival function (good for dof >~ 10)."""
-    if statistic <= 0.0:
-        return 1.0
-    k = float(dof)
-    z = ((statistic / k) ** (1.0 / 3.0) - (1.0 - 2.0 / (9.0 * k))) / math.sqrt(2.0 / (9.0 * k))
-    return 0.5 * math.erfc(z / math.sqrt(2.0))
-
-
-def merge_small_bins(expected: np.ndarray, observed: np.ndarray,
-                     min_expected: float = 5.0) -> tuple[np.ndarray, np.ndarray]:
-    """Merge bins (smallest expectation first) until every merged bin expects >= ``min_expected`` counts.
-
-    A leftover group that falls short is folded into the last complete group.
-    """
-    expected = np.asarray(expected, dtype=np.float64)
-    observed = np.asarray(observed, dtype=np.float64)
-    groups_e: list[float] = []
-    groups_o: list[float] = []
-    acc_e = acc_o = 0.0
-    for k in np.argsort(expected, kind="stable"):
-        acc_e += expected[k]
-        acc_o += observed[k]
-        if acc_e >= min_expected:
-            groups_e.append(acc_e)
-            groups_o.append(acc_o)
-            acc_e = acc_o = 0.0
-    if acc_e > 0.0 or acc_o > 0.0:
-        if groups_e:
-            groups_e[-1] += acc_e
-            groups_o[-1] += acc_o
-        else:
-            groups_e.append(acc_e)
-            groups_o.append(acc_o)
-    return np.array(groups_e), np.array(groups_o)
-
-
-def chi_square_gof(counts: np.ndarray, probabilities: np.ndarray) -> tuple[float, int, float]:
-    """Pearson goodness-of-fit of ``counts`` to ``probabilities``: (statistic, dof, p-value).
-
-    Bins with probability 0 are left out (check them separately: they must be empty); the rest are
-    merged so each expects at least 5 counts, as the chi-square approximation requires.
-    """
-    counts = np.asarray(counts, dtype=np.float64)
-    probabilities = np.asarray(probabilities, dtype=np.float64)
-    positive = probabilities > 0
-    expected = counts.sum() * probabilities[positive] / probabilities[positive].sum()
-    merged_e, merged_o = merge_small_bins(expected, counts[positive])
-    if merged_e.size < 2:
-        raise ValueError("need at least two bins after merging for a chi-square test")
-    statistic = float(np.sum((merged_o - merged_e) ** 2 / merged_e))
-    dof = merged_e.size - 1
-    return statistic, dof, chi_square_sf(statistic, dof)
-
 
 # =====================================================================================================
 # Prioritisation formulas (float64, straight from Schaul et al. 2016)

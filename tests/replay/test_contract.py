@@ -26,7 +26,8 @@ from typing import Any, Callable
 
 import numpy as np
 import pytest
-from reference_buffers import chi_square_gof, exact_ranks, per_probabilities, rank_probabilities
+from reference import chi_square_test
+from reference_buffers import exact_ranks, per_probabilities, rank_probabilities
 from reference_her import distance_reward as her_reward
 from reference_her import scripted_rollout
 from reference_sequence_her import ReferenceSequenceHer, fixed_episodes
@@ -235,11 +236,11 @@ def test_sampling_distribution_matches_the_reference(case):
     priorities = log_spread(ITEMS, seed=1)
     buffer.update_priorities(indices, priorities)
     counts = draw_counts(buffer, indices)
-    statistic, dof, p_value = chi_square_gof(counts, expected_probabilities(case.sampler, priorities))
+    statistic, dof, p_value = chi_square_test(counts, expected_probabilities(case.sampler, priorities))
     assert dof >= 10
     assert p_value > 1e-4, (statistic, dof)
     # power: the same counts reject a nearby hypothesis
-    assert chi_square_gof(counts, neighbour_probabilities(case.sampler, priorities))[2] < 1e-9
+    assert chi_square_test(counts, neighbour_probabilities(case.sampler, priorities))[2] < 1e-9
 
 
 # =====================================================================================================
@@ -256,10 +257,10 @@ def test_sampling_follows_updated_priorities(case):
     second[3] = 50.0  # one item far ahead of the rest
     buffer.update_priorities(indices, second)
     counts = draw_counts(buffer, indices)
-    statistic, dof, p_value = chi_square_gof(counts, expected_probabilities(case.sampler, second))
+    statistic, dof, p_value = chi_square_test(counts, expected_probabilities(case.sampler, second))
     assert p_value > 1e-4, (statistic, dof)
     if case.sampler != "uniform":  # the old priorities are gone
-        assert chi_square_gof(counts, expected_probabilities(case.sampler, first))[2] < 1e-9
+        assert chi_square_test(counts, expected_probabilities(case.sampler, first))[2] < 1e-9
 
 
 @ALL
@@ -269,7 +270,7 @@ def test_update_priorities_repeated_index_last_value_wins(case):
     buffer.update_priorities(indices, priorities)
     buffer.update_priorities([indices[0], indices[0]], [100.0, priorities[0]])  # ends where it started
     counts = draw_counts(buffer, indices, draws=200)
-    assert chi_square_gof(counts, expected_probabilities(case.sampler, priorities))[2] > 1e-4
+    assert chi_square_test(counts, expected_probabilities(case.sampler, priorities))[2] > 1e-4
 
 
 # =====================================================================================================

@@ -1,8 +1,8 @@
 """Proportional PER: sampling distribution, stratification, IS weights, max-priority bookkeeping.
 
 Expectations are float64 numpy formulas from Schaul et al. 2016 (``reference_buffers``), applied to the
-priorities the tests set themselves. The chi-square survival function is implemented there too (no
-scipy); its own tests come first.
+priorities the tests set themselves. The chi-square survival function (``reference``, no scipy) has
+its own tests first.
 """
 
 from __future__ import annotations
@@ -11,15 +11,8 @@ import math
 
 import numpy as np
 import pytest
-from reference_buffers import (
-    chi_square_gof,
-    chi_square_sf,
-    is_weights,
-    mass_intervals,
-    merge_small_bins,
-    per_probabilities,
-    wilson_hilferty_sf,
-)
+from reference import chi_square_sf, chi_square_test, merge_small_bins, wilson_hilferty_sf
+from reference_buffers import is_weights, mass_intervals, per_probabilities
 
 from r2d2kit.replay import ReplayBuffer
 
@@ -92,14 +85,14 @@ def test_merge_small_bins_keeps_totals_and_reaches_five():
     assert np.all(merged_e >= 5.0)
 
 
-def test_chi_square_gof_accepts_multinomial_draws_and_rejects_wrong_probabilities():
+def test_chi_square_test_accepts_multinomial_draws_and_rejects_wrong_probabilities():
     """The test has both size and power on synthetic data before it judges the buffer."""
     rng = np.random.default_rng(1)
     probabilities = per_probabilities(log_spread_priorities(40, 1e-4, 1e2, 0), 0.6)
     counts = rng.multinomial(50_000, probabilities)
-    assert chi_square_gof(counts, probabilities)[2] > 1e-3
+    assert chi_square_test(counts, probabilities)[2] > 1e-3
     wrong = per_probabilities(log_spread_priorities(40, 1e-4, 1e2, 0), 0.55)
-    assert chi_square_gof(counts, wrong)[2] < 1e-9
+    assert chi_square_test(counts, wrong)[2] < 1e-9
 
 
 # =====================================================================================================
@@ -119,11 +112,11 @@ def test_sampling_frequencies_match_p_alpha(alpha):
     counts = draw_counts(buf, 60_000, batch_size=1)
     probabilities = per_probabilities(priorities, alpha)
     assert counts[-1] == 0, "a zero-priority item (eps=0) must never be sampled"
-    statistic, dof, p_value = chi_square_gof(counts, probabilities)
+    statistic, dof, p_value = chi_square_test(counts, probabilities)
     assert dof >= 8
     assert p_value > 1e-4, (statistic, dof)
     # The same counts are far from the neighbouring hypothesis: the test has power here.
-    assert chi_square_gof(counts, per_probabilities(priorities, alpha * 0.95))[2] < 1e-9
+    assert chi_square_test(counts, per_probabilities(priorities, alpha * 0.95))[2] < 1e-9
 
 
 def test_sampling_frequencies_match_p_alpha_with_stratified_batches():
@@ -131,7 +124,7 @@ def test_sampling_frequencies_match_p_alpha_with_stratified_batches():
     priorities = log_spread_priorities(33, 1e-8, 1e6, seed=3)
     buf = filled_buffer(priorities, capacity=33, alpha=0.6, eps=0.0, seed=7)
     counts = draw_counts(buf, 64 * 1000, batch_size=64)
-    _, dof, p_value = chi_square_gof(counts, per_probabilities(priorities, 0.6))
+    _, dof, p_value = chi_square_test(counts, per_probabilities(priorities, 0.6))
     assert dof >= 8 and p_value > 1e-4
 
 
@@ -139,7 +132,7 @@ def test_alpha_zero_is_uniform_over_stored_items():
     priorities = log_spread_priorities(20, 1e-3, 1e3, seed=4)
     buf = filled_buffer(priorities, capacity=32, alpha=0.0, eps=1e-6, seed=5)
     counts = draw_counts(buf, 20_000, batch_size=1)
-    assert chi_square_gof(counts, np.full(20, 1 / 20))[2] > 1e-4
+    assert chi_square_test(counts, np.full(20, 1 / 20))[2] > 1e-4
 
 
 def test_tree_leaves_are_shifted_priorities_to_the_alpha():
@@ -190,7 +183,7 @@ def test_draw_distribution_within_each_slice():
     for i in range(batch_size):
         overlap = np.clip(np.minimum(high, (i + 1) * width) - np.maximum(low, i * width), 0.0, None)
         assert np.all(counts[i][overlap == 0] == 0)
-        assert chi_square_gof(counts[i], overlap / width)[2] > 1e-4 / batch_size
+        assert chi_square_test(counts[i], overlap / width)[2] > 1e-4 / batch_size
 
 
 # =====================================================================================================
