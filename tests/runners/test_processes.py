@@ -38,66 +38,52 @@ def two_actors_on_cue_memory(total_env_steps: int, updates_per_env_step: float):
                                  "updates_per_env_step": updates_per_env_step, "eval_every": 0}})
 
 
-class KillActorOnce(Callback):
-    """SIGKILL actor 1's process once it has delivered ``after_windows`` windows; with ``stop_after``,
-    stop the run once its next incarnation has delivered that many."""
+class SignalActorOnce(Callback):
+    """Send ``signals`` (default SIGKILL) to actor 1's process alone once it has delivered
+    ``after_windows`` windows; with ``stop_after``, stop the run once actor 1 has delivered that many more."""
 
-    def __init__(self, after_windows: int, stop_after: int | None = None) -> None:
-        self.after_windows, self.stop_after = after_windows, stop_after
-        self.killed: dict | None = None
+    def __init__(self, after_windows: int, signals=(signal.SIGKILL,), stop_after: int | None = None) -> None:
+        self.after_windows, self.signals, self.stop_after = after_windows, signals, stop_after
+        self.sent: dict | None = None
 
     def on_step(self, trainer):
         pool = trainer.actors
-        if self.killed is not None and self.stop_after is not None:
-            return pool.windows_per_actor[1] < self.killed["windows"] + self.stop_after
-        if self.killed is None and pool.windows_per_actor.get(1, 0) >= self.after_windows:
+        if self.sent is not None and self.stop_after is not None:
+            return pool.windows_per_actor[1] < self.sent["windows"] + self.stop_after
+        if self.sent is None and pool.windows_per_actor.get(1, 0) >= self.after_windows:
             pid = pool.actor_pids()[1]
-            os.kill(pid, signal.SIGKILL)
-            self.killed = {"pid": pid, "updates": trainer.counters["updates"], "segments": pool.segment_names,
-                           "windows": pool.windows_per_actor[1]}
+            for number in self.signals:
+                os.kill(pid, number)
+            self.sent = {"pid": pid, "updates": trainer.counters["updates"], "segments": pool.segment_names,
+                         "windows": pool.windows_per_actor[1]}
 
 
 def test_actors_feed_the_learner_and_a_killed_actor_is_restarted(tmp_path):
     config = two_actors_on_cue_memory(total_env_steps=4_000, updates_per_env_step=0.1)
-    killer = KillActorOnce(after_windows=20)
+    killer = SignalActorOnce(after_windows=20)
     trainer = Trainer(config, tmp_path / "run", callbacks=[killer])
     summary = trainer.fit()
     pool = trainer.actors
     assert isinstance(pool, ActorPool)
-    assert killer.killed, "the run ended before actor 1 could be killed"
-    assert summary["actor_restarts"] >= 1 and pool.actor_pids()[1] != killer.killed["pid"]
-    assert summary["env_steps"] >= 4_000 and summary["updates"] > killer.killed["updates"] + 20  # the learner went on
-    assert pool.windows_per_actor[1] > killer.killed["windows"]  # the restarted actor delivers again
+    assert killer.sent, "the run ended before actor 1 could be killed"
+    assert summary["actor_restarts"] >= 1 and pool.actor_pids()[1] != killer.sent["pid"]
+    assert summary["env_steps"] >= 4_000 and summary["updates"] > killer.sent["updates"] + 20  # the learner went on
+    assert pool.windows_per_actor[1] > killer.sent["windows"]  # the restarted actor delivers again
     assert pool.weight_versions_seen[0] > 1, pool.weight_versions_seen  # actors act on published weights
-    assert len(killer.killed["segments"]) == 3 and not set(killer.killed["segments"]) & set(our_segments())
-
-
-class SignalActorOnce(Callback):
-    """Send SIGTERM and SIGINT to actor 1's process alone once it has delivered ``after_windows`` windows,
-    as a terminal's Ctrl-C or a `timeout` reach every process of the group."""
-
-    def __init__(self, after_windows: int) -> None:
-        self.after_windows, self.signalled = after_windows, None
-
-    def on_step(self, trainer):
-        pool = trainer.actors
-        if self.signalled is None and pool.windows_per_actor.get(1, 0) >= self.after_windows:
-            pid = pool.actor_pids()[1]
-            for number in (signal.SIGTERM, signal.SIGINT):
-                os.kill(pid, number)
-            self.signalled = {"pid": pid, "windows": pool.windows_per_actor[1]}
+    assert len(killer.sent["segments"]) == 3 and not set(killer.sent["segments"]) & set(our_segments())
 
 
 def test_actors_ignore_the_stop_signals_and_leave_stopping_to_the_learner(tmp_path):
     config = two_actors_on_cue_memory(total_env_steps=2_000, updates_per_env_step=0.05)
-    signaller = SignalActorOnce(after_windows=10)
+    # SIGTERM and SIGINT to the actor alone, as a terminal's Ctrl-C or `timeout` reach every process of the group
+    signaller = SignalActorOnce(after_windows=10, signals=(signal.SIGTERM, signal.SIGINT))
     trainer = Trainer(config, tmp_path / "run", callbacks=[signaller])
     summary = trainer.fit()
     pool = trainer.actors
-    assert signaller.signalled, "the run ended before actor 1 could be signalled"
+    assert signaller.sent, "the run ended before actor 1 could be signalled"
     assert summary["actor_restarts"] == 0 and summary["stopped_by"] == "run.total_env_steps", summary
-    assert pool.actor_pids()[1] == signaller.signalled["pid"]  # the same process went on
-    assert pool.windows_per_actor[1] > signaller.signalled["windows"] + 5
+    assert pool.actor_pids()[1] == signaller.sent["pid"]  # the same process went on
+    assert pool.windows_per_actor[1] > signaller.sent["windows"] + 5
 
 
 def test_a_restarted_actor_never_extends_its_predecessors_windows(tmp_path):
@@ -112,11 +98,11 @@ def test_a_restarted_actor_never_extends_its_predecessors_windows(tmp_path):
                            "replay": {"capacity": 1_000_000},  # nothing overwritten
                            "actors": {"runner": "processes", "num_actors": 2, "ring_capacity": 2},
                            "run": {"total_env_steps": 200_000, "warmup_steps": 1_000_000, "eval_every": 0}})
-    killer = KillActorOnce(after_windows=2, stop_after=3)
+    killer = SignalActorOnce(after_windows=2, stop_after=3)
     trainer = Trainer(config, tmp_path / "run", callbacks=[killer])
     summary = trainer.fit()
-    assert killer.killed and trainer.actors.restarts == 1
-    assert summary["stopped_by"] == "callback KillActorOnce.on_step"
+    assert killer.sent and trainer.actors.restarts == 1
+    assert summary["stopped_by"] == "callback SignalActorOnce.on_step"
     batch = trainer.replay.sample(4_096)
     obs, valid = batch["obs"], batch["obs_mask"].astype(bool)  # [B, L, 2], [B, L]
     tokens = set()
