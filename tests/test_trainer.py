@@ -188,6 +188,56 @@ def test_tensorboard_holds_the_promised_scalars(finished_run):
     assert expected <= tags, sorted(tags)
 
 
+def test_health_csv_has_a_row_per_log_interval_across_a_resume(finished_run):
+    from r2d2kit.training.run_log import HEALTH_FIELDS, read_rows
+
+    run_dir = finished_run["run_dir"]
+    with open(run_dir / "health.csv", newline="") as handle:
+        assert tuple(next(csv.reader(handle))) == HEALTH_FIELDS
+    rows = read_rows(run_dir / "health.csv")
+    assert [row["env_steps"] for row in rows] == sorted(row["env_steps"] for row in rows)
+    assert rows[-1]["env_steps"] >= 1500 - 4 and len(rows) >= 1500 // 250 - 1  # both runs' intervals
+    learning = [row for row in rows if row["updates"] > 0]
+    assert len(learning) >= 4
+    config = tiny(1500)
+    most_rows = config.run.updates_per_env_step * config.learner.batch_size * config.learner.trace_length
+    for row in learning[1:]:  # the first interval with updates started mid-way
+        for name in ("learner/gradient_norm", "learner/td_p90", "replay/is_weight_min", "health/priority_spread",
+                     "health/dead_relu_share", "health/lstm_gate_saturation", "health/cost_share",
+                     "health/return_known_share"):
+            assert np.isfinite(row[name]), (name, row)
+        assert 0.0 < row["replay/replay_ratio"] <= 1.5 * most_rows
+        assert 0.0 <= row["learner/clipped_share"] <= 1.0
+        assert row["learner/td_p50"] <= row["learner/td_p90"] <= row["learner/td_max"]
+    assert (run_dir / "health.png").is_file()
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    accumulator = EventAccumulator(str(run_dir / "tensorboard"))
+    accumulator.Reload()
+    tags = set(accumulator.Tags()["tensors"]) | set(accumulator.Tags()["scalars"])
+    assert {"health/dead_relu_share", "learner/gradient_norm", "replay/replay_ratio"} <= tags
+
+
+def test_the_health_command_draws_runs_side_by_side_and_names_bad_input(finished_run, tmp_path, capsys):
+    from r2d2kit.health import main as health_main
+
+    run_dir = finished_run["run_dir"]
+    out = tmp_path / "both.png"
+    assert health_main([str(run_dir), str(run_dir), "--out", str(out), "--labels", "a", "b"]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert health_main([str(tmp_path)]) == 2
+    assert f"no health.csv in {tmp_path}" in capsys.readouterr().err
+    assert health_main([str(run_dir), "--labels", "a", "b"]) == 2
+    assert "2 labels for 1 runs" in capsys.readouterr().err
+
+
+def test_diagnostics_off_measures_no_health(tmp_path):
+    Trainer(tiny(600, "logging.diagnostics=false"), tmp_path).fit()
+    rows = [row for row in csv.DictReader(open(tmp_path / "health.csv"))]
+    assert rows and all(row["health/dead_relu_share"] == "" for row in rows)
+    assert all(row["learner/gradient_norm"] != "" for row in rows if float(row["updates"]) > 0)
+
+
 def test_resume_of_a_corrupted_checkpoint_names_the_file(finished_run, tmp_path, capsys):
     import shutil
 

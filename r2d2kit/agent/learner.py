@@ -94,6 +94,9 @@ class R2D2Learner:
             "abs_td": abs_td,
             "priorities": tf_sequence_priorities(abs_td, mask, cfg.eta),
             "q_mean": tf.reduce_sum(q_taken * mask) / tf.maximum(tf.reduce_sum(mask), 1.0),
+            "trained_rows": tf.reduce_sum(mask),
+            "mask": mask,
+            "weights": batch["weights"],
         }
 
     def _unroll_after_burn_in(self, network: QNetwork, batch, burn: slice, rest: slice, h, c):
@@ -121,7 +124,10 @@ class R2D2Learner:
         with tf.GradientTape() as tape:
             loss, outputs = self._forward(batch)
         variables = self.online.model.trainable_variables
-        self.optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
+        gradients = tape.gradient(loss, variables)
+        # the norm the optimiser's global clipping compares with max_gradient_norm (it clips the same gradients)
+        outputs["gradient_norm"] = tf.linalg.global_norm(gradients)
+        self.optimizer.apply_gradients(zip(gradients, variables))
         return outputs
 
     def _update_target(self):
@@ -154,8 +160,10 @@ class R2D2Learner:
     def train(self, batch: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """One update on a sampled batch (``SequenceReplayBuffer.sample`` output).
 
-        Returns numpy ``loss``, ``abs_td`` ``[B, T]``, ``priorities`` ``[B]`` (feed them to
-        ``update_priorities``) and ``q_mean``. Copies the online weights into the target network
+        Returns numpy ``loss``, ``abs_td`` ``[B, T]`` (0 on rows that are not transitions),
+        ``priorities`` ``[B]`` (feed them to ``update_priorities``), ``q_mean``, ``mask`` ``[B, T]`` and
+        ``trained_rows`` (the rows that held transitions), the batch's importance ``weights`` and
+        ``gradient_norm`` (the global norm before clipping). Copies the online weights into the target network
         every ``target_update_period`` updates (moves it ``target_update_tau`` of the way there).
         """
         out = {key: value.numpy() for key, value in self._train_step(self._inputs(batch)).items()}

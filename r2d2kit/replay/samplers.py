@@ -103,6 +103,14 @@ class Sampler:
             raise ValueError("cannot sample: nothing sampleable is stored")
         return self._sample(uniforms, beta)
 
+    def probability_spread(self) -> float:
+        """The largest sampling probability over the mean one (1: uniform; nan when nothing is stored).
+
+        How far prioritisation concentrates the draws: with spread ``s`` the favourite item is
+        drawn ``s`` times as often as under uniform replay.
+        """
+        return 1.0 if len(self) else float("nan")
+
     def params(self) -> dict[str, Any]:
         """The constructor arguments besides capacity (saved with the buffer)."""
         return {"sampler": self.name}
@@ -215,6 +223,13 @@ class ProportionalSampler(Sampler):
         t = self.tree.arrays
         return tree_kernels.sum_tree_sample_weighted(t.sum_tree, t.min_tree, t.level_offsets, uniforms, beta)
 
+    def probability_spread(self) -> float:
+        """Largest tree value times the live count over the tree total."""
+        if not len(self) or not self.tree.total() > 0.0:
+            return float("nan")
+        largest = float(self.tree.get(np.flatnonzero(self.alive)).max())
+        return largest * len(self) / self.tree.total()
+
     def params(self) -> dict[str, Any]:
         return {"sampler": self.name, "alpha": self.alpha, "eps": self.eps}
 
@@ -286,6 +301,12 @@ class RankSampler(Sampler):
 
     def _sample(self, uniforms, beta):
         return rank_kernels.rank_sample(self._cumulative, self._count, self._heap, uniforms, self.alpha * beta)
+
+    def probability_spread(self) -> float:
+        """Rank 1's probability times the live count: ``N / sum_k k^-alpha`` (exact, whatever the priorities)."""
+        if not len(self):
+            return float("nan")
+        return len(self) / float(self._cumulative[len(self) - 1])
 
     def params(self) -> dict[str, Any]:
         return {"sampler": self.name, "alpha": self.alpha, "sort_every": self.sort_every}

@@ -83,6 +83,8 @@ class SequenceReplayBuffer(BufferCore):
         seed: int seed, ``None`` or a ``np.random.Generator``.
     """
 
+    relabels_rewards = False  # sample() returns the stored rewards (episode_returns sums the same ones)
+
     def __init__(self, capacity: int, fields: Mapping[str, Any], state: Mapping[str, Any] | None = None, *,
                  burn_in: int, trace_length: int, n_step: int, period: int | None = None,
                  max_sequences: int | None = None, sampler: str = "proportional", alpha: float | None = None,
@@ -115,6 +117,9 @@ class SequenceReplayBuffer(BufferCore):
         self._rows = {name: np.zeros((self.capacity + 1,) + spec.shape, spec.dtype)
                       for name, spec in self._row_specs.items()}
         self._row_write_index = np.full(self.capacity + 1, -1, dtype=np.int64)
+        # write index of the previous / next row of the same episode (-1: none); diagnostics walk them
+        self._row_previous = np.full(self.capacity + 1, -1, dtype=np.int64)
+        self._row_next = np.full(self.capacity + 1, -1, dtype=np.int64)
         self._rows_written = 0
 
         self._slots = np.full((self.max_sequences, self.length), self.capacity, dtype=np.int32)  # [S, L]
@@ -141,10 +146,16 @@ class SequenceReplayBuffer(BufferCore):
         return min(self._rows_written, self.capacity)
 
     @property
+    def rows_written(self) -> int:
+        """Distinct steps ever written into the ring (the replay ratio's denominator)."""
+        return self._rows_written
+
+    @property
     def nbytes(self) -> int:
-        """Bytes of preallocated storage: rows, slot table, states."""
+        """Bytes of preallocated storage: rows, slot table, states, row links."""
         return (sum(a.nbytes for a in self._rows.values()) + self._slots.nbytes
-                + sum(a.nbytes for a in self._states.values()) + self._row_write_index.nbytes)
+                + sum(a.nbytes for a in self._states.values()) + self._row_write_index.nbytes
+                + self._row_previous.nbytes + self._row_next.nbytes)
 
     # ------------------------------------------------------------------ adding
     def add_sequences(self, windows: Mapping[str, np.ndarray], priorities: Any = None, source: int = 0) -> np.ndarray:
@@ -198,8 +209,14 @@ class SequenceReplayBuffer(BufferCore):
             for name, array in self._rows.items():
                 array[ring_slots] = windows[name][w, new_rows]
             self._row_write_index[ring_slots] = write_indices
+            self._row_previous[ring_slots] = -1
+            self._row_next[ring_slots] = -1
             self._rows_written += int(new_rows.size)
             row_index[new_rows] = write_indices
+        linked = present[:-1] & present[1:]  # consecutive rows of one window are consecutive steps
+        earlier, later = row_index[:-1][linked], row_index[1:][linked]
+        self._row_next[earlier % self.capacity] = later
+        self._row_previous[later % self.capacity] = earlier
         self._last_window[key] = (episode, start, row_index)
 
         slot = self._sequences_written % self.max_sequences
@@ -284,6 +301,71 @@ class SequenceReplayBuffer(BufferCore):
             else:
                 batch[name].fill(0)
 
+    # ------------------------------------------------------------------ episode context (diagnostics)
+    def _first_and_last_rows(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Write indices of the first and last stored row of each window in ``slots``."""
+        rows = self._slots[slots]  # [B, L]
+        present = rows != self.capacity
+        first = rows[np.arange(rows.shape[0]), present.argmax(axis=1)]
+        last = rows[np.arange(rows.shape[0]), self.length - 1 - present[:, ::-1].argmax(axis=1)]
+        return self._row_write_index[first], self._row_write_index[last]
+
+    def preceding_rows(self, indices: Any, count: int) -> dict[str, np.ndarray]:
+        """The up to ``count`` rows of each window's episode just before its first stored row.
+
+        What a learner needs to recompute a window's start state with its current weights (the
+        R2D2 paper's stale-state measure). Rows are oldest first and right-aligned: ``[B, count, ...]``
+        for every row field, ``obs_mask`` ``[B, count]`` false where no row is known (before the
+        episode's start, or overwritten by the ring), and ``episode_start`` ``[B]``: true where the
+        rows reach back to the episode's first step, so that a zero state before them is exact.
+        """
+        from r2d2kit.kernels.episode_links import walk_links
+
+        count = check_positive_int("count", count, minimum=0)
+        with self._lock:
+            slots = self._live_indices(indices)
+            first, _ = self._first_and_last_rows(slots)
+            chain, reached = walk_links(self._row_previous, self._row_write_index, first, count,
+                                        self._rows_written - self.capacity)
+            chain = chain[:, ::-1]  # oldest first, right-aligned
+            known = chain >= 0
+            ring = np.where(known, chain % self.capacity, self.capacity)
+            out = {name: array[ring] for name, array in self._rows.items()}
+        out["obs_mask"] = known
+        out["episode_start"] = reached
+        return out
+
+    def episode_returns(self, indices: Any, gamma: float, horizon: int) -> tuple[np.ndarray, np.ndarray]:
+        """Discounted return actually obtained from each row of the windows in ``indices`` to its episode's end.
+
+        Walks at most ``horizon`` rows past each window. Returns ``(returns [B, L], known [B, L])``:
+        ``known`` is false for rows that are not transitions and for windows whose episode has not
+        ended within ``horizon`` rows (or whose later rows the ring has overwritten). An episode cut
+        by a time limit counts its rewards up to the cut. Rewards are the stored ones (a hindsight
+        buffer's relabelled rewards are not seen here).
+        """
+        from r2d2kit.kernels.episode_links import discounted_episode_returns, walk_links
+
+        gamma = check_float("gamma", gamma, 0.0, 1.0)
+        horizon = check_positive_int("horizon", horizon, minimum=0)
+        with self._lock:
+            slots = self._live_indices(indices)
+            _, last = self._first_and_last_rows(slots)
+            chain, _ = walk_links(self._row_next, self._row_write_index, last, horizon,
+                                  self._rows_written - self.capacity)
+            tail = np.where(chain >= 0, chain % self.capacity, -1)
+            ended = self._rows["terminated"] | self._rows["truncated"]
+            return discounted_episode_returns(self._slots[slots], tail, self.capacity,
+                                              self._rows["reward"].astype(np.float64), self._rows["mask"], ended,
+                                              gamma)
+
+    def _live_indices(self, indices: Any) -> np.ndarray:
+        slots = as_index_array("indices", indices, self.max_sequences)
+        dead = slots[~self._sampler.alive[slots]]
+        if dead.size:
+            raise ValueError(f"indices {dead[:5].tolist()} hold no live window; pass indices from a recent sample()")
+        return slots
+
     def _checked_indices(self, indices: Any) -> np.ndarray:
         return as_index_array("indices", indices, self.max_sequences)
 
@@ -345,6 +427,8 @@ class SequenceReplayBuffer(BufferCore):
                 "rows_written": self._rows_written, "sequences_written": self._sequences_written}
         arrays = {f"row.{name}": array[:rows] for name, array in self._rows.items()}
         arrays["row_write_index"] = self._row_write_index[:rows]
+        arrays["row_previous"] = self._row_previous[:rows]
+        arrays["row_next"] = self._row_next[:rows]
         arrays.update({f"state.{name}": array[:sequences] for name, array in self._states.items()})
         arrays.update(slots=self._slots[:sequences], oldest_write=self._oldest_write[:sequences],
                       generation=self._generation[:sequences])
@@ -366,7 +450,8 @@ class SequenceReplayBuffer(BufferCore):
         sequences = min(int(meta["sequences_written"]), self.max_sequences)
         expected = {f"row.{name}": (rows,) + spec.shape for name, spec in self._row_specs.items()}
         expected.update({f"state.{name}": (sequences,) + spec.shape for name, spec in self._state_specs.items()})
-        expected.update(row_write_index=(rows,), slots=(sequences, self.length), oldest_write=(sequences,),
+        expected.update(row_write_index=(rows,), row_previous=(rows,), row_next=(rows,),
+                        slots=(sequences, self.length), oldest_write=(sequences,),
                         generation=(sequences,))
         require_arrays(path, arrays, expected)
         for name, array in self._rows.items():
@@ -374,6 +459,11 @@ class SequenceReplayBuffer(BufferCore):
         for name, array in self._states.items():
             array[:sequences] = arrays[f"state.{name}"]
         self._row_write_index[:rows] = arrays["row_write_index"]
+        for name, target in (("row_previous", self._row_previous), ("row_next", self._row_next)):
+            links = arrays[name]
+            if links.size and (links.min() < -1 or links.max() >= int(meta["rows_written"])):
+                raise ValueError(f"{path!r}: {name} holds write indices outside [-1, rows_written)")
+            target[:rows] = links
         slots = arrays["slots"]
         if slots.size and (slots.min() < 0 or slots.max() > self.capacity):
             raise ValueError(f"{path!r}: window slot table points outside the step ring")

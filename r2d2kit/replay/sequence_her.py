@@ -148,6 +148,8 @@ class SequenceHerReplayBuffer(HindsightBase, SequenceReplayBuffer):
         >>> batch = buf.sample(64)      # obs [64, 14, 16], reward, prev_reward, goal, relabelled, ...
     """
 
+    relabels_rewards = True  # sample() rewrites rewards for the goal it draws
+
     def __init__(self, capacity: int, observation_spec: Any, goal_spec: Any, action_spec: Any = ((), "int64"),
                  state: Mapping[str, Any] | None = None, *, compute_reward: RewardFn, burn_in: int,
                  trace_length: int, n_step: int, period: int | None = None, max_sequences: int | None = None,

@@ -41,6 +41,11 @@ class LocalActors:
         self._version += 1
 
     @property
+    def weight_lag(self) -> float:
+        """0: the actor reads the learner's weights before every step."""
+        return 0.0
+
+    @property
     def weights_version(self) -> int:
         """Updates published so far (every update: the actor shares the learner's weights)."""
         return self._version

@@ -52,6 +52,10 @@ class ActorPool(Protocol):
     def weights_version(self) -> int:
         """How many times weights were published to the actors."""
 
+    @property
+    def weight_lag(self) -> float:
+        """Updates the most out-of-date actor's weights are behind the learner's newest published ones."""
+
     def actor_pids(self) -> dict[int, int]:
         """Process id of every actor (for fault drills and monitoring)."""
 

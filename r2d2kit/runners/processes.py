@@ -259,6 +259,13 @@ class ProcessActors:
         return [self._weights.name] + [ring.name for ring in self._rings]
 
     @property
+    def weight_lag(self) -> float:
+        """Updates the most out-of-date live actor's weights are behind the newest (publishes x ``publish_every``)."""
+        if not self.weight_versions_seen:
+            return float("nan")
+        return float((self._version - min(self.weight_versions_seen.values())) * self.publish_every)
+
+    @property
     def weights_version(self) -> int:
         """Version of the newest broadcast (kept here: still readable after :meth:`close` unlinked it)."""
         return self._version

@@ -219,6 +219,13 @@ class RayActors:
             self._published_at = updates
 
     @property
+    def weight_lag(self) -> float:
+        """Updates the most out-of-date live actor's weights are behind the newest (publishes x ``publish_every``)."""
+        if not self.weight_versions_seen:
+            return float("nan")
+        return float((self._version - min(self.weight_versions_seen.values())) * self.publish_every)
+
+    @property
     def weights_version(self) -> int:
         """Version of the newest published weights."""
         return self._version

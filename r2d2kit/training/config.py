@@ -193,7 +193,8 @@ class LoggingConfig:
     name: str = ""  # default: <env id>-<timestamp>
     progress: bool = True  # tqdm bar on the console
     tensorboard: bool = True  # scalars under <run>/tensorboard
-    log_every: int = 1_000  # env steps between TensorBoard scalar writes
+    log_every: int = 1_000  # env steps between TensorBoard scalar writes (and health.csv rows)
+    diagnostics: bool = True  # training-health values every log_every (health.csv, TensorBoard; docs/training.md)
 
     def __post_init__(self) -> None:
         if self.log_every < 1:

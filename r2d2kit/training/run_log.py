@@ -16,6 +16,15 @@ from typing import Mapping
 EVAL_FIELDS = ("env_steps", "updates", "seconds", "eval_mean", "eval_std", "train_return", "loss", "eval_min",
                "eval_max")
 OPTIONAL_FIELDS = ("eval_success",)  # goal envs: fraction of evaluation episodes that ended in success
+# health.csv: one row per log interval (docs/training.md, "Reading a run"); empty cells: not measured then
+HEALTH_FIELDS = ("env_steps", "updates", "actors/env_steps_per_s", "learner/updates_per_s", "learner/loss",
+                 "learner/q_mean", "learner/priority_mean", "train/episode_return", "replay/replay_ratio",
+                 "actors/weight_lag", "learner/gradient_norm", "learner/clipped_share", "learner/td_p50",
+                 "learner/td_p90", "learner/td_max", "replay/is_weight_min", "replay/effective_batch_share",
+                 "health/priority_spread", "health/delta_q_start", "health/delta_q_after_burn_in",
+                 "health/context_share", "health/q_taken", "health/return_obtained", "health/overestimation",
+                 "health/return_known_share", "health/dead_relu_share", "health/lstm_gate_saturation",
+                 "health/cost_share")
 
 
 class RunLog:
@@ -24,6 +33,7 @@ class RunLog:
     def __init__(self, run_dir: str | Path, tensorboard: bool = True) -> None:
         self.run_dir = Path(run_dir)
         self.metrics_path = self.run_dir / "metrics.csv"
+        self.health_path = self.run_dir / "health.csv"
         self._writer = None
         if tensorboard:
             import tensorflow as tf
@@ -46,24 +56,16 @@ class RunLog:
         """Append one evaluation row to ``metrics.csv`` (header written once, with ``eval_success`` if the
         row has it; an existing file keeps its own columns, so rows of a resumed run line up with the
         ones before)."""
-        new = not self.metrics_path.exists() or self.metrics_path.stat().st_size == 0
-        fields = EVAL_FIELDS + tuple(name for name in OPTIONAL_FIELDS if name in row)
-        if not new:
-            with open(self.metrics_path, newline="") as handle:
-                fields = next(csv.reader(handle))
-        with open(self.metrics_path, "a", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=fields, extrasaction="ignore")
-            if new:
-                writer.writeheader()
-            writer.writerow(row)
+        _append_row(self.metrics_path, EVAL_FIELDS + tuple(name for name in OPTIONAL_FIELDS if name in row), row)
+
+    def health(self, row: Mapping[str, float]) -> None:
+        """Append one log interval's training-health values to ``health.csv`` (fixed columns; a resumed
+        run keeps its file's header)."""
+        _append_row(self.health_path, HEALTH_FIELDS, row, blank_nan=True)
 
     def rows(self) -> list[dict[str, float]]:
         """Every evaluation row written so far (this run and the runs it resumed)."""
-        if not self.metrics_path.exists():
-            return []
-        with open(self.metrics_path, newline="") as handle:
-            return [{key: float(value) for key, value in row.items() if value not in ("", None)}
-                    for row in csv.DictReader(handle)]
+        return read_rows(self.metrics_path)
 
     def plot(self, title: str) -> Path | None:
         """Draw ``learning_curve.png`` from ``metrics.csv``; None if there is nothing to draw.
@@ -104,3 +106,28 @@ class RunLog:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+
+
+def _append_row(path: Path, fields: tuple[str, ...], row: Mapping[str, float], blank_nan: bool = False) -> None:
+    """Append ``row`` to the CSV at ``path``, writing ``fields`` as the header of a new file; with
+    ``blank_nan`` a value not measured (nan) is an empty cell."""
+    new = not path.exists() or path.stat().st_size == 0
+    if not new:
+        with open(path, newline="") as handle:
+            fields = tuple(next(csv.reader(handle)))
+    with open(path, "a", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fields, extrasaction="ignore")
+        if new:
+            writer.writeheader()
+        if blank_nan:
+            row = {key: value for key, value in row.items() if not (isinstance(value, float) and math.isnan(value))}
+        writer.writerow(row)
+
+
+def read_rows(path: Path) -> list[dict[str, float]]:
+    """Rows of a CSV this module wrote, as floats (empty cells left out)."""
+    if not path.exists():
+        return []
+    with open(path, newline="") as handle:
+        return [{key: float(value) for key, value in row.items() if value not in ("", None)}
+                for row in csv.DictReader(handle)]

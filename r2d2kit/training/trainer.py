@@ -72,6 +72,7 @@ class Trainer:
                  resume: bool = False) -> None:
         import keras
 
+        from r2d2kit.agent.diagnostics import HealthCheck, UpdateStatistics
         from r2d2kit.agent.learner import R2D2Learner
         from r2d2kit.agent.policies import apex_epsilons
         from r2d2kit.models.tf_setup import setup_tensorflow
@@ -120,6 +121,10 @@ class Trainer:
         self.actors: Any = None
         self._window = _Window()
         self._recent_returns: deque[float] = deque(maxlen=100)
+        self.update_statistics = UpdateStatistics(config.learner.max_gradient_norm)
+        self.health = HealthCheck(self.learner) if config.logging.diagnostics else None
+        self._rows_at_log = self.replay.rows_written
+        self._trained_rows_at_log = 0.0
 
     # ------------------------------------------------------------------ pieces
     def _new_replay(self, seed: int) -> Any:
@@ -217,9 +222,20 @@ class Trainer:
             "learner/priority_mean": w.mean("priority"), "train/episode_return": w.mean("return"),
             "train/episode_length": w.mean("length"), "replay/sequences": len(self.replay),
             "replay/steps": self.replay.steps_stored, "actors/restarts": c["actor_restarts"],
-            "actors/weights_version": self.actors.weights_version,
+            "actors/weights_version": self.actors.weights_version, "actors/weight_lag": self.actors.weight_lag,
         }
+        values.update(self.update_statistics.summary())
+        inserted = self.replay.rows_written - self._rows_at_log
+        trained = self.update_statistics.trained_rows - self._trained_rows_at_log
+        values["replay/replay_ratio"] = trained / inserted if inserted else math.nan
+        self._rows_at_log, self._trained_rows_at_log = self.replay.rows_written, self.update_statistics.trained_rows
+        if self.health is not None and len(self.replay) and c["updates"]:
+            started = time.perf_counter()
+            values.update(self.health.measure(self.replay))
+            w.health_seconds += time.perf_counter() - started
+            values["health/cost_share"] = w.health_seconds / elapsed
         self.log.scalars(c["env_steps"], values)
+        self.log.health({"env_steps": c["env_steps"], "updates": c["updates"], **values})
         self._window = _Window(last_loss=w.mean("loss") if w.values["loss"] else w.last_loss)
 
     # ------------------------------------------------------------------ the loop
@@ -265,6 +281,7 @@ class Trainer:
                     trained += 1
                     self._window.add(loss=float(out["loss"]), q_mean=float(out["q_mean"]),
                                      priority=float(np.mean(out["priorities"])))
+                    self.update_statistics.add(out)
                     self._window.updates += 1
                     metrics = {"loss": float(out["loss"]), "q_mean": float(out["q_mean"]),
                                "updates": self.learner.updates}
@@ -309,6 +326,10 @@ class Trainer:
         checkpoint = self.checkpoint()
         self.network.model.save_weights(str(self.run_dir / "weights.weights.h5"))
         self.log.plot(self.config.env.id)
+        if self.log.health_path.is_file():
+            from r2d2kit.training.health_plot import plot_health
+
+            plot_health([self.run_dir], self.run_dir / "health.png")
         rows = self.log.rows()
         summary = {"env_steps": c["env_steps"], "updates": c["updates"], "episodes": c["episodes"],
                    "train_seconds": round(c["train_seconds"], 1),
@@ -341,6 +362,7 @@ class _Window:
         self.start = time.perf_counter()
         self.env_steps = 0
         self.updates = 0
+        self.health_seconds = 0.0
         self.last_loss = last_loss
         self.values: dict[str, list[float]] = {"loss": [], "q_mean": [], "priority": [], "return": [], "length": []}
 

@@ -1,0 +1,227 @@
+"""Training-health diagnostics: the signals that say why a run stops improving, measured as it trains.
+
+Two parts, both cheap:
+
+* :class:`UpdateStatistics` gathers what every update already computes (TD errors, the gradient
+  norm before clipping, importance weights) and summarises it once per log interval;
+* :class:`HealthCheck` draws one extra batch per log interval and measures, without updating:
+  the R2D2 paper's stale-state discrepancy delta-Q, the online Q of taken actions against the
+  discounted return actually obtained, dead ReLU units, LSTM gate saturation and how far
+  prioritisation concentrates the draws.
+
+``docs/training.md`` ("Reading a run") explains each value and what a bad one looks like.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from r2d2kit.agent.rescale import tf_inverse_value_rescale
+from r2d2kit.replay.sequence import SequenceReplayBuffer
+
+SATURATION_MARGIN = 0.01  # a gate is saturated when its output is within 1% of its range's edge
+
+
+def effective_sample_share(weights: np.ndarray) -> float:
+    """Kish's effective sample size of importance weights over their count: 1 when all are equal."""
+    weights = np.asarray(weights, dtype=np.float64)
+    total = weights.sum()
+    if weights.size == 0 or total <= 0.0:
+        return math.nan
+    return float(total * total / np.square(weights).sum() / weights.size)
+
+
+class UpdateStatistics:
+    """Per-update values, summarised once per log interval (means over the interval's updates).
+
+    Args:
+        max_gradient_norm: the learner's clipping norm (an update whose norm exceeds it is clipped).
+    """
+
+    def __init__(self, max_gradient_norm: float) -> None:
+        self.max_gradient_norm = float(max_gradient_norm)
+        self._values: dict[str, list[float]] = {}
+        self.trained_rows = 0.0
+
+    def add(self, out: Mapping[str, np.ndarray]) -> None:
+        """Record one :meth:`R2D2Learner.train` output."""
+        abs_td = np.asarray(out["abs_td"])[np.asarray(out["mask"]) > 0]
+        weights = np.asarray(out["weights"])
+        norm = float(out["gradient_norm"])
+        values = {"gradient_norm": norm, "clipped": float(norm > self.max_gradient_norm),
+                  "is_weight_min": float(weights.min()), "effective_batch_share": effective_sample_share(weights)}
+        if abs_td.size:
+            p50, p90 = np.percentile(abs_td, (50, 90))
+            values.update(td_p50=float(p50), td_p90=float(p90), td_max=float(abs_td.max()))
+        for name, value in values.items():
+            self._values.setdefault(name, []).append(value)
+        self.trained_rows += float(out["trained_rows"])
+
+    def summary(self) -> dict[str, float]:
+        """Means since the last :meth:`summary` (``clipped``: the share of clipped updates); then resets."""
+        means = {name: float(np.mean(values)) for name, values in self._values.items()}
+        self._values = {}
+        return {
+            "learner/gradient_norm": means.get("gradient_norm", math.nan),
+            "learner/clipped_share": means.get("clipped", math.nan),
+            "learner/td_p50": means.get("td_p50", math.nan),
+            "learner/td_p90": means.get("td_p90", math.nan),
+            "learner/td_max": means.get("td_max", math.nan),
+            "replay/is_weight_min": means.get("is_weight_min", math.nan),
+            "replay/effective_batch_share": means.get("effective_batch_share", math.nan),
+        }
+
+
+def _is_relu(layer: keras.layers.Layer) -> bool:
+    return isinstance(layer, keras.layers.ReLU) or getattr(layer, "activation", None) is keras.activations.relu
+
+
+class HealthCheck:
+    """Measures a learner's online network on one fresh batch from replay, without updating it.
+
+    Args:
+        learner: an :class:`~r2d2kit.agent.learner.R2D2Learner`.
+        context_rows: rows of each window's episode before its start that are unrolled from a zero
+            state to recompute its start state (all of them when the episode started within reach).
+        return_horizon: rows walked past a window to find its episode's end for the obtained return.
+    """
+
+    def __init__(self, learner, context_rows: int = 80, return_horizon: int = 10_000) -> None:
+        if context_rows < 1 or return_horizon < 0:
+            raise ValueError(f"context_rows must be >= 1 and return_horizon >= 0, got {context_rows} and "
+                             f"{return_horizon}")
+        self.learner = learner
+        self.context_rows = int(context_rows)
+        self.return_horizon = int(return_horizon)
+        network = learner.online
+        encoder = network.encoder
+        relu_layers = [layer for layer in encoder.layers if _is_relu(layer)]
+        self._encoder_units = (keras.Model(encoder.inputs, [layer.output for layer in relu_layers],
+                                           name="health_encoder") if relu_layers else None)
+        self._rnn = keras.layers.RNN(network.cell, return_sequences=True, name="health_lstm")
+        self._measure = tf.function(self._forward)
+
+    # ------------------------------------------------------------------ the compiled part
+    def _forward(self, batch, context):
+        learner, network = self.learner, self.learner.online
+        cfg = learner.config
+        h, c = batch["state_h"], batch["state_c"]
+        zeros = tf.zeros_like(h)
+        _, fresh_h, fresh_c = network.model([context["obs"], context["prev_action"], context["prev_reward"],
+                                             context["obs_mask"], zeros, tf.zeros_like(c)])
+        every = slice(0, None)
+        q_stored, _, _ = learner._unroll(network, batch, every, h, c)  # [B, L, A]
+        q_fresh, _, _ = learner._unroll(network, batch, every, fresh_h, fresh_c)
+        difference = tf.norm(q_stored - q_fresh, axis=-1)  # [B, L]
+
+        trace = slice(cfg.burn_in, cfg.burn_in + cfg.trace_length)
+        actions = tf.cast(batch["action"][:, trace], tf.int32)
+        q_taken = tf.gather(q_stored[:, trace], actions, axis=2, batch_dims=2)  # [B, T]
+        if cfg.value_rescaling:
+            q_taken = tf_inverse_value_rescale(q_taken, cfg.rescale_eps)
+
+        # dead ReLU units: never above zero on the batch's present rows
+        present = tf.reshape(batch["obs_mask"], [-1])
+        unit_activity = []
+        if self._encoder_units is not None:
+            outputs = self._encoder_units(batch["obs"])
+            for output in (outputs if isinstance(outputs, (list, tuple)) else [outputs]):
+                rows = tf.boolean_mask(output, present)  # [N, ..., units]
+                flat = tf.reshape(rows, [-1, rows.shape[-1]])
+                unit_activity.append(tf.reduce_max(flat, axis=0) > 0.0)
+        features = network._features(batch["obs"], batch["prev_action"], batch["prev_reward"])  # [B, L, F]
+        hidden = self._rnn(features, mask=batch["obs_mask"], initial_state=[h, c])  # [B, L, U]
+        streams = [network.advantage_layers] + ([network.value_layers] if network.dueling else [])
+        for stream in streams:
+            x = network.lstm_norm(hidden) if network.lstm_norm is not None else hidden
+            for layer in stream[:-1]:
+                x = layer(x)
+                if _is_relu(layer):
+                    rows = tf.boolean_mask(tf.reshape(x, [-1, x.shape[-1]]), present)
+                    unit_activity.append(tf.reduce_max(rows, axis=0) > 0.0)
+        if unit_activity:
+            active = tf.concat(unit_activity, axis=0)
+            dead_share = 1.0 - tf.reduce_mean(tf.cast(active, tf.float32))
+        else:
+            dead_share = tf.constant(math.nan, tf.float32)
+
+        # LSTM gates from the inputs and the previous hidden state of every present row
+        cell = network.cell
+        previous = tf.concat([h[:, tf.newaxis], hidden[:, :-1]], axis=1)
+        z = (tf.matmul(tf.cast(features, tf.float32), cell.kernel) + tf.matmul(previous, cell.recurrent_kernel)
+             + cell.bias)
+        z_input, z_forget, z_candidate, z_output = tf.split(z, 4, axis=-1)
+        unit_range = tf.concat([tf.sigmoid(z_input), tf.sigmoid(z_forget), (tf.tanh(z_candidate) + 1.0) / 2.0,
+                                tf.sigmoid(z_output)], axis=-1)  # every gate on [0, 1]
+        saturated = tf.cast((unit_range < SATURATION_MARGIN) | (unit_range > 1.0 - SATURATION_MARGIN), tf.float32)
+        row_mask = tf.cast(batch["obs_mask"], tf.float32)[..., tf.newaxis]
+        saturation = tf.reduce_sum(saturated * row_mask) / tf.maximum(tf.reduce_sum(row_mask) * z.shape[-1], 1.0)
+        return {"difference": difference, "scale": tf.reduce_max(tf.abs(q_stored), axis=-1),
+                "q_taken": q_taken, "dead_share": dead_share, "saturation": saturation}
+
+    # ------------------------------------------------------------------ public
+    def measure(self, replay: SequenceReplayBuffer) -> dict[str, float]:
+        """Diagnostics on one batch drawn from ``replay`` as the learner draws them (names as logged)."""
+        cfg = self.learner.config
+        return self.measure_batch(replay, replay.sample(cfg.batch_size, beta=cfg.importance_exponent))
+
+    def measure_batch(self, replay: SequenceReplayBuffer, batch: Mapping[str, np.ndarray]) -> dict[str, float]:
+        """:meth:`measure` on a given ``replay.sample()`` batch."""
+        indices = batch["indices"]
+        context = replay.preceding_rows(indices, self.context_rows)
+        inputs = self.learner._inputs(batch)
+        context_inputs = {"obs": tf.convert_to_tensor(context["obs"]),
+                          "prev_action": tf.convert_to_tensor(context["prev_action"].astype(np.int32)),
+                          "prev_reward": tf.convert_to_tensor(context["prev_reward"]),
+                          "obs_mask": tf.convert_to_tensor(context["obs_mask"])}
+        out = {key: value.numpy() for key, value in self._measure(inputs, context_inputs).items()}
+        values = {"health/dead_relu_share": float(out["dead_share"]),
+                  "health/lstm_gate_saturation": float(out["saturation"]),
+                  "health/priority_spread": replay.sampler.probability_spread()}
+        values.update(self._delta_q(batch, context, out))
+        values.update(self._overestimation(replay, batch, out["q_taken"]))
+        return values
+
+    def _delta_q(self, batch, context, out) -> dict[str, float]:
+        """delta-Q at each window's first stored row and at its first trained row, over windows that have
+        rows before them, as a share of the batch's largest |Q| (the R2D2 paper's normalisation)."""
+        present = batch["obs_mask"]
+        has_context = context["obs_mask"].any(axis=1)
+        scale = float(np.max(np.where(present, out["scale"], 0.0)))
+        first = present.argmax(axis=1)
+        rows = np.arange(present.shape[0])
+        at_start = out["difference"][rows, first]
+        burn_in = self.learner.config.burn_in
+        after = present[:, burn_in] & has_context
+        values = {"health/delta_q_start": math.nan, "health/delta_q_after_burn_in": math.nan,
+                  "health/context_share": float(has_context.mean())}
+        if has_context.any() and scale > 0.0:
+            values["health/delta_q_start"] = float(at_start[has_context].mean() / scale)
+        if after.any() and scale > 0.0:
+            values["health/delta_q_after_burn_in"] = float(out["difference"][after, burn_in].mean() / scale)
+        return values
+
+    def _overestimation(self, replay, batch, q_taken) -> dict[str, float]:
+        """Mean online Q of the taken actions against the discounted return obtained, on rows whose
+        episode end is in replay."""
+        cfg = self.learner.config
+        if replay.relabels_rewards:  # the stored rewards are not the relabelled ones trained on
+            return {"health/return_known_share": 0.0, "health/q_taken": math.nan, "health/return_obtained": math.nan,
+                    "health/overestimation": math.nan}
+        returns, known = replay.episode_returns(batch["indices"], cfg.gamma, self.return_horizon)
+        trace = slice(cfg.burn_in, cfg.burn_in + cfg.trace_length)
+        returns, known = returns[:, trace], known[:, trace]
+        trained = batch["mask"][:, trace]
+        values = {"health/return_known_share": float(known.sum() / max(trained.sum(), 1)),
+                  "health/q_taken": math.nan, "health/return_obtained": math.nan, "health/overestimation": math.nan}
+        if known.any():
+            q = float(q_taken[known].mean())
+            obtained = float(returns[known].mean())
+            values.update({"health/q_taken": q, "health/return_obtained": obtained,
+                           "health/overestimation": q - obtained})
+        return values
