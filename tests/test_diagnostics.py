@@ -174,6 +174,31 @@ def test_delta_q_and_overestimation_match_a_numpy_unroll(stale_setup):
     assert values["health/priority_spread"] == pytest.approx(replay.sampler.probability_spread())
 
 
+def test_action_gap_and_greedy_disagreement_match_a_numpy_unroll(stale_setup):
+    replay, net, learner = stale_setup
+    learner.target.copy_weights_from(net)
+    rng = np.random.default_rng(5)
+    for variable in learner.target.variables:  # a target a little away from the online network
+        variable.assign(variable.numpy() + rng.normal(scale=0.1, size=variable.shape).astype(np.float32))
+    batch = replay.sample(8, beta=0.6)
+    values = HealthCheck(learner, context_rows=4).measure_batch(replay, batch)
+    gaps, disagree = [], []
+    for b in range(8):
+        window = {key: batch[key][b] for key in ("obs", "prev_action", "prev_reward", "obs_mask")}
+        q_online, _ = numpy_q(net, window, batch["state_h"][b], batch["state_c"][b])
+        q_target, _ = numpy_q(learner.target, window, batch["state_h"][b], batch["state_c"][b])
+        for row in range(BURN_IN, BURN_IN + TRACE):
+            if batch["mask"][b, row]:
+                raw = np.sort(inverse_value_rescale(q_online[row]))
+                gaps.append(raw[-1] - raw[-2])
+                disagree.append(np.argmax(q_online[row]) != np.argmax(q_target[row]))
+    assert values["health/action_gap"] == pytest.approx(np.mean(gaps), rel=1e-4)
+    assert values["health/greedy_disagreement"] == pytest.approx(np.mean(disagree))
+    assert 0.0 < np.mean(disagree) < 1.0, "the fixture should mix rows where the networks agree and disagree"
+    learner.target.copy_weights_from(net)
+    assert HealthCheck(learner, context_rows=4).measure_batch(replay, batch)["health/greedy_disagreement"] == 0.0
+
+
 def test_fresh_states_give_zero_delta_q():
     """Stored states computed with the learner's own weights from the episode start: nothing is stale."""
     net = network(0)

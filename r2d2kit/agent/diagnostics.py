@@ -6,8 +6,9 @@ Two parts, both cheap:
   norm before clipping, importance weights) and summarises it once per log interval;
 * :class:`HealthCheck` draws one extra batch per log interval and measures, without updating:
   the R2D2 paper's stale-state discrepancy delta-Q, the online Q of taken actions against the
-  discounted return actually obtained, dead ReLU units, LSTM gate saturation and how far
-  prioritisation concentrates the draws.
+  discounted return actually obtained, the action gap and how often the online and target
+  networks disagree on the greedy action (policy churn), dead ReLU units, LSTM gate saturation and
+  how far prioritisation concentrates the draws.
 
 ``docs/training.md`` ("Reading a run") explains each value and what a bad one looks like.
 """
@@ -122,8 +123,19 @@ class HealthCheck:
         trace = slice(cfg.burn_in, cfg.burn_in + cfg.trace_length)
         actions = tf.cast(batch["action"][:, trace], tf.int32)
         q_taken = tf.gather(q_stored[:, trace], actions, axis=2, batch_dims=2)  # [B, T]
+        q_trace = q_stored[:, trace]  # [B, T, A]
         if cfg.value_rescaling:
             q_taken = tf_inverse_value_rescale(q_taken, cfg.rescale_eps)
+            q_trace = tf_inverse_value_rescale(q_trace, cfg.rescale_eps)
+        if q_trace.shape[-1] > 1:
+            top = tf.math.top_k(q_trace, k=2).values
+            action_gap = top[..., 0] - top[..., 1]  # [B, T], unrescaled
+        else:
+            action_gap = tf.zeros_like(q_taken)
+        # policy churn: rows whose greedy action differs between the online and the target network
+        q_target, _, _ = learner._unroll(learner.target, batch, every, h, c)
+        disagree = tf.cast(tf.argmax(q_stored[:, trace], axis=-1) != tf.argmax(q_target[:, trace], axis=-1),
+                           tf.float32)  # [B, T]
 
         # dead ReLU units: never above zero on the batch's present rows
         present = tf.reshape(batch["obs_mask"], [-1])
@@ -162,7 +174,8 @@ class HealthCheck:
         row_mask = tf.cast(batch["obs_mask"], tf.float32)[..., tf.newaxis]
         saturation = tf.reduce_sum(saturated * row_mask) / tf.maximum(tf.reduce_sum(row_mask) * z.shape[-1], 1.0)
         return {"difference": difference, "scale": tf.reduce_max(tf.abs(q_stored), axis=-1),
-                "q_taken": q_taken, "dead_share": dead_share, "saturation": saturation}
+                "q_taken": q_taken, "action_gap": action_gap, "disagree": disagree, "dead_share": dead_share,
+                "saturation": saturation}
 
     # ------------------------------------------------------------------ public
     def measure(self, replay: SequenceReplayBuffer) -> dict[str, float]:
@@ -183,6 +196,11 @@ class HealthCheck:
         values = {"health/dead_relu_share": float(out["dead_share"]),
                   "health/lstm_gate_saturation": float(out["saturation"]),
                   "health/priority_spread": replay.sampler.probability_spread()}
+        cfg = self.learner.config
+        trained = batch["mask"][:, cfg.burn_in:cfg.burn_in + cfg.trace_length]
+        if trained.any():
+            values["health/action_gap"] = float(out["action_gap"][trained].mean())
+            values["health/greedy_disagreement"] = float(out["disagree"][trained].mean())
         values.update(self._delta_q(batch, context, out))
         values.update(self._overestimation(replay, batch, out["q_taken"]))
         return values

@@ -16,6 +16,8 @@ PANELS = (
     ("stale recurrent state: delta-Q / max |Q|", [("health/delta_q_after_burn_in", "after burn-in"),
                                                   ("health/delta_q_start", "at the stored state")]),
     ("Q of taken actions - discounted return obtained", [("health/overestimation", "")]),
+    ("greedy action: online vs target network", [("health/greedy_disagreement", "share of rows that differ"),
+                                                  ("health/action_gap", "action gap (best - second Q)")]),
     ("|TD| of trained rows", [("learner/td_p90", "90th percentile"), ("learner/td_p50", "median")]),
     ("gradient norm before clipping", [("learner/gradient_norm", "")]),
     ("prioritisation", [("health/priority_spread", "largest / mean probability"),
@@ -36,7 +38,7 @@ def plot_health(run_dirs: Sequence[str | Path], path: str | Path, labels: Sequen
 
     run_dirs = [Path(run_dir) for run_dir in run_dirs]
     labels = list(labels) if labels else [run_dir.name for run_dir in run_dirs]
-    figure, axes = plt.subplots(4, 2, figsize=(12, 13), sharex=True)
+    figure, axes = plt.subplots(3, 3, figsize=(16, 11), sharex=True)
     axes = axes.ravel()
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     styles = ("-", "--", ":")
@@ -61,7 +63,7 @@ def plot_health(run_dirs: Sequence[str | Path], path: str | Path, labels: Sequen
         axis.grid(alpha=0.3)
         if axis.get_legend_handles_labels()[0]:
             axis.legend(fontsize=7)
-    for axis in axes[-2:]:
+    for axis in axes[-3:]:
         axis.set_xlabel("environment steps")
     figure.tight_layout()
     path = Path(path)

@@ -23,8 +23,8 @@ HEALTH_FIELDS = ("env_steps", "updates", "actors/env_steps_per_s", "learner/upda
                  "learner/td_p90", "learner/td_max", "replay/is_weight_min", "replay/effective_batch_share",
                  "health/priority_spread", "health/delta_q_start", "health/delta_q_after_burn_in",
                  "health/context_share", "health/q_taken", "health/return_obtained", "health/overestimation",
-                 "health/return_known_share", "health/dead_relu_share", "health/lstm_gate_saturation",
-                 "health/cost_share")
+                 "health/return_known_share", "health/action_gap", "health/greedy_disagreement",
+                 "health/dead_relu_share", "health/lstm_gate_saturation", "health/cost_share")
 
 
 class RunLog:
