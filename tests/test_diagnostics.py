@@ -47,6 +47,7 @@ def test_update_statistics_summarise_the_interval_by_hand():
     assert summary["learner/td_p90"] == pytest.approx((3.7 + 10.0) / 2)
     assert summary["learner/td_max"] == pytest.approx(7.0)
     assert summary["replay/is_weight_min"] == pytest.approx(0.75)
+    assert summary["replay/is_weight_mean"] == pytest.approx((0.75 + 1.0) / 2)
     assert summary["replay/effective_batch_share"] == pytest.approx((0.9 + 1.0) / 2)
     assert stats.trained_rows == 5.0
     assert math.isnan(stats.summary()["learner/gradient_norm"])  # reset after a summary

@@ -55,7 +55,8 @@ class UpdateStatistics:
         weights = np.asarray(out["weights"])
         norm = float(out["gradient_norm"])
         values = {"gradient_norm": norm, "clipped": float(norm > self.max_gradient_norm),
-                  "is_weight_min": float(weights.min()), "effective_batch_share": effective_sample_share(weights)}
+                  "is_weight_min": float(weights.min()), "is_weight_mean": float(weights.mean()),
+                  "effective_batch_share": effective_sample_share(weights)}
         if abs_td.size:
             p50, p90 = np.percentile(abs_td, (50, 90))
             values.update(td_p50=float(p50), td_p90=float(p90), td_max=float(abs_td.max()))
@@ -74,6 +75,7 @@ class UpdateStatistics:
             "learner/td_p90": means.get("td_p90", math.nan),
             "learner/td_max": means.get("td_max", math.nan),
             "replay/is_weight_min": means.get("is_weight_min", math.nan),
+            "replay/is_weight_mean": means.get("is_weight_mean", math.nan),
             "replay/effective_batch_share": means.get("effective_batch_share", math.nan),
         }
 

@@ -21,12 +21,13 @@ PANELS = (
     ("|TD| of trained rows", [("learner/td_p90", "90th percentile"), ("learner/td_p50", "median")]),
     ("gradient norm before clipping", [("learner/gradient_norm", "")]),
     ("prioritisation", [("health/priority_spread", "largest / mean probability"),
+                        ("replay/is_weight_mean", "mean IS weight (x10)"),
                         ("replay/is_weight_min", "smallest IS weight (x10)")]),
     ("dead ReLU units, saturated LSTM gates (share)", [("health/dead_relu_share", "dead ReLU"),
                                                         ("health/lstm_gate_saturation", "saturated gates")]),
     ("trained rows per inserted row", [("replay/replay_ratio", "")]),
 )
-SCALED = {"replay/is_weight_min": 10.0}  # drawn x10 to share its panel's axis
+SCALED = {"replay/is_weight_min": 10.0, "replay/is_weight_mean": 10.0}  # drawn x10 to share its panel's axis
 
 
 def plot_health(run_dirs: Sequence[str | Path], path: str | Path, labels: Sequence[str] | None = None) -> Path:
