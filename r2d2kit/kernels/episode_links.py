@@ -3,7 +3,8 @@
 The window ring stores every step once, interleaved across envs; ``SequenceReplayBuffer`` links each
 row to the previous and next row of its episode by write index (``-1``: no such row). A link is
 followed only while the row it names is still in the ring (its write index is not older than the
-oldest one kept and its ring slot still holds that write index).
+oldest one kept and its ring slot still holds that write index); a link below ``-1`` names a row
+the ring lost before the link was made.
 """
 
 from __future__ import annotations
@@ -29,12 +30,12 @@ def walk_links(links, row_write_index, starts, steps, oldest):
         current = starts[b]
         for k in range(steps + 1):  # one look past the last step: does the episode end right there?
             following = links[current % capacity]
-            if following < 0:
+            if following == -1:
                 reached_end[b] = True
                 break
             if k == steps:
                 break
-            if following < oldest or row_write_index[following % capacity] != following:
+            if following < 0 or following < oldest or row_write_index[following % capacity] != following:
                 break
             chain[b, k] = following
             current = following

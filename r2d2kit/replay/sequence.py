@@ -33,6 +33,7 @@ from r2d2kit.replay.persistence import require_arrays
 from r2d2kit.replay.protocol import DEFAULT_BETA
 from r2d2kit.replay.samplers import make_sampler
 
+LOST_ROW = -2  # a row link to a step of the same episode that the ring no longer holds (-1: no such step)
 ROW_FLAGS = {"reward": ((), "float32"), "prev_reward": ((), "float32"), "terminated": ((), "bool"),
              "truncated": ((), "bool"), "mask": ((), "bool")}
 
@@ -217,6 +218,10 @@ class SequenceReplayBuffer(BufferCore):
         earlier, later = row_index[:-1][linked], row_index[1:][linked]
         self._row_next[earlier % self.capacity] = later
         self._row_previous[later % self.capacity] = earlier
+        first = int(np.argmax(present))
+        if present[first] and new[first] and start + first > 0:
+            # written again after the ring lost its first copy: the step before it is gone too
+            self._row_previous[row_index[first] % self.capacity] = LOST_ROW
         self._last_window[key] = (episode, start, row_index)
 
         slot = self._sequences_written % self.max_sequences
@@ -461,8 +466,8 @@ class SequenceReplayBuffer(BufferCore):
         self._row_write_index[:rows] = arrays["row_write_index"]
         for name, target in (("row_previous", self._row_previous), ("row_next", self._row_next)):
             links = arrays[name]
-            if links.size and (links.min() < -1 or links.max() >= int(meta["rows_written"])):
-                raise ValueError(f"{path!r}: {name} holds write indices outside [-1, rows_written)")
+            if links.size and (links.min() < LOST_ROW or links.max() >= int(meta["rows_written"])):
+                raise ValueError(f"{path!r}: {name} holds write indices outside [{LOST_ROW}, rows_written)")
             target[:rows] = links
         slots = arrays["slots"]
         if slots.size and (slots.min() < 0 or slots.max() > self.capacity):
