@@ -231,11 +231,22 @@ def test_the_health_command_draws_runs_side_by_side_and_names_bad_input(finished
     assert "2 labels for 1 runs" in capsys.readouterr().err
 
 
-def test_diagnostics_off_measures_no_health(tmp_path):
-    Trainer(tiny(600, "logging.diagnostics=false"), tmp_path).fit()
-    rows = [row for row in csv.DictReader(open(tmp_path / "health.csv"))]
+def test_diagnostics_leave_training_as_it_was_and_off_measure_no_health(tmp_path):
+    """Same seed, local runner: the losses and evaluations with the health checks on and off are identical."""
+    with_health = Trainer(tiny(1000), tmp_path / "on")
+    with_health.fit()
+    without = Trainer(tiny(1000, "logging.diagnostics=false"), tmp_path / "off")
+    without.fit()
+    on = list(csv.DictReader(open(tmp_path / "on" / "metrics.csv")))
+    off = list(csv.DictReader(open(tmp_path / "off" / "metrics.csv")))
+    assert [(row["loss"], row["eval_mean"]) for row in on] == [(row["loss"], row["eval_mean"]) for row in off]
+    for mine, theirs in zip(with_health.network.variables, without.network.variables, strict=True):
+        np.testing.assert_array_equal(mine.numpy(), theirs.numpy())
+    rows = list(csv.DictReader(open(tmp_path / "off" / "health.csv")))
     assert rows and all(row["health/dead_relu_share"] == "" for row in rows)
     assert all(row["learner/gradient_norm"] != "" for row in rows if float(row["updates"]) > 0)
+    measured = [row for row in csv.DictReader(open(tmp_path / "on" / "health.csv")) if float(row["updates"]) > 0]
+    assert measured and all(row["health/dead_relu_share"] != "" for row in measured)
 
 
 def test_resume_of_a_corrupted_checkpoint_names_the_file(finished_run, tmp_path, capsys):

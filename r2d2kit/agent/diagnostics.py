@@ -92,15 +92,18 @@ class HealthCheck:
         context_rows: rows of each window's episode before its start that are unrolled from a zero
             state to recompute its start state (all of them when the episode started within reach).
         return_horizon: rows walked past a window to find its episode's end for the obtained return.
+        seed: seed of the generator that draws the diagnostic batches (never the replay's own, so a
+            run draws the same training batches with diagnostics on or off).
     """
 
-    def __init__(self, learner, context_rows: int = 80, return_horizon: int = 10_000) -> None:
+    def __init__(self, learner, context_rows: int = 80, return_horizon: int = 10_000, seed: int = 0) -> None:
         if context_rows < 1 or return_horizon < 0:
             raise ValueError(f"context_rows must be >= 1 and return_horizon >= 0, got {context_rows} and "
                              f"{return_horizon}")
         self.learner = learner
         self.context_rows = int(context_rows)
         self.return_horizon = int(return_horizon)
+        self._rng = np.random.default_rng(seed)
         network = learner.online
         encoder = network.encoder
         relu_layers = [layer for layer in encoder.layers if _is_relu(layer)]
@@ -183,7 +186,7 @@ class HealthCheck:
     def measure(self, replay: SequenceReplayBuffer) -> dict[str, float]:
         """Diagnostics on one batch drawn from ``replay`` as the learner draws them (names as logged)."""
         cfg = self.learner.config
-        return self.measure_batch(replay, replay.sample(cfg.batch_size, beta=cfg.importance_exponent))
+        return self.measure_batch(replay, replay.sample(cfg.batch_size, beta=cfg.importance_exponent, rng=self._rng))
 
     def measure_batch(self, replay: SequenceReplayBuffer, batch: Mapping[str, np.ndarray]) -> dict[str, float]:
         """:meth:`measure` on a given ``replay.sample()`` batch."""

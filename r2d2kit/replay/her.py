@@ -289,7 +289,8 @@ class HerReplayBuffer(HindsightBase, BufferCore):
 
     # ----------------------------------------------------------------- sampling
     def sample(self, batch_size: int, beta: float = DEFAULT_BETA, *,
-               out: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+               out: Mapping[str, np.ndarray] | None = None,
+               rng: np.random.Generator | None = None) -> dict[str, np.ndarray]:
         """Sample ``batch_size`` transitions (with replacement) and relabel them in hindsight.
 
         Args:
@@ -297,6 +298,8 @@ class HerReplayBuffer(HindsightBase, BufferCore):
             beta: importance-sampling exponent in ``[0, 1]`` (weights are 1 when uniform).
             out: optional arrays with :meth:`batch_spec`'s shapes and dtypes, filled in place
                 (e.g. :meth:`sample_buffers`); default fresh arrays.
+            rng: draw with this generator instead of the buffer's own (a diagnostic batch then leaves
+                the training draws as they were).
 
         Returns:
             ``observation``, ``achieved_goal``, ``desired_goal`` (the relabelled goal where
@@ -310,7 +313,7 @@ class HerReplayBuffer(HindsightBase, BufferCore):
         with self._lock:  # held through compute_reward: the returns read stored rewards the ring may overwrite
             if len(self) == 0:
                 raise ValueError(self._nothing_to_sample())
-            uniforms = self._rng.random((3, batch_size))  # [3, B]: sample, relabel, goal
+            uniforms = (rng or self._rng).random((3, batch_size))  # [3, B]: sample, relabel, goal
             indices, weights = self._sampler.sample(uniforms[0], beta)
             if self._strategy_code == 3:  # random: goal steps uniform over everything sampleable
                 random_goals = self._valid.sample(uniforms[2], beta)[0]

@@ -249,7 +249,8 @@ class SequenceReplayBuffer(BufferCore):
 
     # ------------------------------------------------------------------ sampling
     def sample(self, batch_size: int, beta: float = DEFAULT_BETA, *,
-               out: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+               out: Mapping[str, np.ndarray] | None = None,
+               rng: np.random.Generator | None = None) -> dict[str, np.ndarray]:
         """Sample windows in proportion to priority, into fresh arrays or into ``out``.
 
         Memory. A batch of R2D2 Atari windows is 57 MB; gathered into fresh memory it costs about
@@ -263,6 +264,8 @@ class SequenceReplayBuffer(BufferCore):
             batch_size: windows per batch.
             beta: importance-sampling exponent in ``[0, 1]``.
             out: optional dict of arrays with :meth:`batch_spec`'s shapes and dtypes, filled in place.
+            rng: draw with this generator instead of the buffer's own (a diagnostic batch then leaves
+                the training draws as they were).
 
         Returns:
             Every row field as ``[B, L, ...]``, ``obs_mask`` (row present) and ``mask`` (row is a
@@ -273,7 +276,7 @@ class SequenceReplayBuffer(BufferCore):
         with self._lock:
             self._check_not_empty()
             batch = self._batch_memory(batch_size, out)
-            self._sample_windows(self._rng.random(batch_size), beta, batch)
+            self._sample_windows((rng or self._rng).random(batch_size), beta, batch)
         return batch
 
     def _check_not_empty(self) -> None:

@@ -281,11 +281,15 @@ class SequenceHerReplayBuffer(HindsightBase, SequenceReplayBuffer):
 
     # ------------------------------------------------------------------ sampling
     def sample(self, batch_size: int, beta: float = DEFAULT_BETA, *,
-               out: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+               out: Mapping[str, np.ndarray] | None = None,
+               rng: np.random.Generator | None = None) -> dict[str, np.ndarray]:
         """Sample windows in proportion to priority and relabel those of finished episodes in hindsight.
 
         Memory and ``out`` work as for ``SequenceReplayBuffer.sample`` (fresh arrays, or ``out`` filled
         in place).
+
+        ``rng``: draw with this generator instead of the buffer's own (a diagnostic batch then
+        leaves the training draws as they were).
 
         Returns:
             What ``SequenceReplayBuffer.sample`` returns (``obs``, ``reward`` and ``prev_reward``
@@ -296,7 +300,7 @@ class SequenceHerReplayBuffer(HindsightBase, SequenceReplayBuffer):
         with self._lock:
             self._check_not_empty()
             batch = self._batch_memory(batch_size, out)
-            uniforms = self._rng.random((3, batch_size))  # [3, B]: window, relabel, goal
+            uniforms = (rng or self._rng).random((3, batch_size))  # [3, B]: window, relabel, goal
             indices = self._sample_windows(uniforms[0], beta, batch)
             goal_rows, pair_samples, pair_positions, pair_rows, stale = sequence_her_kernels.sequence_her_relabel(
                 indices, self._slots, self._window_start, self._window_transitions, self._table_origin,

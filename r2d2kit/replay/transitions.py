@@ -90,7 +90,8 @@ class ReplayBuffer(BufferCore):
 
     # ----------------------------------------------------------------- sampling
     def sample(self, batch_size: int, beta: float = DEFAULT_BETA, *,
-               out: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+               out: Mapping[str, np.ndarray] | None = None,
+               rng: np.random.Generator | None = None) -> dict[str, np.ndarray]:
         """Sample ``batch_size`` items (with replacement) into fresh arrays, or into ``out``.
 
         Reusing memory is opt-in (``out``; :mod:`r2d2kit.replay.batch_pool` says when it is safe):
@@ -103,6 +104,8 @@ class ReplayBuffer(BufferCore):
             out: optional dict of arrays with :meth:`batch_spec`'s shapes and dtypes (e.g.
                 :meth:`sample_buffers`, or a :class:`~r2d2kit.replay.BatchPool`'s ``acquire()``),
                 filled in place and returned; the next ``sample`` into it overwrites it.
+            rng: draw with this generator instead of the buffer's own (a diagnostic batch then leaves
+                the training draws as they were).
 
         Returns:
             ``{field: [batch_size, *shape]}`` plus ``"indices"`` (int64, for
@@ -112,7 +115,7 @@ class ReplayBuffer(BufferCore):
         with self._lock:
             if self._storage.size == 0:
                 raise ValueError(f"cannot sample from an empty {type(self).__name__}: add items first")
-            indices, weights = self._sampler.sample(self._rng.random(batch_size), beta)
+            indices, weights = self._sampler.sample((rng or self._rng).random(batch_size), beta)
             batch = self._storage.gather(indices, out=self._batch_memory(batch_size, out))
             np.copyto(batch["indices"], indices)
             np.copyto(batch["weights"], weights)

@@ -122,7 +122,7 @@ class Trainer:
         self._window = _Window()
         self._recent_returns: deque[float] = deque(maxlen=100)
         self.update_statistics = UpdateStatistics(config.learner.max_gradient_norm)
-        self.health = HealthCheck(self.learner) if config.logging.diagnostics else None
+        self.health = HealthCheck(self.learner, seed=config.run.seed) if config.logging.diagnostics else None
         self._rows_at_log = self.replay.rows_written
         self._trained_rows_at_log = 0.0
 
