@@ -22,6 +22,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from r2d2kit.agent.learner import R2D2Learner
 from r2d2kit.agent.rescale import tf_inverse_value_rescale
 from r2d2kit.replay.sequence import SequenceReplayBuffer
 
@@ -96,7 +97,8 @@ class HealthCheck:
             run draws the same training batches with diagnostics on or off).
     """
 
-    def __init__(self, learner, context_rows: int = 80, return_horizon: int = 10_000, seed: int = 0) -> None:
+    def __init__(self, learner: R2D2Learner, context_rows: int = 80, return_horizon: int = 10_000,
+                 seed: int = 0) -> None:
         if context_rows < 1 or return_horizon < 0:
             raise ValueError(f"context_rows must be >= 1 and return_horizon >= 0, got {context_rows} and "
                              f"{return_horizon}")
@@ -114,45 +116,58 @@ class HealthCheck:
 
     # ------------------------------------------------------------------ the compiled part
     def _forward(self, batch, context):
+        """Every measurement of one batch, in one compiled call."""
         learner, network = self.learner, self.learner.online
-        cfg = learner.config
         h, c = batch["state_h"], batch["state_c"]
-        zeros = tf.zeros_like(h)
-        _, fresh_h, fresh_c = network.model([context["obs"], context["prev_action"], context["prev_reward"],
-                                             context["obs_mask"], zeros, tf.zeros_like(c)])
-        every = slice(0, None)
-        q_stored, _, _ = learner._unroll(network, batch, every, h, c)  # [B, L, A]
-        q_fresh, _, _ = learner._unroll(network, batch, every, fresh_h, fresh_c)
-        difference = tf.norm(q_stored - q_fresh, axis=-1)  # [B, L]
+        q_stored, _, _ = learner._unroll(network, batch, slice(0, None), h, c)  # [B, L, A]
+        features = network._features(batch["obs"], batch["prev_action"], batch["prev_reward"])  # [B, L, F]
+        hidden = self._rnn(features, mask=batch["obs_mask"], initial_state=[h, c])  # [B, L, U]
+        outputs = {"difference": self._stale_state_difference(batch, context, q_stored),
+                   "scale": tf.reduce_max(tf.abs(q_stored), axis=-1),
+                   "dead_share": self._dead_relu_share(batch, hidden),
+                   "saturation": self._gate_saturation(batch, features, hidden)}
+        outputs.update(self._taken_actions(batch, q_stored))
+        return outputs
 
+    def _stale_state_difference(self, batch, context, q_stored):
+        """``||Q(stored state) - Q(recomputed state)||`` per row ``[B, L]``; the recomputed state unrolls the
+        context rows from a zero state with the current weights."""
+        learner, network = self.learner, self.learner.online
+        zeros = tf.zeros_like(batch["state_h"])
+        _, fresh_h, fresh_c = network.model([context["obs"], context["prev_action"], context["prev_reward"],
+                                             context["obs_mask"], zeros, tf.zeros_like(batch["state_c"])])
+        q_fresh, _, _ = learner._unroll(network, batch, slice(0, None), fresh_h, fresh_c)
+        return tf.norm(q_stored - q_fresh, axis=-1)
+
+    def _taken_actions(self, batch, q_stored):
+        """Unrescaled Q of the taken actions, the action gap and online/target disagreement on the trace rows."""
+        learner = self.learner
+        cfg = learner.config
         trace = slice(cfg.burn_in, cfg.burn_in + cfg.trace_length)
         actions = tf.cast(batch["action"][:, trace], tf.int32)
-        q_taken = tf.gather(q_stored[:, trace], actions, axis=2, batch_dims=2)  # [B, T]
         q_trace = q_stored[:, trace]  # [B, T, A]
         if cfg.value_rescaling:
-            q_taken = tf_inverse_value_rescale(q_taken, cfg.rescale_eps)
             q_trace = tf_inverse_value_rescale(q_trace, cfg.rescale_eps)
+        q_taken = tf.gather(q_trace, actions, axis=2, batch_dims=2)  # [B, T]
         if q_trace.shape[-1] > 1:
             top = tf.math.top_k(q_trace, k=2).values
-            action_gap = top[..., 0] - top[..., 1]  # [B, T], unrescaled
+            action_gap = top[..., 0] - top[..., 1]
         else:
             action_gap = tf.zeros_like(q_taken)
-        # policy churn: rows whose greedy action differs between the online and the target network
-        q_target, _, _ = learner._unroll(learner.target, batch, every, h, c)
-        disagree = tf.cast(tf.argmax(q_stored[:, trace], axis=-1) != tf.argmax(q_target[:, trace], axis=-1),
-                           tf.float32)  # [B, T]
+        q_target, _, _ = learner._unroll(learner.target, batch, slice(0, None), batch["state_h"], batch["state_c"])
+        differs = tf.argmax(q_stored[:, trace], axis=-1) != tf.argmax(q_target[:, trace], axis=-1)
+        return {"q_taken": q_taken, "action_gap": action_gap, "disagree": tf.cast(differs, tf.float32)}
 
-        # dead ReLU units: never above zero on the batch's present rows
+    def _dead_relu_share(self, batch, hidden):
+        """Share of ReLU units (encoder and head) never above zero on the batch's present rows."""
+        network = self.learner.online
         present = tf.reshape(batch["obs_mask"], [-1])
         unit_activity = []
         if self._encoder_units is not None:
             outputs = self._encoder_units(batch["obs"])
             for output in (outputs if isinstance(outputs, (list, tuple)) else [outputs]):
-                rows = tf.boolean_mask(output, present)  # [N, ..., units]
-                flat = tf.reshape(rows, [-1, rows.shape[-1]])
-                unit_activity.append(tf.reduce_max(flat, axis=0) > 0.0)
-        features = network._features(batch["obs"], batch["prev_action"], batch["prev_reward"])  # [B, L, F]
-        hidden = self._rnn(features, mask=batch["obs_mask"], initial_state=[h, c])  # [B, L, U]
+                rows = tf.boolean_mask(output, present)  # [N, ..., units]: a conv filter is one unit
+                unit_activity.append(tf.reduce_max(tf.reshape(rows, [-1, rows.shape[-1]]), axis=0) > 0.0)
         streams = [network.advantage_layers] + ([network.value_layers] if network.dueling else [])
         for stream in streams:
             x = network.lstm_norm(hidden) if network.lstm_norm is not None else hidden
@@ -161,26 +176,23 @@ class HealthCheck:
                 if _is_relu(layer):
                     rows = tf.boolean_mask(tf.reshape(x, [-1, x.shape[-1]]), present)
                     unit_activity.append(tf.reduce_max(rows, axis=0) > 0.0)
-        if unit_activity:
-            active = tf.concat(unit_activity, axis=0)
-            dead_share = 1.0 - tf.reduce_mean(tf.cast(active, tf.float32))
-        else:
-            dead_share = tf.constant(math.nan, tf.float32)
+        if not unit_activity:
+            return tf.constant(math.nan, tf.float32)
+        return 1.0 - tf.reduce_mean(tf.cast(tf.concat(unit_activity, axis=0), tf.float32))
 
-        # LSTM gates from the inputs and the previous hidden state of every present row
-        cell = network.cell
-        previous = tf.concat([h[:, tf.newaxis], hidden[:, :-1]], axis=1)
+    def _gate_saturation(self, batch, features, hidden):
+        """Share of LSTM gate outputs within ``SATURATION_MARGIN`` of their range's edge on present rows,
+        from each row's input and the previous row's hidden state."""
+        cell = self.learner.online.cell
+        previous = tf.concat([batch["state_h"][:, tf.newaxis], hidden[:, :-1]], axis=1)
         z = (tf.matmul(tf.cast(features, tf.float32), cell.kernel) + tf.matmul(previous, cell.recurrent_kernel)
              + cell.bias)
-        z_input, z_forget, z_candidate, z_output = tf.split(z, 4, axis=-1)
+        z_input, z_forget, z_candidate, z_output = tf.split(z, 4, axis=-1)  # Keras' gate order
         unit_range = tf.concat([tf.sigmoid(z_input), tf.sigmoid(z_forget), (tf.tanh(z_candidate) + 1.0) / 2.0,
                                 tf.sigmoid(z_output)], axis=-1)  # every gate on [0, 1]
         saturated = tf.cast((unit_range < SATURATION_MARGIN) | (unit_range > 1.0 - SATURATION_MARGIN), tf.float32)
         row_mask = tf.cast(batch["obs_mask"], tf.float32)[..., tf.newaxis]
-        saturation = tf.reduce_sum(saturated * row_mask) / tf.maximum(tf.reduce_sum(row_mask) * z.shape[-1], 1.0)
-        return {"difference": difference, "scale": tf.reduce_max(tf.abs(q_stored), axis=-1),
-                "q_taken": q_taken, "action_gap": action_gap, "disagree": disagree, "dead_share": dead_share,
-                "saturation": saturation}
+        return tf.reduce_sum(saturated * row_mask) / tf.maximum(tf.reduce_sum(row_mask) * z.shape[-1], 1.0)
 
     # ------------------------------------------------------------------ public
     def measure(self, replay: SequenceReplayBuffer) -> dict[str, float]:
