@@ -147,7 +147,12 @@ class _Segment:
 
 
 class WeightBroadcast(_Segment):
-    """One writer publishes float32 vectors of a fixed size; any number of readers copy them out."""
+    """One writer publishes float32 vectors of a fixed size; any number of readers copy them out.
+
+    A sequence lock: a reader retries until its copy saw no write, so it needs a pause between publishes
+    at least as long as one copy (0.05 ms per MB). The learner publishes every ``publish_every`` updates,
+    milliseconds apart; a writer publishing in a tight loop could starve readers.
+    """
 
     def __init__(self, block: shared_memory.SharedMemory, size: int, owner: bool) -> None:
         super().__init__(block, owner)
