@@ -34,6 +34,16 @@ def write(tmp_path, text):
     ("section not a mapping", "run: 5\n", r"section 'run' must be a mapping"),
     ("top level not a mapping", "- a\n- b\n", r"top level must be a mapping"),
     ("not yaml", "learner: {a: [\n", r"not valid YAML"),
+    ("nan learning rate", "learner: {learning_rate: .nan}\n", r"learner\.learning_rate must be a finite number, got nan"),
+    ("infinite update ratio", "run: {updates_per_env_step: .inf}\n",
+     r"run\.updates_per_env_step must be a finite number, got inf"),
+    ("huge int for a float", f"run: {{updates_per_env_step: {10 ** 400}}}\n", r"must be a finite number, got inf"),
+    ("negative clip norm", "learner: {max_gradient_norm: -1}\n", r"max_gradient_norm must be > 0, got -1"),
+    ("zero adam epsilon", "learner: {adam_epsilon: 0}\n", r"adam_epsilon must be > 0, got 0"),
+    ("negative priority exponent", "learner: {priority_exponent: -2}\n", r"priority_exponent must be in \[0, 1\]"),
+    ("importance exponent above 1", "learner: {importance_exponent: 7}\n",
+     r"importance_exponent must be in \[0, 1\]"),
+    ("astronomic capacity", f"replay: {{capacity: {10 ** 30}}}\n", r"capacity must be in \[1, 2147483648\] steps"),
 ])
 def test_bad_configs_produce_the_promised_messages(tmp_path, name, text, message):
     with pytest.raises(ConfigError, match=message):
@@ -104,3 +114,56 @@ def test_paper_sizes_without_a_gpu_are_warned_about_naming_the_overrides(tmp_pat
         assert part in warning
     assert "no GPU is visible" in warning and "--set model.lstm_units=64" in warning
     assert "--set learner.burn_in=10 --set learner.trace_length=20" in warning
+
+
+ALIAS_BOMB = """env:
+  id: CueMemory-v0
+  kwargs:
+    a: &a [x, x, x, x, x, x, x, x, x]
+    b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]
+    c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]
+    d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]
+    e: [*d, *d, *d, *d, *d, *d, *d, *d, *d]
+"""
+
+
+@pytest.mark.parametrize("name,text,message", [
+    ("alias bomb", ALIAS_BOMB, r"holds more than 10000 values once its aliases are expanded"),
+    ("deep nesting", "x: " + "[" * 5000 + "]" * 5000 + "\n", r"nested too deeply to read"),
+    ("nesting past the limit", "env: {kwargs: " + "[" * 40 + "]" * 40 + "}\n", r"nested deeper than 32 levels"),
+])
+def test_yaml_that_expands_or_nests_without_bound_is_refused_before_use(tmp_path, name, text, message):
+    """A 0.4 KB alias bomb used to pass and expand to millions of values when saved or printed."""
+    with pytest.raises(ConfigError, match=message):
+        load_config(write(tmp_path, text))
+
+
+def test_a_few_aliases_are_fine(tmp_path):
+    config = load_config(write(tmp_path, "env: {id: CueMemory-v0, kwargs: &k {delay: 2}}\nmodel: {hidden: [8]}\n"))
+    assert config.env.kwargs == {"delay": 2}
+
+
+def test_an_oversized_file_is_refused_before_it_is_parsed(tmp_path):
+    path = write(tmp_path, "env: {id: CueMemory-v0}\n" + "#" * (1 << 20) + "\n")
+    with pytest.raises(ConfigError, match=r"bytes is not a config"):
+        load_config(path)
+
+
+@pytest.mark.parametrize("override,message", [
+    ("learner.batch_size=[1", r"--set 'learner\.batch_size=\[1': not valid YAML"),
+    ("learner.batch_size=!!python/object/apply:os.system [echo]", r"--set .*: not valid YAML: could not determine a "
+                                                                  r"constructor"),
+    ("learner.batchsize=3", r"--set 'learner\.batchsize=3': unknown key learner\.batchsize; did you mean 'batch_size'"),
+    ("lerner.batch_size=3", r"--set 'lerner\.batch_size=3': unknown section 'lerner'; did you mean 'learner'"),
+    ("replay.hr.n_sampled_goal=3", r"unknown key replay\.hr; did you mean 'her'"),
+    ("learner.batch_size=many", r"^--set: learner\.batch_size must be int, got 'many'"),
+    ("learner.gamma=2", r"c\.yaml \(with --set learner\.gamma\): section 'learner'.*gamma must be in \[0, 1\]"),
+])
+def test_a_bad_override_is_blamed_on_the_override_not_the_file(tmp_path, override, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(write(tmp_path, "env: {id: CueMemory-v0}\nlearner: {batch_size: 8}\n"), [override])
+
+
+def test_a_bad_value_in_the_file_is_still_blamed_on_the_file(tmp_path):
+    with pytest.raises(ConfigError, match=r"c\.yaml: learner\.batch_size must be int"):
+        load_config(write(tmp_path, "learner: {batch_size: many}\n"), ["learner.gamma=0.9"])

@@ -177,6 +177,19 @@ def test_sigterm_ends_the_run_with_a_final_checkpoint_and_a_second_signal_aborts
     assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
 
 
+def test_a_stop_request_is_honoured_between_two_updates_of_one_round(tmp_path):
+    """With a million updates owed per env step, Ctrl-C used to wait for the whole round to be trained."""
+    class SignalOnceThenWatch(SignalAtUpdate):
+        def on_learner_step(self, learner, metrics):
+            assert metrics["updates"] <= self.update, "an update ran after the stop request"
+            super().on_learner_step(learner, metrics)
+
+    summary = Trainer(tiny(5000, "run.updates_per_env_step=1000000"), tmp_path / "run",
+                      callbacks=[SignalOnceThenWatch(20, signal.SIGINT)]).fit()
+    assert summary["stopped_by"] == "Ctrl-C" and summary["updates"] == 20
+    assert verify_checkpoint(tmp_path / "run" / summary["checkpoint"])["updates"] == 20
+
+
 def test_tensorboard_holds_the_promised_scalars(finished_run):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 
@@ -41,9 +42,19 @@ class R2D2Config:
                 raise ValueError(f"R2D2Config.{name} must be an integer >= 1, got {value!r}")
         if not isinstance(self.burn_in, int) or self.burn_in < 0:
             raise ValueError(f"R2D2Config.burn_in must be an integer >= 0, got {self.burn_in!r}")
-        for name in ("gamma", "eta"):
+        for name in FLOAT_FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(f"R2D2Config.{name} must be a finite number, got {value!r}")
+        for name in ("gamma", "eta", "priority_exponent", "importance_exponent"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"R2D2Config.{name} must be in [0, 1], got {getattr(self, name)!r}")
+        for name in ("max_gradient_norm", "adam_epsilon"):
+            if getattr(self, name) <= 0.0:
+                raise ValueError(f"R2D2Config.{name} must be > 0, got {getattr(self, name)!r} (R2D2: "
+                                 f"{getattr(R2D2Config, name)!r})")
+        if self.rescale_eps < 0.0:
+            raise ValueError(f"R2D2Config.rescale_eps must be >= 0, got {self.rescale_eps!r}")
         if not isinstance(self.learning_rate_decay_updates, int) or self.learning_rate_decay_updates < 0:
             raise ValueError("R2D2Config.learning_rate_decay_updates must be an integer >= 0, got "
                              f"{self.learning_rate_decay_updates!r}")
@@ -64,3 +75,6 @@ class R2D2Config:
     def describe(self) -> str:
         """One line per field, for the start-of-run printout."""
         return "\n".join(f"  {f.name:22s} {getattr(self, f.name)}" for f in dataclasses.fields(self))
+
+
+FLOAT_FIELDS = tuple(f.name for f in dataclasses.fields(R2D2Config) if f.type in ("float", float))

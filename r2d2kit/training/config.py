@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import os
 import re
 import types
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 import yaml
 
@@ -98,6 +99,9 @@ class HerConfig:
                              f"windows), got {self.n_sampled_goal!r}")
 
 
+MAX_CAPACITY = 2 ** 31  # steps: more than any machine's memory holds with a window index per step
+
+
 @dataclass
 class ReplayConfig:
     """The sequence replay buffer (priority exponents live in ``learner``).
@@ -114,8 +118,9 @@ class ReplayConfig:
     def __post_init__(self) -> None:
         if self.initial_state not in ("stored", "zero"):
             raise ValueError(f"initial_state must be 'stored' or 'zero', got {self.initial_state!r}")
-        if self.capacity < 1:
-            raise ValueError(f"capacity must be >= 1, got {self.capacity}")
+        if not 1 <= self.capacity <= MAX_CAPACITY:
+            raise ValueError(f"capacity must be in [1, {MAX_CAPACITY}] steps (2**31; the MinAtar configs keep 100000), "
+                             f"got {self.capacity}")
         if self.sampler not in SAMPLERS:
             raise ValueError(f"sampler must be one of {', '.join(SAMPLERS)}, got {self.sampler!r}")
         if isinstance(self.her, bool):
@@ -178,8 +183,8 @@ class RunConfig:
     def __post_init__(self) -> None:
         if self.total_env_steps < 1:
             raise ValueError(f"total_env_steps must be >= 1, got {self.total_env_steps}")
-        if self.updates_per_env_step < 0:
-            raise ValueError(f"updates_per_env_step must be >= 0, got {self.updates_per_env_step}")
+        if not 0 <= self.updates_per_env_step < math.inf:
+            raise ValueError(f"updates_per_env_step must be a finite number >= 0, got {self.updates_per_env_step}")
         if self.eval_every < 0 or self.eval_episodes < 1 or self.warmup_steps < 0:
             raise ValueError("eval_every and warmup_steps must be >= 0 and eval_episodes >= 1, got "
                              f"{self.eval_every}, {self.warmup_steps} and {self.eval_episodes}")
@@ -262,9 +267,13 @@ def _check_type(where: str, value: Any, annotation: Any) -> Any:
         raise ConfigError(f"{where} must be {names}, got {value!r} ({type(value).__name__})")
     expected = origin or annotation
     if expected is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
+        value = float(value) if abs(value) < 2 ** 1023 else math.inf
     if expected is float and isinstance(value, str) and _EXPONENT_FLOAT.fullmatch(value.strip()):
-        return float(value)
+        value = float(value)
+    if expected is float and isinstance(value, float):
+        if not math.isfinite(value):
+            raise ConfigError(f"{where} must be a finite number, got {value!r}")
+        return value
     if expected is int and isinstance(value, bool):
         raise ConfigError(f"{where} must be an integer, got {value!r}")
     if not isinstance(value, expected):
@@ -272,8 +281,10 @@ def _check_type(where: str, value: Any, annotation: Any) -> Any:
     return value
 
 
-def build_config(data: Mapping[str, Any] | None, source: str = "<config>") -> TrainConfig:
-    """Validate a nested mapping into a :class:`TrainConfig`; raise :class:`ConfigError` naming ``source``."""
+def build_config(data: Mapping[str, Any] | None, source: str = "<config>",
+                 overridden: Collection[str] = ()) -> TrainConfig:
+    """Validate a nested mapping into a :class:`TrainConfig`; raise :class:`ConfigError` naming ``source``
+    (or ``--set`` for the ``section.key`` names in ``overridden``)."""
     data = {} if data is None else data
     if not isinstance(data, Mapping):
         raise ConfigError(f"{source}: the top level must be a mapping of sections {list(SECTIONS)}, got "
@@ -294,11 +305,14 @@ def build_config(data: Mapping[str, Any] | None, source: str = "<config>") -> Tr
             if key not in fields:
                 raise ConfigError(f"{source}: unknown key {section}.{key}; {_nearest(str(key), fields)}"
                                   f"valid keys in {section!r} are {sorted(fields)}")
-            checked[key] = _check_type(f"{source}: {section}.{key}", value, hints[key])
+            where = "--set" if f"{section}.{key}" in overridden else source
+            checked[key] = _check_type(f"{where}: {section}.{key}", value, hints[key])
         try:
             sections[section] = cls(**checked)
         except ValueError as error:
-            raise ConfigError(f"{source}: section {section!r}: {error}") from None
+            blamed = sorted(name for name in overridden if name.split(".")[0] == section)
+            origin = f"{source} (with --set {', '.join(blamed)})" if blamed else source
+            raise ConfigError(f"{origin}: section {section!r}: {error}") from None
     config = TrainConfig(**sections)
     _check_env_id(config.env.id, source)
     return config
@@ -323,8 +337,51 @@ def _check_env_id(env_id: str, source: str) -> None:
                           "the module registering it is imported (also in actor processes), or pick a registered id")
 
 
+MAX_CONFIG_BYTES = 1 << 20
+MAX_YAML_VALUES = 10_000  # scalars, lists and mappings in one config after aliases are expanded
+MAX_YAML_DEPTH = 32  # nesting levels (a config uses four)
+
+
+def parse_yaml(text: Any, where: str) -> Any:
+    """``yaml.safe_load`` of a config text or stream, refused by name if it is not YAML or too large.
+
+    An alias bomb (a few hundred bytes naming an alias of an alias ...) parses into a small shared
+    structure that expands to millions of values when saved or printed; a deeply nested one exhausts
+    the parser's recursion. Both are refused here, before anything reads the values.
+    """
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{where}: not valid YAML: {error}") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: nested too deeply to read (a config nests {MAX_YAML_DEPTH} levels at "
+                          "most)") from None
+    _check_yaml_size(data, where)
+    return data
+
+
+def _check_yaml_size(data: Any, where: str) -> None:
+    budget = MAX_YAML_VALUES
+    pending = [(data, 1)]
+    while pending:
+        value, depth = pending.pop()
+        budget -= 1
+        if budget < 0:
+            raise ConfigError(f"{where}: holds more than {MAX_YAML_VALUES} values once its aliases are expanded "
+                              "(a YAML alias bomb?); a config needs a few hundred: write the values out")
+        if depth > MAX_YAML_DEPTH:
+            raise ConfigError(f"{where}: nested deeper than {MAX_YAML_DEPTH} levels (a config uses four)")
+        if isinstance(value, Mapping):
+            pending.extend((item, depth + 1) for pair in value.items() for item in pair)
+        elif isinstance(value, (list, tuple)):
+            pending.extend((item, depth + 1) for item in value)
+
+
 def apply_overrides(data: dict, overrides: Sequence[str], source: str = "--set") -> dict:
-    """Apply ``section.key=value`` strings (value parsed as YAML) to a nested dict, in order."""
+    """Apply ``section.key=value`` strings (value parsed as YAML) to a nested dict, in order.
+
+    Section and key names are checked here, so that a typo is reported as the override's, not the file's.
+    """
     data = {section: dict(values) if isinstance(values, Mapping) else values
             for section, values in (data or {}).items()}
     for override in overrides:
@@ -332,6 +389,7 @@ def apply_overrides(data: dict, overrides: Sequence[str], source: str = "--set")
             raise ConfigError(f"{source} {override!r}: write section.key=value, e.g. learner.batch_size=32")
         path, raw = override.split("=", 1)
         *parents, key = path.split(".")  # replay.her.n_sampled_goal: a key of a mapping inside a section
+        _check_override_path(f"{source} {override!r}", parents, key)
         target = data
         for depth, name in enumerate(parents):
             child = target.get(name)
@@ -344,8 +402,25 @@ def apply_overrides(data: dict, overrides: Sequence[str], source: str = "--set")
                 raise ConfigError(f"{source} {override!r}: {where!r} is not a mapping in the config file")
             target[name] = child
             target = child
-        target[key] = yaml.safe_load(raw)
+        target[key] = parse_yaml(raw, f"{source} {override!r}")
     return data
+
+
+def _check_override_path(where: str, parents: Sequence[str], key: str) -> None:
+    section = parents[0]
+    if section not in SECTIONS:
+        raise ConfigError(f"{where}: unknown section {section!r}; {_nearest(section, SECTIONS)}valid sections are "
+                          f"{list(SECTIONS)}")
+    fields = [f.name for f in dataclasses.fields(SECTIONS[section])]
+    name = parents[1] if len(parents) > 1 else key
+    if name not in fields:
+        raise ConfigError(f"{where}: unknown key {section}.{name}; {_nearest(name, fields)}valid keys in "
+                          f"{section!r} are {sorted(fields)}")
+
+
+def overridden_keys(overrides: Sequence[str]) -> set[str]:
+    """The ``section.key`` names that ``--set`` overrides give a value (what a message should blame)."""
+    return {".".join(override.split("=", 1)[0].split(".")[:2]) for override in overrides if "=" in override}
 
 
 def load_config(path: str | os.PathLike, overrides: Sequence[str] = ()) -> TrainConfig:
@@ -353,17 +428,17 @@ def load_config(path: str | os.PathLike, overrides: Sequence[str] = ()) -> Train
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise ConfigError(f"no config file at {path!r}")
-    try:
-        with open(path) as handle:
-            data = yaml.safe_load(handle)
-    except yaml.YAMLError as error:
-        raise ConfigError(f"{path}: not valid YAML: {error}") from None
+    if os.path.getsize(path) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: {os.path.getsize(path):,} bytes is not a config (the shipped ones are under "
+                          f"4 KB; the limit is {MAX_CONFIG_BYTES:,})")
+    with open(path) as handle:
+        data = parse_yaml(handle, path)
     if not data:  # an empty file would silently train CartPoleNoVel-v1 with the paper's defaults
         raise ConfigError(f"{path}: the file holds no settings (it is empty or only comments); a config names at "
                           "least the env, e.g. 'env: {id: CartPoleNoVel-v1}' (configs/ holds complete ones)")
     if not isinstance(data, Mapping):
         raise ConfigError(f"{path}: the top level must be a mapping of sections {list(SECTIONS)}")
-    return build_config(apply_overrides(data or {}, overrides), source=path)
+    return build_config(apply_overrides(data or {}, overrides), source=path, overridden=overridden_keys(overrides))
 
 
 def save_config(config: TrainConfig, path: str | os.PathLike) -> None:

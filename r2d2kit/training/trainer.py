@@ -270,7 +270,7 @@ class Trainer:
                 if self.replay.steps_stored >= cfg.run.warmup_steps:
                     c["update_credit"] += cfg.run.updates_per_env_step * experience.env_steps
                 trained = 0
-                while c["update_credit"] >= 1.0 and len(self.replay):
+                while c["update_credit"] >= 1.0 and len(self.replay) and self.stopped_by is None:
                     if not learner_started:
                         learner_started = True
                         if self.callbacks.on_learner_begin(self.learner) is False:
