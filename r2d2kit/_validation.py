@@ -65,12 +65,16 @@ def as_index_array(name: str, indices: Any, size: int) -> np.ndarray:
     return array
 
 
-def as_priority_array(name: str, priorities: Any, count: int) -> np.ndarray:
+def as_priority_array(name: str, priorities: Any, count: int, limit: float = np.inf) -> np.ndarray:
     """Priorities as a 1-D float64 array of length ``count`` (a scalar is broadcast).
+
+    ``limit``: values from here up are refused too (a sampler's ``priority_limit``: the largest value
+    its tree can hold over every slot).
 
     Raises:
         TypeError: the values are not real numbers.
-        ValueError: wrong length, or a value is NaN, infinite or negative (the first one is named).
+        ValueError: wrong length, or a value is NaN, infinite, negative or at least ``limit`` (the first
+            one is named).
     """
     array = np.asarray(priorities)
     if array.dtype != np.float64:
@@ -82,7 +86,11 @@ def as_priority_array(name: str, priorities: Any, count: int) -> np.ndarray:
         array = np.full(count, float(array))
     elif array.ndim != 1 or array.shape[0] != count:
         raise ValueError(f"{name} must have shape ({count},) to match the indices, got {array.shape}")
-    bad = first_invalid_priority(array)
+    bad = first_invalid_priority(array, limit)
+    if bad >= 0 and np.isfinite(array[bad]) and array[bad] >= 0.0:
+        raise ValueError(f"{name}[{bad}] = {float(array[bad])!r} is too large: raised to the sampler's exponent "
+                         f"and summed over every slot it would overflow; keep priorities (|TD errors|) below "
+                         f"{limit:.3g}")
     if bad >= 0:
         raise ValueError(
             f"{name}[{bad}] = {float(array[bad])!r} is not a valid priority: priorities must be finite and >= 0 "

@@ -31,6 +31,7 @@ from r2d2kit.training.checkpoint import (  # noqa: E402
     verify_checkpoint,
 )
 from r2d2kit.training.config import ConfigError, TrainConfig, load_config  # noqa: E402
+from r2d2kit.training.run_directory import RunDirectoryError, check_run_directory, run_path  # noqa: E402
 
 MAX_VIDEO_FRAMES = 2000  # --video stops recording there (a GIF of 2000 160x160 frames: a few MB)
 
@@ -38,13 +39,13 @@ MAX_VIDEO_FRAMES = 2000  # --video stops recording there (a GIF of 2000 160x160 
 def weights_file(run_dir: Path, checkpoint: str | None = None, best: bool = False) -> Path:
     """The online weights to evaluate: the best evaluation's, a named or the newest checkpoint's, else the final."""
     if best:
-        path = run_dir / "best.weights.h5"
+        path = run_path(run_dir, "best.weights.h5")
         if not path.is_file():
             raise CheckpointError(f"{run_dir} has no best.weights.h5 (written at the run's first greedy evaluation; "
                                   "run.eval_every 0 disables them); evaluate a checkpoint instead")
         return path
     if checkpoint is not None:
-        path = Path(checkpoint) if Path(checkpoint).is_dir() else run_dir / "checkpoints" / checkpoint
+        path = Path(checkpoint) if Path(checkpoint).is_dir() else run_path(run_dir, "checkpoints", checkpoint)
         if not path.is_dir():
             raise CheckpointError(f"no checkpoint {checkpoint!r} in {run_dir / 'checkpoints'}")
     else:
@@ -52,7 +53,7 @@ def weights_file(run_dir: Path, checkpoint: str | None = None, best: bool = Fals
     if path is not None:
         verify_checkpoint(path)
         return path / "online.weights.h5"
-    final = run_dir / "weights.weights.h5"
+    final = run_path(run_dir, "weights.weights.h5")
     if not final.is_file():
         raise CheckpointError(f"{run_dir} holds neither checkpoints nor weights.weights.h5; is it a run directory?")
     return final
@@ -159,6 +160,7 @@ def evaluate_run(run_dir: str | os.PathLike, episodes: int = 20, seed: int = 123
     from r2d2kit.training.builders import build_network, make_env
 
     run_dir = Path(run_dir)
+    check_run_directory(run_dir)
     if not (run_dir / "config.yaml").is_file():
         raise ConfigError(f"{run_dir}: no config.yaml there; is it a run directory?")
     if video:
@@ -170,7 +172,11 @@ def evaluate_run(run_dir: str | os.PathLike, episodes: int = 20, seed: int = 123
     weights = weights_file(run_dir, checkpoint, best)
     setup_tensorflow()
     network = build_network(config)
-    network.model.load_weights(str(weights))
+    try:
+        network.model.load_weights(str(weights))
+    except (OSError, ValueError) as error:  # h5py: not an HDF5 file; Keras: another network's weights
+        raise CheckpointError(f"{weights} cannot be loaded into the network of {run_dir / 'config.yaml'} "
+                              f"({error})") from None
     frames: list | None = [] if video else None
     evaluation = evaluate(network.actor(min(episodes, MAX_EVAL_ENVS)), env_factory, episodes, seed=seed, frames=frames,
                           max_frames=MAX_VIDEO_FRAMES)
@@ -201,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--episodes must be >= 1, got {args.episodes}")
     try:
         result = evaluate_run(args.run_dir, args.episodes, args.seed, args.checkpoint, args.video, args.best)
-    except (ConfigError, CheckpointError) as error:
+    except (ConfigError, CheckpointError, RunDirectoryError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     print(f"weights: {result['weights']}")

@@ -114,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from r2d2kit.training.builders import goal_reward, observation_layout
     from r2d2kit.training.checkpoint import CheckpointError
+    from r2d2kit.training.run_directory import RunDirectoryError
 
     try:
         if args.resume:
@@ -133,8 +134,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             parser.error("give a CONFIG file, or --resume RUN_DIR")
         train(config, run_dir, resume=bool(args.resume))
-    except (ConfigError, CheckpointError) as error:
-        kind = "config" if isinstance(error, ConfigError) else "checkpoint"
+    except (ConfigError, CheckpointError, RunDirectoryError) as error:
+        kind = ("config" if isinstance(error, ConfigError) else "checkpoint" if isinstance(error, CheckpointError)
+                else "run directory")
         print(f"{kind} error: {error}", file=sys.stderr)
         return 2
     return 0

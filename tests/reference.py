@@ -216,11 +216,11 @@ def priority_min_leaves(priorities: np.ndarray) -> np.ndarray:
 # =====================================================================================================
 
 
-def first_invalid_priority(values: Iterable[float]) -> int:
-    """Position of the first value that is NaN, infinite or negative; -1 if there is none."""
+def first_invalid_priority(values: Iterable[float], limit: float = math.inf) -> int:
+    """Position of the first value that is NaN, infinite, negative or at least a finite ``limit``; -1 if none."""
     for position, value in enumerate(values):
         value = float(value)
-        if math.isnan(value) or math.isinf(value) or value < 0.0:
+        if math.isnan(value) or math.isinf(value) or value < 0.0 or (math.isfinite(limit) and value >= limit):
             return position
     return -1
 

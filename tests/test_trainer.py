@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -401,3 +402,96 @@ def test_actors_exit_by_themselves_when_the_learner_is_killed(tmp_path):
     finally:
         if learner.poll() is None:
             learner.kill()
+
+
+def copy_run(finished_run, tmp_path) -> Path:
+    import shutil
+
+    run_dir = tmp_path / "copy"
+    shutil.copytree(finished_run["run_dir"], run_dir)
+    return run_dir
+
+
+def rewrite_manifest(checkpoint: Path) -> None:
+    """Make the manifest match altered files again, as an attacker or a bad copy tool could."""
+    import hashlib
+
+    manifest = json.loads((checkpoint / "MANIFEST.json").read_text())
+    for name in manifest["files"]:
+        data = (checkpoint / name).read_bytes()
+        manifest["files"][name] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    (checkpoint / "MANIFEST.json").write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize("name", ["summary.json", "weights.weights.h5", "metrics.csv", "config.yaml", "checkpoints"])
+def test_a_link_out_of_the_run_is_never_followed(finished_run, tmp_path, capsys, name):
+    """A run file linked to a file elsewhere used to have --resume overwrite that file."""
+    import shutil
+
+    run_dir = copy_run(finished_run, tmp_path)
+    victim = tmp_path / "elsewhere" / name
+    victim.parent.mkdir()
+    shutil.move(run_dir / name, victim)
+    (run_dir / name).symlink_to(victim)
+    before = {path: path.read_bytes() for path in [victim, *victim.rglob("*")] if path.is_file()}
+    assert train_main(["--resume", str(run_dir), "--set", "run.total_env_steps=2000"]) == 2
+    error = capsys.readouterr().err
+    assert f"run directory error: {run_dir / name} is a symbolic link to {victim}, outside the run directory" in error
+    assert {path: path.read_bytes() for path in before} == before
+
+
+def test_a_checkpoint_linked_in_from_elsewhere_is_ignored_and_refused(finished_run, tmp_path):
+    import shutil
+
+    run_dir = copy_run(finished_run, tmp_path)
+    newest = list_checkpoints(run_dir)[-1]
+    outside = tmp_path / "ckpt-999999999"
+    shutil.copytree(newest, outside)
+    (run_dir / "checkpoints" / outside.name).symlink_to(outside)
+    assert list_checkpoints(run_dir)[-1] == newest
+    with pytest.raises(CheckpointError, match="is a symbolic link"):
+        verify_checkpoint(run_dir / "checkpoints" / outside.name)
+    (newest / "state.json").unlink()
+    (newest / "state.json").symlink_to(outside / "state.json")
+    with pytest.raises(CheckpointError, match=r"state\.json is a symbolic link"):
+        verify_checkpoint(newest)
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("online.weights.h5", b"not hdf5 at all", r"online\.weights\.h5 is not a readable weights file"),
+    ("optimizer.npz", "object", r"optimizer\.npz is not an optimizer state r2d2kit wrote"),
+    ("optimizer.npz", "text", r"optimizer state .* does not fit this optimizer"),
+    ("state.json", b"{not json", r"state\.json is not JSON"),
+    ("state.json", b"[1, 2]", r"state\.json holds list, not the run's counters"),
+])
+def test_bad_contents_behind_a_matching_manifest_are_named(finished_run, tmp_path, capsys, name, content, message):
+    """Checkpoint files that pass the manifest used to escape as raw h5py, numpy and json tracebacks."""
+    run_dir = copy_run(finished_run, tmp_path)
+    newest = list_checkpoints(run_dir)[-1]
+    if content in ("object", "text"):
+        with np.load(newest / name) as saved:
+            arrays = {key: saved[key] for key in saved.files}
+        first = sorted(arrays)[0]
+        arrays[first] = np.array([{"a": 1}], dtype=object) if content == "object" else np.array(["x"] * 3)
+        np.savez(newest / name, **arrays)
+    else:
+        (newest / name).write_bytes(content)
+    rewrite_manifest(newest)
+    assert train_main(["--resume", str(run_dir), "--set", "run.total_env_steps=2000"]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("checkpoint error: ") and "Traceback" not in error
+    assert re.search(message, error), error
+
+
+def test_a_resume_onto_another_env_is_refused(finished_run, tmp_path, capsys):
+    """Another env with the same spaces used to continue silently and rewrite the run's config."""
+    import gymnasium
+
+    if "CueMemoryTwin-v0" not in gymnasium.envs.registry:
+        gymnasium.register("CueMemoryTwin-v0", entry_point=gymnasium.spec("CueMemory-v0").entry_point)
+    run_dir = copy_run(finished_run, tmp_path)
+    config_before = (run_dir / "config.yaml").read_text()
+    assert train_main(["--resume", str(run_dir), "--set", "env.id=CueMemoryTwin-v0"]) == 2
+    error = capsys.readouterr().err
+    assert "was trained on 'CueMemory-v0', not 'CueMemoryTwin-v0'" in error
+    assert (run_dir / "config.yaml").read_text() == config_before

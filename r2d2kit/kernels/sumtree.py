@@ -476,11 +476,11 @@ def sum_tree_sample_weighted(sum_tree, min_tree, level_offsets, uniforms, beta):
 
 
 @njit(cache=True)
-def first_invalid_priority(values):
-    """Index of the first NaN, infinite or negative value, or -1 if all are finite and >= 0."""
+def first_invalid_priority(values, limit):
+    """Index of the first NaN, negative or value >= ``limit`` (inf: any infinite one), or -1 if none."""
     for i in range(values.shape[0]):
         value = values[i]
-        if not (value >= 0.0 and value < np.inf):
+        if not (value >= 0.0 and value < limit):
             return i
     return -1
 

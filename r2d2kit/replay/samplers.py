@@ -19,6 +19,7 @@ importance weights and takes priority updates, skipping slots that died since th
 
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping
 
 import numpy as np
@@ -66,6 +67,7 @@ class Sampler:
         self.capacity = check_positive_int("capacity", capacity)
         self.alive = np.zeros(self.capacity, dtype=bool)
         self.max_priority = 1.0  # the largest priority seen; new items get it
+        self.priority_limit = math.inf  # priorities from here up are refused (see ProportionalSampler)
         self.dense = False  # live slots are [0, n) and never die: updates skip the check (8 us for 512 of 2^20)
         self._count = 0
 
@@ -90,7 +92,7 @@ class Sampler:
 
     def update(self, slots: np.ndarray, priorities: Any) -> None:
         """New priorities for drawn ``slots`` (validated); slots that died since are skipped."""
-        values = as_priority_array("priorities", priorities, slots.shape[0])
+        values = as_priority_array("priorities", priorities, slots.shape[0], self.priority_limit)
         if not self.dense:
             live = self.alive[slots]
             if not live.all():
@@ -196,6 +198,10 @@ class ProportionalSampler(Sampler):
         self.alpha = check_float("alpha", alpha, 0.0)
         self.eps = check_float("eps", eps, 0.0)
         self.tree = SumTree(self.capacity)
+        # the largest priority whose tree value, summed over every slot, stays finite (1e308 with alpha 1
+        # used to make the total inf and draw one slot every time)
+        log_limit = math.log(np.finfo(np.float64).max / (4.0 * self.capacity)) / max(self.alpha, 1e-300)
+        self.priority_limit = math.exp(log_limit) - self.eps if log_limit < 709.0 else math.inf
 
     def _place(self, slots, alive, priorities) -> None:
         values = np.full(slots.shape[0], self.max_priority) if priorities is None else priorities + self.eps

@@ -175,7 +175,7 @@ class SequenceReplayBuffer(BufferCore):
         """
         count = self._check_windows(windows)
         if priorities is not None:
-            priorities = as_priority_array("priorities", priorities, count)
+            priorities = as_priority_array("priorities", priorities, count, self._sampler.priority_limit)
         with self._lock:
             used = np.empty(count, dtype=np.int64)
             alive = np.empty(count, dtype=bool)

@@ -24,10 +24,13 @@ import os
 import re
 import shutil
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from r2d2kit.training.run_directory import run_path
 
 MANIFEST = "MANIFEST.json"
 FORMAT = "r2d2kit.checkpoint"  # the manifest format tag (kept when the module moved to training/)
@@ -47,17 +50,17 @@ def _sha256(path: Path) -> str:
 
 
 def checkpoint_dir(run_dir: str | os.PathLike) -> Path:
-    """``<run>/checkpoints``."""
-    return Path(run_dir) / "checkpoints"
+    """``<run>/checkpoints`` (refused if it is a link out of the run)."""
+    return run_path(run_dir, "checkpoints")
 
 
 def list_checkpoints(run_dir: str | os.PathLike) -> list[Path]:
-    """Complete checkpoints of a run, oldest first (temporary directories are ignored)."""
+    """Complete checkpoints of a run, oldest first (temporary directories and links are ignored)."""
     root = checkpoint_dir(run_dir)
     if not root.is_dir():
         return []
     found = [(int(match.group(1)), path) for path in root.iterdir()
-             if path.is_dir() and (match := _NAME.match(path.name))]
+             if path.is_dir() and not path.is_symlink() and (match := _NAME.match(path.name))]
     return [path for _, path in sorted(found)]
 
 
@@ -112,6 +115,10 @@ def verify_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     path = Path(path)
     fix = (f"delete {path} to resume from the checkpoint before it, or start a new run without --resume")
     manifest_path = path / MANIFEST
+    links = sorted(entry.name for entry in [path, *path.iterdir()] if entry.is_symlink()) if path.is_dir() else []
+    if path.is_symlink() or links:
+        raise CheckpointError(f"checkpoint {path}: {', '.join(links)} is a symbolic link; a checkpoint is read only "
+                              f"from its own files: {fix}")
     if not manifest_path.is_file():
         raise CheckpointError(f"checkpoint {path} is incomplete: it has no {MANIFEST}; {fix}")
     try:
@@ -131,26 +138,41 @@ def verify_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     for name in ("online.weights.h5", "target.weights.h5", "optimizer.npz", "state.json"):
         if name not in files:
             raise CheckpointError(f"checkpoint {path} does not list {name} in {MANIFEST}; {fix}")
-    return json.loads((path / "state.json").read_text())
+    try:
+        state = json.loads((path / "state.json").read_text())
+    except (ValueError, UnicodeDecodeError) as error:
+        raise CheckpointError(f"checkpoint {path}: state.json is not JSON ({error}); {fix}") from None
+    if not isinstance(state, dict):
+        raise CheckpointError(f"checkpoint {path}: state.json holds {type(state).__name__}, not the run's counters; "
+                              f"{fix}")
+    return state
 
 
 def restore_learner(path: str | os.PathLike, learner) -> dict[str, Any]:
     """Load a verified checkpoint's networks and optimizer into ``learner``; return its state."""
     path = Path(path)
     state = verify_checkpoint(path)
-    try:
-        learner.online.model.load_weights(str(path / "online.weights.h5"))
-        learner.target.model.load_weights(str(path / "target.weights.h5"))
-    except ValueError as error:
-        raise CheckpointError(f"checkpoint {path} does not fit this network ({error}); resume with the run's "
-                              "own config.yaml") from None
+    for name, network in (("online.weights.h5", learner.online), ("target.weights.h5", learner.target)):
+        try:
+            network.model.load_weights(str(path / name))
+        except ValueError as error:
+            raise CheckpointError(f"checkpoint {path} does not fit this network ({error}); resume with the run's "
+                                  "own config.yaml") from None
+        except OSError as error:  # h5py: not an HDF5 file, truncated inside
+            raise CheckpointError(f"checkpoint {path}: {name} is not a readable weights file ({error}); delete "
+                                  f"{path} to resume from the checkpoint before it") from None
     optimizer = learner.optimizer
     if not optimizer.built:
         optimizer.build(learner.online.model.trainable_variables)
-    with np.load(path / "optimizer.npz", allow_pickle=False) as saved:
-        values = [saved[f"v{i:04d}"] for i in range(len(saved.files))]
+    try:
+        with np.load(path / "optimizer.npz", allow_pickle=False) as saved:
+            values = [saved[f"v{i:04d}"] for i in range(len(saved.files))]
+    except (ValueError, KeyError, OSError, zipfile.BadZipFile) as error:  # object arrays, odd names, not a zip
+        raise CheckpointError(f"checkpoint {path}: optimizer.npz is not an optimizer state r2d2kit wrote ({error}); "
+                              f"delete {path} to resume from the checkpoint before it") from None
     variables = optimizer.variables
-    if len(values) != len(variables) or any(v.shape != tuple(x.shape) for v, x in zip(variables, values)):
+    if len(values) != len(variables) or any(v.shape != tuple(x.shape) or x.dtype.kind not in "biuf"
+                                            for v, x in zip(variables, values)):
         raise CheckpointError(f"checkpoint {path}: the optimizer state ({len(values)} variables) does not fit "
                               f"this optimizer ({len(variables)}); resume with the run's own config.yaml")
     for variable, value in zip(variables, values):

@@ -241,8 +241,8 @@ class TrainConfig:
 SECTIONS = {f.name: f.default_factory for f in dataclasses.fields(TrainConfig)}
 
 
-def _nearest(name: str, options: Sequence[str]) -> str:
-    close = difflib.get_close_matches(name, list(options), n=1, cutoff=0.5)
+def _nearest(name: str, options: Sequence[str], cutoff: float = 0.5) -> str:
+    close = difflib.get_close_matches(name, list(options), n=1, cutoff=cutoff)
     return f"did you mean {close[0]!r}? " if close else ""
 
 
@@ -332,7 +332,7 @@ def _check_env_id(env_id: str, source: str) -> None:
     registered_id = env_id.rpartition(":")[2]  # "module:EnvId" names the module that registers EnvId
     if registered_id not in gymnasium.envs.registry:
         raise ConfigError(f"{source}: env.id {env_id!r} is not a registered gymnasium id; "
-                          f"{_nearest(env_id, list(gymnasium.envs.registry))}"
+                          f"{_nearest(env_id, list(gymnasium.envs.registry), cutoff=0.75)}"
                           "write it as 'package.module:EnvId' so that "
                           "the module registering it is imported (also in actor processes), or pick a registered id")
 

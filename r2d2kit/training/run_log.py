@@ -12,6 +12,8 @@ import math
 from pathlib import Path
 from typing import Mapping
 
+from r2d2kit.training.run_directory import run_path
+
 # eval_min/eval_max came later: rows of older runs lack them (a resumed run keeps its file's header)
 EVAL_FIELDS = ("env_steps", "updates", "seconds", "eval_mean", "eval_std", "train_return", "loss", "eval_min",
                "eval_max")
@@ -33,13 +35,13 @@ class RunLog:
 
     def __init__(self, run_dir: str | Path, tensorboard: bool = True) -> None:
         self.run_dir = Path(run_dir)
-        self.metrics_path = self.run_dir / "metrics.csv"
-        self.health_path = self.run_dir / "health.csv"
+        self.metrics_path = run_path(self.run_dir, "metrics.csv")
+        self.health_path = run_path(self.run_dir, "health.csv")
         self._writer = None
         if tensorboard:
             import tensorflow as tf
 
-            self._writer = tf.summary.create_file_writer(str(self.run_dir / "tensorboard"))
+            self._writer = tf.summary.create_file_writer(str(run_path(self.run_dir, "tensorboard")))
 
     def scalars(self, step: int, values: Mapping[str, float]) -> None:
         """Write finite ``values`` at ``step`` (env steps) to TensorBoard."""
@@ -97,7 +99,7 @@ class RunLog:
         axis.grid(alpha=0.3)
         axis.legend()
         figure.tight_layout()
-        path = self.run_dir / "learning_curve.png"
+        path = run_path(self.run_dir, "learning_curve.png")
         figure.savefig(path, dpi=100)
         plt.close(figure)
         return path

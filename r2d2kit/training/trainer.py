@@ -46,6 +46,7 @@ from r2d2kit.training.checkpoint import (
     save_checkpoint,
 )
 from r2d2kit.training.config import ConfigError, TrainConfig, save_config
+from r2d2kit.training.run_directory import check_run_directory, run_path
 
 # evaluations reset their envs with seed run.seed + EVAL_SEED_OFFSET + env steps: episodes no training
 # env plays, the same for every run of a seed (benchmarks evaluate peers on these episodes too)
@@ -86,6 +87,7 @@ class Trainer:
             raise ConfigError(f"run directory {self.run_dir} already holds a run; continue it with --resume "
                               f"{self.run_dir} (Trainer(..., resume=True)), or pick another --run-dir / --name")
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        check_run_directory(self.run_dir)
         self.callbacks = CallbackList(callbacks)
         keras.utils.set_random_seed(config.run.seed)
         self.make_env = functools.partial(make_env, config)
@@ -105,6 +107,10 @@ class Trainer:
                 raise CheckpointError(f"--resume {self.run_dir}: no checkpoint under {self.run_dir / 'checkpoints'}; "
                                       "start the run without --resume")
             state = restore_learner(checkpoint, self.learner)
+            if state.get("env_id") != config.env.id:
+                raise CheckpointError(f"--resume {self.run_dir}: its checkpoint {checkpoint.name} was trained on "
+                                      f"{state.get('env_id')!r}, not {config.env.id!r}; a resumed run continues its "
+                                      "own env: drop --set env.id, or start a new run from this config")
             self.counters.update({name: state[name] for name in COUNTERS if name in state})
             if (checkpoint / "replay.npz").exists():
                 replay = self._load_replay(checkpoint / "replay.npz")
@@ -113,7 +119,7 @@ class Trainer:
         num_actors = config.actors.num_actors if config.actors.runner != "local" else 1
         self.epsilons = apex_epsilons(num_actors * config.env.num_envs, config.actors.epsilon,
                                       config.actors.epsilon_alpha)
-        save_config(config, self.run_dir / "config.yaml")
+        save_config(config, run_path(self.run_dir, "config.yaml"))
         self.log = RunLog(self.run_dir, tensorboard=config.logging.tensorboard)
         self.eval_actor = (self.network.actor(min(config.run.eval_episodes, MAX_EVAL_ENVS))
                            if config.run.eval_every else None)
@@ -202,7 +208,7 @@ class Trainer:
         self.log.scalars(c["env_steps"], scalars)
         if c["best_eval"] is None or row["eval_mean"] > c["best_eval"]:
             c["best_eval"], c["best_eval_env_steps"] = row["eval_mean"], c["env_steps"]
-            self.network.model.save_weights(str(self.run_dir / BEST_WEIGHTS))
+            self.network.model.save_weights(str(run_path(self.run_dir, BEST_WEIGHTS)))
         if self.callbacks.on_evaluation(self, row) is False:
             self.stop(f"callback {self.callbacks.stopped_by}")
         return row
@@ -210,8 +216,8 @@ class Trainer:
     def checkpoint(self) -> Path:
         """Write a checkpoint of the current state now."""
         save_replay = self.replay if self.config.checkpoints.save_replay else None
-        return save_checkpoint(self.run_dir, self.learner, dict(self.counters), replay=save_replay,
-                               keep=self.config.checkpoints.keep)
+        state = dict(self.counters, env_id=self.config.env.id)  # a resume onto another env is refused
+        return save_checkpoint(self.run_dir, self.learner, state, replay=save_replay, keep=self.config.checkpoints.keep)
 
     def _log_scalars(self) -> None:
         c, w = self.counters, self._window
@@ -324,12 +330,12 @@ class Trainer:
     def _finish(self) -> dict[str, Any]:
         c = self.counters
         checkpoint = self.checkpoint()
-        self.network.model.save_weights(str(self.run_dir / "weights.weights.h5"))
+        self.network.model.save_weights(str(run_path(self.run_dir, "weights.weights.h5")))
         self.log.plot(self.config.env.id)
         if self.log.health_path.is_file():
             from r2d2kit.training.health_plot import plot_health
 
-            plot_health([self.run_dir], self.run_dir / "health.png")
+            plot_health([self.run_dir], run_path(self.run_dir, "health.png"))
         rows = self.log.rows()
         summary = {"env_steps": c["env_steps"], "updates": c["updates"], "episodes": c["episodes"],
                    "train_seconds": round(c["train_seconds"], 1),
@@ -344,7 +350,7 @@ class Trainer:
                    "checkpoint": str(checkpoint.relative_to(self.run_dir)),
                    "resumed_from": str(self.resumed_from.relative_to(self.run_dir)) if self.resumed_from else None,
                    "runner": self.config.actors.runner}
-        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+        run_path(self.run_dir, "summary.json").write_text(json.dumps(summary, indent=2))
         self.log.close()
         self.callbacks.on_train_end(self, summary)
         return summary

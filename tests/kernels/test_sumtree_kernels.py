@@ -441,8 +441,19 @@ def test_sum_tree_sample_matches_stratified_reference(capacity: int, batch_size:
 ], ids=["empty", "valid", "negative_zero", "subnormal", "nan", "inf", "minus_inf", "tiny_negative",
         "first_of_several", "negative_first"])
 def test_first_invalid_priority_by_hand(values: list[float], expected: int) -> None:
-    assert kernels.first_invalid_priority(np.array(values, dtype=np.float64)) == expected
+    assert kernels.first_invalid_priority(np.array(values, dtype=np.float64), np.inf) == expected
     assert reference.first_invalid_priority(values) == expected
+
+
+@pytest.mark.parametrize("values, limit, expected", [
+    ([0.0, 9.99, 10.0], 10.0, 2),
+    ([11.0, np.nan], 10.0, 0),
+    ([1.0, 2.0], 2.0, 1),
+    ([1e308], 1e300, 0),
+], ids=["at_the_limit", "above_first", "equal_second", "huge"])
+def test_first_invalid_priority_with_a_limit_by_hand(values: list[float], limit: float, expected: int) -> None:
+    assert kernels.first_invalid_priority(np.array(values, dtype=np.float64), limit) == expected
+    assert reference.first_invalid_priority(values, limit) == expected
 
 
 def test_first_invalid_priority_matches_reference() -> None:
@@ -452,7 +463,8 @@ def test_first_invalid_priority_matches_reference() -> None:
         values = rng.uniform(0.0, 10.0, int(rng.integers(0, 20)))
         for position in np.flatnonzero(rng.random(values.shape[0]) < 0.1):
             values[position] = rng.choice(specials)
-        assert kernels.first_invalid_priority(values) == reference.first_invalid_priority(values.tolist())
+        limit = float(rng.choice([np.inf, 5.0, 9.5]))
+        assert kernels.first_invalid_priority(values, limit) == reference.first_invalid_priority(values.tolist(), limit)
 
 
 @pytest.mark.parametrize("indices, size, expected", [

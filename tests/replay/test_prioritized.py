@@ -283,3 +283,23 @@ def test_overwritten_slots_get_the_max_priority_after_wraparound():
     assert buf.sampler.tree.total() == 9.25 and buf.sampler.tree.min() == 0.75
     buf.add_batch(obs=np.zeros((7, 2), np.float32), action=np.arange(7))  # more than the capacity
     np.testing.assert_array_equal(buf.sampler.tree.get([0, 1, 2]), [4.25] * 3)
+
+
+@pytest.mark.parametrize("alpha, priority", [(1.0, 1e308), (2.0, 1e200), (0.5, 1e308)])
+def test_a_priority_that_would_overflow_the_tree_is_refused_and_nothing_changes(alpha, priority):
+    """1e308 with alpha 1 used to make the tree total inf: the same slot was drawn every time."""
+    buf = filled_buffer([1.0, 2.0, 3.0], capacity=8, alpha=alpha, eps=1e-6)
+    limit = buf.sampler.priority_limit
+    if alpha >= 1.0:  # the closed form: 8 slots just below the limit fit; twice the limit would not
+        assert 8 * (limit + 1e-6) ** alpha < np.finfo(np.float64).max <= 8 * (2 * limit) ** alpha * 4
+    else:  # below 1 every finite priority fits
+        assert limit == math.inf
+    before = buf.sampler.tree.get(np.arange(8)).copy()
+    if priority < limit:  # alpha 0.5: 1e308 ** 0.5 summed over 8 slots is finite, so it is accepted
+        buf.update_priorities([0], [priority])
+        assert math.isfinite(buf.sampler.tree.total())
+        return
+    with pytest.raises(ValueError, match=r"priorities\[1\] = .* is too large: .* below"):
+        buf.update_priorities([0, 1], [0.5, priority])
+    np.testing.assert_array_equal(buf.sampler.tree.get(np.arange(8)), before)
+    assert buf.max_priority == 3.0 + 1e-6
