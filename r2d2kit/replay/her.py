@@ -52,7 +52,7 @@ from r2d2kit.replay.goals import (
 from r2d2kit.replay.nstep import check_autoreset_mode
 from r2d2kit.replay.persistence import require_arrays
 from r2d2kit.replay.protocol import DEFAULT_BETA
-from r2d2kit.replay.samplers import UniformSampler, make_sampler
+from r2d2kit.replay.samplers import Sampler, UniformSampler, make_sampler
 
 __all__ = ["HerReplayBuffer"]
 
@@ -125,8 +125,8 @@ class HerReplayBuffer(HindsightBase, BufferCore):
     def __init__(self, capacity: int, observation_spec: Any, goal_spec: Any, action_spec: Any = ((), "int64"), *,
                  compute_reward: RewardFn, num_envs: int = 1, n_sampled_goal: int = 4,
                  goal_selection_strategy: Any = DEFAULT_STRATEGY, compute_terminated: RewardFn | None = None,
-                 n_step: int = 1, gamma: float = 0.99, sampler: str = "uniform", alpha: float | None = None,
-                 eps: float = 1e-6, sort_every: int | None = None, relabel_unfinished: bool = False,
+                 n_step: int = 1, gamma: float = 0.99, sampler: str | Sampler = "uniform", alpha: float | None = None,
+                 eps: float | None = None, sort_every: int | None = None, relabel_unfinished: bool = False,
                  autoreset_mode: Any = "next_step", seed: Any = None) -> None:
         self.capacity = check_positive_int("capacity", capacity)
         self.num_envs = check_positive_int("num_envs", num_envs)
@@ -450,4 +450,4 @@ class HerReplayBuffer(HindsightBase, BufferCore):
     def __repr__(self) -> str:
         return (f"HerReplayBuffer(capacity={self.capacity}, num_envs={self.num_envs}, size={len(self)}, "
                 f"strategy={self.goal_selection_strategy.value!r}, n_sampled_goal={self.n_sampled_goal}, "
-                f"n_step={self.n_step}, sampler={self._sampler.name!r})")
+                f"n_step={self.n_step}, sampler={self._sampler!r})")

@@ -37,25 +37,54 @@ __all__ = ["SAMPLERS", "Sampler", "UniformSampler", "ProportionalSampler", "Rank
 DEFAULT_ALPHA = {"uniform": 0.0, "proportional": 0.6, "rank": 0.7}  # PER's exponents for each scheme
 
 
-def make_sampler(name: str, capacity: int, *, alpha: float | None = None, eps: float = 1e-6,
-                 sort_every: int | None = None, dense: bool = False) -> "Sampler":
-    """The sampler called ``name`` over ``capacity`` slots.
+PARAMETERS = {"uniform": (), "proportional": ("alpha", "eps"), "rank": ("alpha", "sort_every")}  # what each uses
 
-    ``alpha`` defaults to PER's exponent for the scheme (0.6 proportional, 0.7 rank); ``eps`` is
-    used by ``"proportional"``, ``sort_every`` by ``"rank"``. ``dense``: live slots are always
-    ``[0, n)`` and never removed (transition rings), which lets ``"uniform"`` skip its tree.
+
+def make_sampler(sampler: "str | Sampler", capacity: int, *, alpha: float | None = None, eps: float | None = None,
+                 sort_every: int | None = None, dense: bool = False) -> "Sampler":
+    """The sampler a buffer draws with: one named ``sampler`` built here, or a ``Sampler`` built by the caller.
+
+    ``alpha`` defaults to PER's exponent for the scheme (0.6 proportional, 0.7 rank); ``eps`` (default
+    1e-6) is used by ``"proportional"``, ``sort_every`` by ``"rank"``. A parameter the sampler does not
+    use is refused, not dropped: ``alpha`` with ``"uniform"`` would otherwise look like prioritised
+    replay and be uniform. A built sampler brings its own parameters, so none may be given with it.
+    ``dense``: live slots are always ``[0, n)`` and never removed (transition rings), which lets
+    ``"uniform"`` skip its tree.
     """
-    if name not in SAMPLERS:
-        raise ValueError(f"sampler must be one of {', '.join(repr(s) for s in SAMPLERS)}, got {name!r}")
-    alpha = DEFAULT_ALPHA[name] if alpha is None else check_float("alpha", alpha, 0.0)
-    if name == "uniform":
-        sampler = UniformSampler(capacity, dense=dense)
-    elif name == "proportional":
-        sampler = ProportionalSampler(capacity, alpha=alpha, eps=eps)
+    given = {name: value for name, value in (("alpha", alpha), ("eps", eps), ("sort_every", sort_every))
+             if value is not None}
+    if isinstance(sampler, Sampler):
+        kind = type(sampler).__name__
+        if given:
+            raise ValueError(f"{', '.join(f'{k}={v!r}' for k, v in given.items())} given beside a built {kind}: "
+                             f"pass {'them' if len(given) > 1 else 'it'} to {kind}(...) instead")
+        if sampler.capacity != capacity:
+            raise ValueError(f"the {kind} has {sampler.capacity} slots but the buffer needs {capacity}: build it as "
+                             f"{kind}({capacity}, ...)")
+        if len(sampler):
+            raise ValueError(f"the {kind} already holds {len(sampler)} items (another buffer's?); give each buffer "
+                             "a sampler of its own")
+        sampler.dense = dense
+        return sampler
+    if sampler not in SAMPLERS:
+        raise ValueError(f"sampler must be one of {', '.join(repr(s) for s in SAMPLERS)} or a Sampler, got "
+                         f"{sampler!r}")
+    unused = [name for name in given if name not in PARAMETERS[sampler]]
+    if unused:
+        users = [name for name, uses in PARAMETERS.items() if unused[0] in uses]
+        raise ValueError(f"{unused[0]}={given[unused[0]]!r} has no effect with sampler={sampler!r}"
+                         + (", which draws every item alike" if sampler == "uniform" else "")
+                         + f"; it is used by sampler={' or '.join(repr(u) for u in users)}: pass that sampler, "
+                         f"or drop {unused[0]}")
+    alpha = DEFAULT_ALPHA[sampler] if alpha is None else check_float("alpha", alpha, 0.0)
+    if sampler == "uniform":
+        built: Sampler = UniformSampler(capacity, dense=dense)
+    elif sampler == "proportional":
+        built = ProportionalSampler(capacity, alpha=alpha, eps=1e-6 if eps is None else eps)
     else:
-        sampler = RankSampler(capacity, alpha=alpha, sort_every=sort_every)
-    sampler.dense = dense
-    return sampler
+        built = RankSampler(capacity, alpha=alpha, sort_every=sort_every)
+    built.dense = dense
+    return built
 
 
 class Sampler:
@@ -116,6 +145,10 @@ class Sampler:
     def params(self) -> dict[str, Any]:
         """The constructor arguments besides capacity (saved with the buffer)."""
         return {"sampler": self.name}
+
+    def __repr__(self) -> str:
+        settings = ", ".join(f"{key}={value!r}" for key, value in self.params().items() if key != "sampler")
+        return f"{type(self).__name__}({self.capacity}{', ' if settings else ''}{settings})"
 
     def state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """Scalars (JSON) and arrays that :meth:`restore` needs."""

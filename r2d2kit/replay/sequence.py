@@ -31,7 +31,7 @@ from r2d2kit.replay.core import BufferCore
 from r2d2kit.replay.fields import fields_from_json, parse_fields
 from r2d2kit.replay.persistence import require_arrays
 from r2d2kit.replay.protocol import DEFAULT_BETA
-from r2d2kit.replay.samplers import make_sampler
+from r2d2kit.replay.samplers import Sampler, make_sampler
 
 LOST_ROW = -2  # a row link to a step of the same episode that the ring no longer holds (-1: no such step)
 ROW_FLAGS = {"reward": ((), "float32"), "prev_reward": ((), "float32"), "terminated": ((), "bool"),
@@ -74,8 +74,8 @@ class SequenceReplayBuffer(BufferCore):
         max_sequences: windows kept; default ``2 * capacity // period`` is enough for the ring
             unless episodes are much shorter than ``period``. The oldest window goes first.
         period: the builder's window period (only used for the default ``max_sequences``).
-        sampler: ``"proportional"`` (R2D2's), ``"uniform"`` or ``"rank"`` over the live windows
-            (:mod:`r2d2kit.replay.samplers`).
+        sampler: ``"proportional"`` (R2D2's), ``"uniform"`` or ``"rank"`` over the live windows, or
+            a built :class:`~r2d2kit.replay.Sampler` of ``max_sequences`` slots (:mod:`r2d2kit.replay.samplers`).
         alpha: priority exponent; default 0.9 (R2D2's) for ``"proportional"``, 0.7 for ``"rank"``.
         eps, sort_every: as for :class:`~r2d2kit.replay.ReplayBuffer`.
         initial_state: ``"stored"`` returns each window's stored recurrent state (R2D2's choice);
@@ -88,8 +88,8 @@ class SequenceReplayBuffer(BufferCore):
 
     def __init__(self, capacity: int, fields: Mapping[str, Any], state: Mapping[str, Any] | None = None, *,
                  burn_in: int, trace_length: int, n_step: int, period: int | None = None,
-                 max_sequences: int | None = None, sampler: str = "proportional", alpha: float | None = None,
-                 eps: float = 1e-6, sort_every: int | None = None, initial_state: str = "stored",
+                 max_sequences: int | None = None, sampler: str | Sampler = "proportional", alpha: float | None = None,
+                 eps: float | None = None, sort_every: int | None = None, initial_state: str = "stored",
                  seed: Any = None) -> None:
         self.capacity = check_positive_int("capacity", capacity)
         self.burn_in = check_positive_int("burn_in", burn_in, minimum=0)
@@ -132,7 +132,7 @@ class SequenceReplayBuffer(BufferCore):
         self._expiry: list[tuple[int, int, int]] = []  # heap of (oldest write index, slot, generation)
         self._last_window: dict[tuple[int, int], tuple[int, int, np.ndarray]] = {}
 
-        r2d2_alpha = 0.9 if alpha is None and sampler == "proportional" else alpha
+        r2d2_alpha = 0.9 if alpha is None and isinstance(sampler, str) and sampler == "proportional" else alpha
         super().__init__(make_sampler(sampler, self.max_sequences, alpha=r2d2_alpha, eps=eps, sort_every=sort_every),
                          seed)
 
@@ -491,4 +491,4 @@ class SequenceReplayBuffer(BufferCore):
 
     def __repr__(self) -> str:
         return (f"SequenceReplayBuffer(capacity={self.capacity}, windows={len(self)}, "
-                f"length={self.length}, steps_stored={self.steps_stored})")
+                f"length={self.length}, steps_stored={self.steps_stored}, sampler={self._sampler!r})")

@@ -86,6 +86,7 @@ from r2d2kit.replay.goals import (
 )
 from r2d2kit.replay.persistence import require_arrays
 from r2d2kit.replay.protocol import DEFAULT_BETA
+from r2d2kit.replay.samplers import Sampler
 from r2d2kit.replay.sequence import SequenceReplayBuffer
 
 __all__ = ["SequenceHerReplayBuffer"]
@@ -154,7 +155,7 @@ class SequenceHerReplayBuffer(HindsightBase, SequenceReplayBuffer):
                  state: Mapping[str, Any] | None = None, *, compute_reward: RewardFn, burn_in: int,
                  trace_length: int, n_step: int, period: int | None = None, max_sequences: int | None = None,
                  n_sampled_goal: int = 4, goal_selection_strategy: Any = DEFAULT_STRATEGY,
-                 sampler: str = "proportional", alpha: float | None = None, eps: float = 1e-6,
+                 sampler: str | Sampler = "proportional", alpha: float | None = None, eps: float | None = None,
                  sort_every: int | None = None, initial_state: str = "stored", seed: Any = None,
                  compute_terminated: RewardFn | None = None) -> None:
         check_goal_functions(compute_reward, compute_terminated)
@@ -419,4 +420,4 @@ class SequenceHerReplayBuffer(HindsightBase, SequenceReplayBuffer):
     def __repr__(self) -> str:
         return (f"SequenceHerReplayBuffer(capacity={self.capacity}, windows={len(self)}, length={self.length}, "
                 f"steps_stored={self.steps_stored}, strategy={self.goal_selection_strategy.value!r}, "
-                f"n_sampled_goal={self.n_sampled_goal})")
+                f"n_sampled_goal={self.n_sampled_goal}, sampler={self._sampler!r})")

@@ -11,7 +11,7 @@ from r2d2kit.replay.core import BufferCore
 from r2d2kit.replay.fields import RingStorage, fields_from_json
 from r2d2kit.replay.persistence import require_arrays
 from r2d2kit.replay.protocol import DEFAULT_BETA
-from r2d2kit.replay.samplers import make_sampler
+from r2d2kit.replay.samplers import Sampler, make_sampler
 
 
 class ReplayBuffer(BufferCore):
@@ -24,11 +24,13 @@ class ReplayBuffer(BufferCore):
         capacity: number of items kept; the oldest is overwritten first.
         fields: ``{"name": (shape, dtype)}`` for one item, e.g. ``{"obs": ((4,), "float32")}``.
         sampler: ``"uniform"``, ``"proportional"`` (``P(i) ~ (p_i + eps)^alpha``) or ``"rank"``
-            (``P(i) ~ rank(i)^-alpha``); see :mod:`r2d2kit.replay.samplers`.
-        alpha: priority exponent; default PER's (0.6 proportional, 0.7 rank), 0 = uniform.
-        eps: added to every priority (proportional): no item with a zero TD error starves. With
-            ``eps=0`` a zero priority is allowed and that item is never sampled.
-        sort_every: priority updates between full sorts of the rank heap; default ``capacity``.
+            (``P(i) ~ rank(i)^-alpha``), or a :class:`~r2d2kit.replay.Sampler` of ``capacity`` slots
+            built beforehand (then give none of the three below); see :mod:`r2d2kit.replay.samplers`.
+        alpha: priority exponent of ``"proportional"`` and ``"rank"``; default PER's (0.6, 0.7).
+        eps: added to every priority (``"proportional"`` only, default 1e-6): no item with a zero
+            TD error starves. With ``eps=0`` a zero priority is allowed and that item is never sampled.
+        sort_every: priority updates between full sorts of the rank heap (``"rank"`` only); default
+            ``capacity``. A parameter the sampler does not use is a ValueError, not ignored.
         seed: int seed, ``None`` or a ``np.random.Generator`` (used as is) for sampling.
 
     Example:
@@ -38,8 +40,8 @@ class ReplayBuffer(BufferCore):
         >>> buf.update_priorities(batch["indices"], np.full(4, 2.0))
     """
 
-    def __init__(self, capacity: int, fields: Mapping[str, Any], sampler: str = "uniform", *,
-                 alpha: float | None = None, eps: float = 1e-6, sort_every: int | None = None,
+    def __init__(self, capacity: int, fields: Mapping[str, Any], sampler: str | Sampler = "uniform", *,
+                 alpha: float | None = None, eps: float | None = None, sort_every: int | None = None,
                  seed: Any = None) -> None:
         self._storage = RingStorage(capacity, fields)
         super().__init__(make_sampler(sampler, self.capacity, alpha=alpha, eps=eps, sort_every=sort_every,
@@ -147,4 +149,5 @@ class ReplayBuffer(BufferCore):
         storage.size, storage.position = size, position
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(capacity={self.capacity}, size={len(self)}, fields={list(self.fields)})"
+        return (f"{type(self).__name__}(capacity={self.capacity}, size={len(self)}, fields={list(self.fields)}, "
+                f"sampler={self._sampler!r})")

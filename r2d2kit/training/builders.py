@@ -195,7 +195,8 @@ def make_sequence_replay(network: Any, config: R2D2Config, capacity: int, *, see
         capacity, {"obs": (network.obs_shape, network.obs_dtype), "action": ((), "int64")},
         {"state_h": ((units,), "float32"), "state_c": ((units,), "float32")}, burn_in=config.burn_in,
         trace_length=config.trace_length, n_step=config.n_step, period=config.period,
-        sampler=sampler, alpha=config.priority_exponent, initial_state=initial_state, seed=seed)
+        sampler=sampler, alpha=None if sampler == "uniform" else config.priority_exponent,
+        initial_state=initial_state, seed=seed)
 
 
 def make_sequence_her_replay(network: Any, config: R2D2Config, capacity: int, *, observation_size: int,
@@ -218,7 +219,8 @@ def make_sequence_her_replay(network: Any, config: R2D2Config, capacity: int, *,
         compute_terminated=compute_terminated, burn_in=config.burn_in, trace_length=config.trace_length,
         n_step=config.n_step, period=config.period,
         n_sampled_goal=n_sampled_goal, goal_selection_strategy=goal_selection_strategy,
-        sampler=sampler, alpha=config.priority_exponent, initial_state=initial_state, seed=seed)
+        sampler=sampler, alpha=None if sampler == "uniform" else config.priority_exponent,
+        initial_state=initial_state, seed=seed)
 
 
 def relabel_terminated(config: TrainConfig, goal: GoalReward) -> Callable[..., Any] | None:

@@ -467,11 +467,45 @@ def test_bad_capacity(kind, capacity, error):
     ("proportional", {"alpha": float("nan")}, "alpha"),
     ("rank", {"alpha": -1.0}, "alpha"),
     ("rank", {"sort_every": 0}, "sort_every"),
-    ("ranked", {}, "sampler must be one of 'uniform', 'proportional', 'rank', got 'ranked'"),
+    ("ranked", {}, "sampler must be one of 'uniform', 'proportional', 'rank' or a Sampler, got 'ranked'"),
 ])
 def test_bad_prioritisation_parameters(sampler, params, pattern):
     with pytest.raises(ValueError, match=pattern):
         ReplayBuffer(4, FIELDS, sampler, **params)
+
+
+@pytest.mark.parametrize("sampler, params, pattern", [
+    ("uniform", {"alpha": 0.6}, r"alpha=0\.6 has no effect with sampler='uniform', which draws every item alike; "
+                                r"it is used by sampler='proportional' or 'rank'"),
+    ("uniform", {"eps": 0.01}, r"eps=0\.01 has no effect with sampler='uniform'.*used by sampler='proportional'"),
+    ("rank", {"eps": 0.01}, r"eps=0\.01 has no effect with sampler='rank'; it is used by sampler='proportional'"),
+    ("proportional", {"sort_every": 5}, r"sort_every=5 has no effect with sampler='proportional'; .*'rank'"),
+])
+def test_a_parameter_the_sampler_ignores_is_refused(sampler, params, pattern):
+    """ReplayBuffer(capacity, fields, alpha=0.6) used to be uniform without a word."""
+    with pytest.raises(ValueError, match=pattern):
+        ReplayBuffer(4, FIELDS, sampler, **params)
+
+
+def test_a_built_sampler_is_used_as_it_is_and_shown_by_repr():
+    from r2d2kit.replay import ProportionalSampler, RankSampler, UniformSampler
+
+    sampler = ProportionalSampler(4, alpha=1.0, eps=0.0)
+    buf = ReplayBuffer(4, FIELDS, sampler=sampler, seed=0)
+    assert buf.sampler is sampler
+    buf.add_batch(**batch([0, 1]))
+    buf.update_priorities([0, 1], [1.0, 3.0])
+    np.testing.assert_array_equal(sampler.tree.get([0, 1, 2, 3]), [1.0, 3.0, 0.0, 0.0])  # (p + 0) ** 1
+    assert repr(buf) == ("ReplayBuffer(capacity=4, size=2, fields=['obs', 'action'], "
+                         "sampler=ProportionalSampler(4, alpha=1.0, eps=0.0))")
+    assert "sampler=UniformSampler(4)" in repr(ReplayBuffer(4, FIELDS))
+    assert "sampler=RankSampler(4, alpha=0.7, sort_every=4)" in repr(ReplayBuffer(4, FIELDS, "rank"))
+    with pytest.raises(ValueError, match=r"alpha=0\.5 given beside a built RankSampler: pass it to RankSampler"):
+        ReplayBuffer(4, FIELDS, sampler=RankSampler(4), alpha=0.5)
+    with pytest.raises(ValueError, match=r"the UniformSampler has 8 slots but the buffer needs 4"):
+        ReplayBuffer(4, FIELDS, sampler=UniformSampler(8))
+    with pytest.raises(ValueError, match=r"already holds 2 items \(another buffer's\?\)"):
+        ReplayBuffer(4, FIELDS, sampler=sampler)
 
 
 # ----------------------------------------------------------------- a failed call changes nothing
