@@ -28,7 +28,7 @@ from r2d2kit._validation import (
     check_positive_int,
 )
 from r2d2kit.replay.core import BufferCore
-from r2d2kit.replay.fields import fields_from_json, parse_fields
+from r2d2kit.replay.fields import check_cast, fields_from_json, parse_fields
 from r2d2kit.replay.persistence import require_arrays
 from r2d2kit.replay.protocol import DEFAULT_BETA
 from r2d2kit.replay.samplers import Sampler, make_sampler
@@ -198,9 +198,18 @@ class SequenceReplayBuffer(BufferCore):
             inside = (offsets >= 0) & (offsets < self.length)
             shared = np.full(self.length, -1, dtype=np.int64)
             shared[inside] = previous[2][offsets[inside]]
-            reuse = present & (shared >= max(self._rows_written - self.capacity, 0))
+            # a shared row is reused only if it outlives this window's own new rows: each one written
+            # pushes the ring's oldest row out, and a reused row overwritten in the same call would leave
+            # the window (and the episode's links) pointing at another step's data
+            oldest_kept = max(self._rows_written - self.capacity, 0)
+            while True:
+                reuse = present & (shared >= oldest_kept)
+                new = present & ~reuse
+                after_writes = self._rows_written + int(np.count_nonzero(new)) - self.capacity
+                if after_writes <= oldest_kept:
+                    break
+                oldest_kept = after_writes
             row_index[reuse] = shared[reuse]
-            new = present & ~reuse
         else:
             new = present
         new_rows = np.flatnonzero(new)
@@ -400,13 +409,19 @@ class SequenceReplayBuffer(BufferCore):
         count = int(np.asarray(windows["env"]).shape[0])
         for name, spec in self._row_specs.items():
             shape = np.shape(windows[name])
-            if shape != (count, self.length) + spec.shape:
+            if shape[:2] != (count, self.length):
                 raise ValueError(f"windows[{name!r}] has shape {shape}, expected {(count, self.length) + spec.shape} "
-                                 "(burn_in + trace_length + n_step must match the builder's)")
+                                 f"(windows of {self.length} rows: burn_in + trace_length + n_step must match the "
+                                 "builder's)")
+            if shape[2:] != spec.shape:
+                raise ValueError(f"windows[{name!r}] rows have shape {shape[2:]}, but the buffer's field {name!r} is "
+                                 f"{spec.shape}: build the buffer with the env's observation and action shapes")
+            check_cast(spec, np.asarray(windows[name]))  # a float action is refused, as add() refuses it
         for name, spec in self._state_specs.items():
             shape = np.shape(windows[name])
             if shape != (count,) + spec.shape:
                 raise ValueError(f"windows[{name!r}] has shape {shape}, expected {(count,) + spec.shape}")
+            check_cast(spec, np.asarray(windows[name]))
         return count
 
     # ------------------------------------------------------------------ tf.data

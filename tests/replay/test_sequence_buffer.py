@@ -375,3 +375,30 @@ def test_reused_memory_samples_match_the_reference_windows(num_envs, burn_in, tr
         if memory == "pool":
             kept = (batch, {key: value.copy() for key, value in batch.items()})
         del batch
+
+
+def test_windows_of_the_wrong_dtype_or_row_shape_are_refused_by_name():
+    """A float action used to be truncated into the int64 field; a wrong observation width was blamed on
+    burn_in + trace_length + n_step."""
+    builder = SequenceBuilder(1, 0, 2, 1, 1)
+    buffer = SequenceReplayBuffer(50, {"obs": ((3,), "float32"), "action": ((), "int64")}, {},
+                                  burn_in=0, trace_length=2, n_step=1, period=1, seed=0)
+    windows = None
+    for t in range(4):
+        windows = builder.step(np.full((1, 3), t, np.float32), np.array([1]), np.ones(1, np.float32),
+                               np.array([False]), np.array([False])) or windows
+    assert windows is not None
+    float_actions = dict(windows, action=windows["action"].astype(np.float64) + 0.5)
+    with pytest.raises(TypeError, match=r"field 'action' has dtype int64 but got float64"):
+        buffer.add_sequences(float_actions)
+    wide = dict(windows, obs=np.zeros(windows["obs"].shape[:2] + (4,), np.float32))
+    with pytest.raises(ValueError, match=r"windows\['obs'\] rows have shape \(4,\), but the buffer's field 'obs' is "
+                                         r"\(3,\)"):
+        buffer.add_sequences(wide)
+    short = {key: (value[:, :-1] if np.ndim(value) >= 2 and np.shape(value)[1] == 3 else value)
+             for key, value in windows.items()}
+    with pytest.raises(ValueError, match=r"windows of 3 rows: burn_in \+ trace_length \+ n_step must match"):
+        buffer.add_sequences(short)
+    assert len(buffer) == 0 and buffer.rows_written == 0
+    buffer.add_sequences(windows)
+    assert len(buffer) == windows["env"].shape[0]
