@@ -135,13 +135,15 @@ class BufferCore:
         raise NotImplementedError
 
     # ----------------------------------------------------------------- tf.data
-    def as_dataset(self, batch_size: int, beta: Beta = DEFAULT_BETA, prefetch: int = 2, reuse_memory: bool = False):
+    def as_dataset(self, batch_size: int, beta: Beta = DEFAULT_BETA, prefetch: int = 2, reuse_memory: bool = False,
+                   empty_wait: float = 60.0):
         """An endless ``tf.data.Dataset`` of ``sample(batch_size, beta)`` batches (imports TensorFlow).
 
         ``beta`` may be a float or a callable ``beta(sample_count)`` such as
-        :class:`~r2d2kit.replay.LinearSchedule`; ``reuse_memory``: see
-        :func:`~r2d2kit.replay.dataset.buffer_dataset`.
+        :class:`~r2d2kit.replay.LinearSchedule`; ``reuse_memory`` and ``empty_wait`` (how long an
+        iterator waits for the first item): see :func:`~r2d2kit.replay.dataset.buffer_dataset`.
         """
         from r2d2kit.replay.dataset import buffer_dataset
 
-        return buffer_dataset(self, batch_size, beta=beta, prefetch=prefetch, reuse_memory=reuse_memory)
+        return buffer_dataset(self, batch_size, beta=beta, prefetch=prefetch, reuse_memory=reuse_memory,
+                              empty_wait=empty_wait)

@@ -15,6 +15,8 @@ Two pieces let any Keras/TensorFlow training loop use an r2d2kit buffer:
 
 from __future__ import annotations
 
+import time
+import warnings
 import weakref
 from typing import Callable
 
@@ -35,12 +37,18 @@ def element_spec(buffer: SampledBuffer, batch_size: int) -> dict[str, tf.TensorS
     }
 
 
+EMPTY_WARNING_SECONDS = 5.0  # an iterator waiting this long for a first item says so once
+
+
 def buffer_dataset(buffer: SampledBuffer, batch_size: int, beta: Beta = DEFAULT_BETA, prefetch: int = 2,
-                   reuse_memory: bool = False) -> tf.data.Dataset:
+                   reuse_memory: bool = False, empty_wait: float = 60.0) -> tf.data.Dataset:
     """An endless ``tf.data.Dataset`` of ``buffer.sample(batch_size, beta)`` batches.
 
     Args:
-        buffer: any r2d2kit buffer (it must hold at least one item when iteration starts).
+        buffer: any r2d2kit buffer. While it is empty, iteration waits for items (added by another
+            thread: actors, or a loop feeding it); after 5 s it warns once, and after ``empty_wait``
+            seconds it ends with an error saying the buffer is empty (a new iterator works once
+            items are there).
         batch_size: items per batch.
         beta: a float, or a callable ``beta(sample_count)`` (e.g. ``LinearSchedule``) evaluated
             at each draw.
@@ -66,6 +74,7 @@ def buffer_dataset(buffer: SampledBuffer, batch_size: int, beta: Beta = DEFAULT_
     """
     batch_size = check_positive_int("batch_size", batch_size)
     prefetch = check_positive_int("prefetch", prefetch, minimum=0)
+    empty_wait = check_float("empty_wait", empty_wait, 0.0)
     if callable(beta):
         beta_at: Callable[[int], float] = beta
     else:
@@ -89,6 +98,10 @@ def buffer_dataset(buffer: SampledBuffer, batch_size: int, beta: Beta = DEFAULT_
             live = buffer_ref()
             if live is None:
                 return
+            if not len(live):
+                live = _wait_for_items(buffer_ref, empty_wait)
+                if live is None:
+                    return
             out = None if pool is None else pool.acquire()
             batch = live.sample(batch_size, beta=beta_at(count), out=out) if out is not None \
                 else live.sample(batch_size, beta=beta_at(count))
@@ -104,6 +117,27 @@ def buffer_dataset(buffer: SampledBuffer, batch_size: int, beta: Beta = DEFAULT_
     options = tf.data.Options()
     options.experimental_optimization.inject_prefetch = False
     return dataset.with_options(options)
+
+
+def _wait_for_items(buffer_ref: "weakref.ref[SampledBuffer]", empty_wait: float) -> SampledBuffer | None:
+    """The buffer once it holds an item (None if it was garbage-collected); a ValueError after ``empty_wait`` s."""
+    started = time.monotonic()
+    warned = False
+    while True:
+        live = buffer_ref()
+        if live is None or len(live):
+            return live
+        waited = time.monotonic() - started
+        if waited >= empty_wait:
+            raise ValueError(f"the {type(live).__name__} is still empty after {empty_wait:g} s: add items before "
+                             "iterating its dataset (or from another thread while it waits); a new iterator works "
+                             "once items are there")
+        if not warned and waited >= EMPTY_WARNING_SECONDS:
+            warnings.warn(f"as_dataset: the {type(live).__name__} is empty; waiting up to {empty_wait:g} s for items",
+                          stacklevel=2)
+            warned = True
+        del live
+        time.sleep(0.01)
 
 
 def priority_updater(buffer: SampledBuffer) -> Callable[[tf.Tensor, tf.Tensor], tf.Operation]:

@@ -86,10 +86,23 @@ def test_element_spec_is_fixed_and_batches_match_it(sampler, batch_size):
             assert value.shape == tuple(spec[name].shape) and value.dtype == spec[name].dtype.as_numpy_dtype, name
 
 
-def test_iterating_an_empty_buffer_raises_its_message():
+def test_an_empty_buffer_is_waited_for_then_named_and_a_new_iterator_recovers():
+    """Iterating an empty buffer used to fail at once and leave the iterator ending forever."""
+    import threading
+
     buffer = ReplayBuffer(8, FIELDS, seed=0, sampler="proportional")
-    with pytest.raises(tf.errors.InvalidArgumentError, match="empty ReplayBuffer"):
-        draw(buffer.as_dataset(4, prefetch=0), 1)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"the ReplayBuffer is still empty after 0\.2 s: add "
+                                                             r"items before iterating"):
+        draw(buffer.as_dataset(4, prefetch=0, empty_wait=0.2), 1)
+    buffer.add_batch(**items(1, 1))
+    batch = draw(buffer.as_dataset(4, prefetch=0, empty_wait=0.2), 1)[0]  # a new iterator: the items are there
+    assert batch["action"].tolist() == [1, 1, 1, 1]
+    waiting = ReplayBuffer(8, FIELDS, seed=0)
+    filler = threading.Timer(0.3, lambda: waiting.add_batch(**items(2, 1)))
+    filler.start()
+    batch = draw(waiting.as_dataset(2, prefetch=2, empty_wait=30.0), 1)[0]  # waits for the other thread's item
+    filler.join()
+    assert batch["action"].tolist() == [2, 2]
 
 
 # ------------------------------------------------------------------------------ same as sample()
