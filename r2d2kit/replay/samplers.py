@@ -238,8 +238,9 @@ class ProportionalSampler(Sampler):
 
     def _place(self, slots, alive, priorities) -> None:
         values = np.full(slots.shape[0], self.max_priority) if priorities is None else priorities + self.eps
-        if priorities is not None and values.size:
-            self.max_priority = max(self.max_priority, float(values.max()))
+        kept = alive & self.alive[slots]  # (a slot written twice in one call: its last write)
+        if priorities is not None and kept.any():
+            self.max_priority = max(self.max_priority, float(values[kept].max()))
         t = self.tree.arrays
         # a zero priority has no mass, even at alpha = 0 (0 ** 0 = 1)
         tree_kernels.priority_trees_update(t.sum_tree, t.min_tree, t.level_offsets, slots,
@@ -321,14 +322,19 @@ class RankSampler(Sampler):
         self._updates_since_sort = 0
 
     def _place(self, slots, alive, priorities) -> None:
-        born = slots[alive]  # the heap holds exactly the live slots: its size before this call is the old count
-        values = np.full(born.shape[0], self.max_priority) if priorities is None else priorities[alive]
+        # the heap holds exactly the live slots. A slot written twice in one call ends as its last write
+        # left it (``self.alive``, already updated): written only if it ends alive, removed only if it ends
+        # dead (writing then removing it whatever the order left a live slot out of the heap)
+        ends_alive = self.alive[slots]
+        written = alive & ends_alive
+        born = slots[written]
+        values = np.full(born.shape[0], self.max_priority) if priorities is None else priorities[written]
         if priorities is not None and values.size:
             self.max_priority = max(self.max_priority, float(values.max()))
         size = rank_kernels.rank_heap_write(self.priorities, self._heap, self._position_of, self._heap_size, born,
                                             values)
         self._heap_size = rank_kernels.rank_heap_remove(self.priorities, self._heap, self._position_of, size,
-                                                        slots[~alive])
+                                                        slots[~ends_alive])
 
     def _update(self, slots, values) -> None:
         rank_kernels.rank_heap_update(self.priorities, self._heap, self._position_of, self._heap_size, slots, values)
