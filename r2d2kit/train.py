@@ -80,6 +80,8 @@ def train(config: TrainConfig, run_dir: Path, resume: bool = False, callbacks=()
     import tensorflow as tf
 
     from r2d2kit.models.code_encoding import CodeEncoder
+    from r2d2kit.training.run_directory import run_path
+    from r2d2kit.training.startup import startup_summary
     from r2d2kit.training.trainer import Trainer
 
     trainer = Trainer(config, run_dir, callbacks=callbacks, resume=resume)
@@ -90,11 +92,9 @@ def train(config: TrainConfig, run_dir: Path, resume: bool = False, callbacks=()
     warning = size_warning(config, gpu=bool(tf.config.list_physical_devices("GPU")))
     if warning:
         print(f"warning: {warning}", file=sys.stderr, flush=True)
-    print(f"runner: {config.actors.runner}"
-          + (f" ({config.actors.num_actors} actor processes x {config.env.num_envs} envs)"
-             if config.actors.runner == "processes" else
-             f" ({config.actors.num_actors} Ray actors x {config.env.num_envs} envs)" if config.actors.runner == "ray"
-             else f" ({config.env.num_envs} envs in this process)"))
+    summary_lines = startup_summary(trainer)
+    print(summary_lines)
+    run_path(run_dir, "startup.txt").write_text(f"{summary_lines}\n{describe(config)}\n")
     print(f"run directory: {run_dir}" + (f" (resuming from {trainer.resumed_from.name} at "
                                          f"{trainer.counters['env_steps']:,} env steps)" if resume else ""))
     summary = trainer.fit()

@@ -48,7 +48,13 @@ def test_readme_main_config_runs_a_tiny_budget_with_actor_processes(tmp_path):
                        "run.warmup_steps=500", "--set", "run.eval_every=1000", "--set", "run.eval_episodes=4",
                        "--set", "logging.progress=false", "--run-dir", str(tmp_path / "run"))
     assert result.returncode == 0, result.stderr[-2000:]
-    assert "runner: processes (2 actor processes x 2 envs)" in result.stdout
+    startup = (tmp_path / "run" / "startup.txt").read_text()
+    assert "actors: processes, 2 x 2 envs (actor processes), epsilons 0.000655 ... 0.4" in result.stdout  # 0.4 ** 8
+    assert "replay: SequenceReplayBuffer of 100,000 steps in " in startup
+    assert "windows of 38 rows (10 burn-in + 20 trained + 8 n-step)" in startup
+    assert "env: CartPoleNoVel-v1, observation (2,) float32, 2 actions" in startup
+    assert "learning: 0.25 updates per env step of 64 windows after 500 warm-up steps, to 2,000 env steps" in startup
+    assert all(line in result.stdout for line in startup.splitlines()[:5])  # printed as saved
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["runner"] == "processes" and summary["env_steps"] >= 2000 and summary["updates"] > 0
     assert summary["actor_restarts"] == 0 and summary["stopped_by"] == "run.total_env_steps"

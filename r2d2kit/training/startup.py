@@ -1,0 +1,38 @@
+"""The start-up summary: what a config was built into, in a few lines (printed and kept in the run).
+
+A config names an encoder, a core size and a runner; what a user needs to check before a long run
+is what they became: the encoder class (a user's or a built-in), the weight count, the replay's
+memory, how many actors and envs act, and the update ratio.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from r2d2kit.training.trainer import Trainer
+
+
+def startup_summary(trainer: "Trainer") -> str:
+    """A few lines on the env, the network, the replay, the actors and the learning schedule."""
+    cfg = trainer.config
+    network = trainer.network
+    encoder = network.config["encoder"]
+    actors = 1 if cfg.actors.runner == "local" else cfg.actors.num_actors
+    where = {"local": "in this process", "processes": "actor processes", "ray": "Ray actors"}[cfg.actors.runner]
+    epsilons = trainer.epsilons
+    replay = trainer.replay
+    window = cfg.learner.burn_in + cfg.learner.trace_length + cfg.learner.n_step
+    return "\n".join([
+        f"env: {cfg.env.id}, observation {network.obs_shape} {network.obs_dtype}, {network.num_actions} actions",
+        f"network: {type(encoder).__module__}.{type(encoder).__qualname__} encoder, LSTM {network.lstm_units}, "
+        f"{'dueling ' if cfg.model.dueling else ''}head {cfg.model.head_units}: "
+        f"{network.model.count_params():,} weights (online; the target network holds as many)",
+        f"replay: {type(replay).__name__} of {cfg.replay.capacity:,} steps in {replay.nbytes / 2 ** 20:,.1f} MiB, "
+        f"{replay.sampler!r}, windows of {window} rows ({cfg.learner.burn_in} burn-in + "
+        f"{cfg.learner.trace_length} trained + {cfg.learner.n_step} n-step)",
+        f"actors: {cfg.actors.runner}, {actors} x {cfg.env.num_envs} envs ({where}), epsilons "
+        f"{min(epsilons):.3g} ... {max(epsilons):.3g}",
+        f"learning: {cfg.run.updates_per_env_step:g} updates per env step of {cfg.learner.batch_size} windows after "
+        f"{cfg.run.warmup_steps:,} warm-up steps, to {cfg.run.total_env_steps:,} env steps",
+    ])
