@@ -64,15 +64,12 @@ def size_warning(config: TrainConfig, gpu: bool) -> str | None:
             "--set learner.period=10 (configs/cartpole_pomdp.yaml's sizes)")
 
 
-def run_directory(config: TrainConfig, override: str | None, name: str | None) -> Path:
-    """The run's folder, created: ``--run-dir`` as given, else ``logging.run_dir/<name>`` (default: env id and time)."""
+def run_directory_path(config: TrainConfig, override: str | None, name: str | None) -> Path:
+    """The run's folder: ``--run-dir`` as given, else ``logging.run_dir/<name>`` (default: env id and time)."""
     if override:
-        path = Path(override)
-    else:
-        label = name or config.logging.name or f"{config.env.id}-{time.strftime('%Y%m%d-%H%M%S')}"
-        path = Path(config.logging.run_dir) / label
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+        return Path(override)
+    label = name or config.logging.name or f"{config.env.id}-{time.strftime('%Y%m%d-%H%M%S')}"
+    return Path(config.logging.run_dir) / label
 
 
 def train(config: TrainConfig, run_dir: Path, resume: bool = False, callbacks=()) -> dict:
@@ -116,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     from r2d2kit.training.checkpoint import CheckpointError
     from r2d2kit.training.run_directory import RunDirectoryError
 
+    run_dir: Path | None = None
+    created = False
     try:
         if args.resume:
             if args.config or args.run_dir or args.name:
@@ -130,11 +129,15 @@ def main(argv: list[str] | None = None) -> int:
             observation_layout(config)  # unusable spaces: a ConfigError before a run directory or network exists
             if config.replay.her is not None:
                 goal_reward(config).close()  # replay.her without a goal env: the same
-            run_dir = run_directory(config, args.run_dir, args.name)
+            run_dir = run_directory_path(config, args.run_dir, args.name)
+            created = not run_dir.exists()
+            run_dir.mkdir(parents=True, exist_ok=True)
         else:
             parser.error("give a CONFIG file, or --resume RUN_DIR")
         train(config, run_dir, resume=bool(args.resume))
     except (ConfigError, CheckpointError, RunDirectoryError) as error:
+        if created and run_dir is not None and run_dir.is_dir() and not any(run_dir.iterdir()):
+            run_dir.rmdir()  # nothing was written: leave no empty run behind
         kind = ("config" if isinstance(error, ConfigError) else "checkpoint" if isinstance(error, CheckpointError)
                 else "run directory")
         print(f"{kind} error: {error}", file=sys.stderr)

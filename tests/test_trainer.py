@@ -495,3 +495,20 @@ def test_a_resume_onto_another_env_is_refused(finished_run, tmp_path, capsys):
     error = capsys.readouterr().err
     assert "was trained on 'CueMemory-v0', not 'CueMemoryTwin-v0'" in error
     assert (run_dir / "config.yaml").read_text() == config_before
+
+
+@pytest.mark.parametrize("encoder, message", [
+    ("trainer_helpers:EncoderNeedingArguments", r"cannot be built without arguments .*give every constructor "
+                                                r"argument a default"),
+    ("trainer_helpers:ConvolutionOnVectors", r"failed on env\.id 'CueMemory-v0'.s observations \(shape \(\d+,\), "
+                                             r"float32\): ValueError: .*a convolution needs an image"),
+])
+def test_a_users_encoder_that_cannot_be_built_is_named_and_leaves_no_run_directory(tmp_path, capsys, encoder,
+                                                                                   message):
+    """It used to escape as a raw traceback (exit 1) and leave an empty run directory."""
+    run_dir = tmp_path / "run"
+    assert train_main([str(CUE), "--run-dir", str(run_dir), "--set", f"model.encoder={encoder}"]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("config error: model.encoder ") and "Traceback" not in error
+    assert re.search(message, error), error
+    assert not run_dir.exists()

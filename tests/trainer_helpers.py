@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 
+from r2d2kit.models import ImageModel
 from r2d2kit.runners.callbacks import Callback
 
 
@@ -52,3 +53,19 @@ class Recorder(Callback):
         if self.directory is not None:
             with open(os.path.join(self.directory, f"actor-{actor_id}-{os.getpid()}.log"), "a") as handle:
                 handle.write(line + "\n")
+
+
+class EncoderNeedingArguments(ImageModel):
+    """An encoder the config cannot build: its constructor has an argument without a default."""
+
+    def __init__(self, width: int) -> None:
+        self.width = width
+
+
+class ConvolutionOnVectors(ImageModel):
+    """A convolution, given CueMemory's vector observations."""
+
+    def create_image_model(self, x):
+        import keras
+
+        return keras.layers.Flatten()(keras.layers.Conv2D(4, 3)(x))

@@ -75,7 +75,11 @@ def build_encoder(config: TrainConfig) -> Any:
     cls = _import(name, "model.encoder")
     if not (isinstance(cls, type) and issubclass(cls, ImageModel)):
         raise ConfigError(f"model.encoder {name!r} is not an r2d2kit.models.ImageModel subclass")
-    return cls()
+    try:
+        return cls()
+    except TypeError as error:
+        raise ConfigError(f"model.encoder {name!r} cannot be built without arguments ({error}); the config builds "
+                          "it as Class(): give every constructor argument a default") from None
 
 
 def observation_layout(config: TrainConfig) -> Any:
@@ -160,10 +164,19 @@ def build_network(config: TrainConfig) -> Any:
 
         _check_encoder_for_codes(config, layout)
         encoder = CodeEncoder(layout, encoder)
-    return QNetwork(obs_space.shape, int(action_space.n), encoder, obs_dtype=str(obs_space.dtype),
-                    lstm_units=config.model.lstm_units, dueling=config.model.dueling,
-                    head_units=config.model.head_units, prev_action_reward=config.model.prev_action_reward,
-                    layer_norm=config.model.layer_norm)
+    try:
+        return QNetwork(obs_space.shape, int(action_space.n), encoder, obs_dtype=str(obs_space.dtype),
+                        lstm_units=config.model.lstm_units, dueling=config.model.dueling,
+                        head_units=config.model.head_units, prev_action_reward=config.model.prev_action_reward,
+                        layer_norm=config.model.layer_norm)
+    except Exception as error:  # noqa: BLE001  (a user's encoder can fail in any way Keras can)
+        if ":" not in config.model.encoder:
+            raise  # a built-in encoder failing is r2d2kit's bug: keep the traceback
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        raise ConfigError(f"model.encoder {config.model.encoder!r} failed on env.id {config.env.id!r}'s observations "
+                          f"(shape {tuple(obs_space.shape)}, {obs_space.dtype}): {type(error).__name__}: "
+                          f"{first_line[:300]}; check that the encoder's layers fit that input (a convolution needs "
+                          "an image)") from None
 
 
 CONV_ENCODERS = ("dqn", "r2d3", "minatar", "minigrid")  # built-ins that convolve images
