@@ -238,9 +238,10 @@ class ProportionalSampler(Sampler):
 
     def _place(self, slots, alive, priorities) -> None:
         values = np.full(slots.shape[0], self.max_priority) if priorities is None else priorities + self.eps
-        kept = alive & self.alive[slots]  # (a slot written twice in one call: its last write)
-        if priorities is not None and kept.any():
-            self.max_priority = max(self.max_priority, float(values[kept].max()))
+        if priorities is not None:
+            kept = alive & self.alive[slots]  # (a slot written twice in one call: its last write)
+            if kept.any():
+                self.max_priority = max(self.max_priority, float(values[kept].max()))
         t = self.tree.arrays
         # a zero priority has no mass, even at alpha = 0 (0 ** 0 = 1)
         tree_kernels.priority_trees_update(t.sum_tree, t.min_tree, t.level_offsets, slots,

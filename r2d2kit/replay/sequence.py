@@ -132,7 +132,7 @@ class SequenceReplayBuffer(BufferCore):
         self._expiry: list[tuple[int, int, int]] = []  # heap of (oldest write index, slot, generation)
         self._last_window: dict[tuple[int, int], tuple[int, int, np.ndarray]] = {}
 
-        r2d2_alpha = 0.9 if alpha is None and isinstance(sampler, str) and sampler == "proportional" else alpha
+        r2d2_alpha = 0.9 if alpha is None and sampler == "proportional" else alpha
         super().__init__(make_sampler(sampler, self.max_sequences, alpha=r2d2_alpha, eps=eps, sort_every=sort_every),
                          seed)
 

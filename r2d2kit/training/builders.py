@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from r2d2kit.agent.config import R2D2Config
 from r2d2kit.replay import SequenceHerReplayBuffer, SequenceReplayBuffer
+from r2d2kit.replay.samplers import PARAMETERS as SAMPLER_PARAMETERS
 from r2d2kit.training.config import ConfigError, TrainConfig
 
 
@@ -195,6 +196,11 @@ def _check_encoder_for_codes(config: TrainConfig, layout: Any) -> None:
                           f"{layout.encoded_size} (one per network input, in the order layout.describe() prints)")
 
 
+def _priority_exponent(config: R2D2Config, sampler: str) -> float | None:
+    """``learner.priority_exponent`` for a sampler that uses an exponent; None for one that would refuse it."""
+    return config.priority_exponent if "alpha" in SAMPLER_PARAMETERS[sampler] else None
+
+
 def make_sequence_replay(network: Any, config: R2D2Config, capacity: int, *, seed: Any = None,
                          initial_state: str = "stored", sampler: str = "proportional") -> SequenceReplayBuffer:
     """The replay an :class:`R2D2Learner` of ``network`` samples from.
@@ -208,7 +214,7 @@ def make_sequence_replay(network: Any, config: R2D2Config, capacity: int, *, see
         capacity, {"obs": (network.obs_shape, network.obs_dtype), "action": ((), "int64")},
         {"state_h": ((units,), "float32"), "state_c": ((units,), "float32")}, burn_in=config.burn_in,
         trace_length=config.trace_length, n_step=config.n_step, period=config.period,
-        sampler=sampler, alpha=None if sampler == "uniform" else config.priority_exponent,
+        sampler=sampler, alpha=_priority_exponent(config, sampler),
         initial_state=initial_state, seed=seed)
 
 
@@ -232,7 +238,7 @@ def make_sequence_her_replay(network: Any, config: R2D2Config, capacity: int, *,
         compute_terminated=compute_terminated, burn_in=config.burn_in, trace_length=config.trace_length,
         n_step=config.n_step, period=config.period,
         n_sampled_goal=n_sampled_goal, goal_selection_strategy=goal_selection_strategy,
-        sampler=sampler, alpha=None if sampler == "uniform" else config.priority_exponent,
+        sampler=sampler, alpha=_priority_exponent(config, sampler),
         initial_state=initial_state, seed=seed)
 
 

@@ -291,20 +291,15 @@ def build_config(data: Mapping[str, Any] | None, source: str = "<config>",
                           f"{type(data).__name__}")
     sections = {}
     for section, values in data.items():
-        if section not in SECTIONS:
-            raise ConfigError(f"{source}: unknown section {section!r}; {_nearest(str(section), SECTIONS)}"
-                              f"valid sections are {list(SECTIONS)}")
+        _check_name(source, section)
         values = {} if values is None else values
         if not isinstance(values, Mapping):
             raise ConfigError(f"{source}: section {section!r} must be a mapping of keys, got {values!r}")
         cls = SECTIONS[section]
-        fields = {f.name: f for f in dataclasses.fields(cls)}
         hints = typing.get_type_hints(cls)
         checked = {}
         for key, value in values.items():
-            if key not in fields:
-                raise ConfigError(f"{source}: unknown key {section}.{key}; {_nearest(str(key), fields)}"
-                                  f"valid keys in {section!r} are {sorted(fields)}")
+            _check_name(source, section, key)
             where = "--set" if f"{section}.{key}" in overridden else source
             checked[key] = _check_type(f"{where}: {section}.{key}", value, hints[key])
         try:
@@ -389,7 +384,7 @@ def apply_overrides(data: dict, overrides: Sequence[str], source: str = "--set")
             raise ConfigError(f"{source} {override!r}: write section.key=value, e.g. learner.batch_size=32")
         path, raw = override.split("=", 1)
         *parents, key = path.split(".")  # replay.her.n_sampled_goal: a key of a mapping inside a section
-        _check_override_path(f"{source} {override!r}", parents, key)
+        _check_name(f"{source} {override!r}", parents[0], parents[1] if len(parents) > 1 else key)
         target = data
         for depth, name in enumerate(parents):
             child = target.get(name)
@@ -406,15 +401,14 @@ def apply_overrides(data: dict, overrides: Sequence[str], source: str = "--set")
     return data
 
 
-def _check_override_path(where: str, parents: Sequence[str], key: str) -> None:
-    section = parents[0]
+def _check_name(where: str, section: Any, key: Any = None) -> None:
+    """Refuse an unknown section (or an unknown key of a known one), naming the nearest valid name."""
     if section not in SECTIONS:
-        raise ConfigError(f"{where}: unknown section {section!r}; {_nearest(section, SECTIONS)}valid sections are "
-                          f"{list(SECTIONS)}")
+        raise ConfigError(f"{where}: unknown section {section!r}; {_nearest(str(section), SECTIONS)}valid sections "
+                          f"are {list(SECTIONS)}")
     fields = [f.name for f in dataclasses.fields(SECTIONS[section])]
-    name = parents[1] if len(parents) > 1 else key
-    if name not in fields:
-        raise ConfigError(f"{where}: unknown key {section}.{name}; {_nearest(name, fields)}valid keys in "
+    if key is not None and key not in fields:
+        raise ConfigError(f"{where}: unknown key {section}.{key}; {_nearest(str(key), fields)}valid keys in "
                           f"{section!r} are {sorted(fields)}")
 
 

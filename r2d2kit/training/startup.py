@@ -18,18 +18,17 @@ def startup_summary(trainer: "Trainer") -> str:
     cfg = trainer.config
     network = trainer.network
     encoder = network.config["encoder"]
-    actors = 1 if cfg.actors.runner == "local" else cfg.actors.num_actors
     where = {"local": "in this process", "processes": "actor processes", "ray": "Ray actors"}[cfg.actors.runner]
-    epsilons = trainer.epsilons
+    epsilons = trainer.epsilons  # one per env of every actor
+    actors = len(epsilons) // cfg.env.num_envs
     replay = trainer.replay
-    window = cfg.learner.burn_in + cfg.learner.trace_length + cfg.learner.n_step
     return "\n".join([
         f"env: {cfg.env.id}, observation {network.obs_shape} {network.obs_dtype}, {network.num_actions} actions",
         f"network: {type(encoder).__module__}.{type(encoder).__qualname__} encoder, LSTM {network.lstm_units}, "
         f"{'dueling ' if cfg.model.dueling else ''}head {cfg.model.head_units}: "
         f"{network.model.count_params():,} weights (online; the target network holds as many)",
         f"replay: {type(replay).__name__} of {cfg.replay.capacity:,} steps in {replay.nbytes / 2 ** 20:,.1f} MiB, "
-        f"{replay.sampler!r}, windows of {window} rows ({cfg.learner.burn_in} burn-in + "
+        f"{replay.sampler!r}, windows of {cfg.learner.length} rows ({cfg.learner.burn_in} burn-in + "
         f"{cfg.learner.trace_length} trained + {cfg.learner.n_step} n-step)",
         f"actors: {cfg.actors.runner}, {actors} x {cfg.env.num_envs} envs ({where}), epsilons "
         f"{min(epsilons):.3g} ... {max(epsilons):.3g}",
