@@ -124,9 +124,11 @@ def run_r2d2(job: dict) -> dict:
     line = (f"  R2D2 {env} seed {seed} " "{steps:>7,} env steps: eval {mean:+.3f} +- {std:.3f}, "
             "training episodes {train_return:+.3f}, {updates:,} updates, {seconds:.0f} s")
     evaluations = harness.evaluation_callback(line)
+    run_dir = Path(job["runs_dir"]) / f"{env}-seed{seed}" if job["runs_dir"] else None
     trainer, summary, fit_seconds = harness.fit(config_path(env), [
         f"run.total_env_steps={job['steps']}", f"run.eval_every={job['eval_every']}", f"run.seed={seed}",
-        f"run.eval_episodes={job['eval_episodes']}", "checkpoints.keep=1", *job["overrides"]], [evaluations])
+        f"run.eval_episodes={job['eval_episodes']}", "checkpoints.keep=1", *job["overrides"]], [evaluations],
+        run_dir)
     train_seconds = float(summary["train_seconds"])
     return dict(evaluations=evaluations.rows, env_steps=int(summary["env_steps"]), train_seconds=train_seconds,
                 eval_seconds=fit_seconds - train_seconds, updates=int(summary["updates"]),
@@ -255,6 +257,8 @@ def parse_args(argv=None):
     p.add_argument("--ppo-set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a numeric RecurrentPPO hyper-parameter, e.g. gamma=0.5 (repeatable; keys: "
                         + ", ".join(PPO_TUNABLE) + "; gamma defaults to the R2D2 config's learner.gamma)")
+    p.add_argument("--runs-dir", default=None, help="keep each R2D2 run (metrics with the training-health "
+                                                    "columns, checkpoint) in DIR/ENV-seedN")
     args = p.parse_args(argv)
     try:
         parse_ppo_overrides(args.ppo_set)  # checked here, used by the child
@@ -296,7 +300,7 @@ def main(argv=None) -> dict:
             for env in args.envs for seed in args.seeds for agent in agents]
     for run, result in harness.sweep(
             __file__, runs, results, lambda r: f"{AGENT_NAMES[r['agent']]} {r['env']} seed {r['seed']} ({r['steps']:,} "
-            "env steps)", extras=dict(torch_threads=args.torch_threads),
+            "env steps)", extras=dict(torch_threads=args.torch_threads, runs_dir=args.runs_dir),
             same=lambda stored, run: same_settings(stored, run["steps"], args),
             before=lambda run: dict(run, config_digest=config_digest(run["env"], run["agent"]))):  # just before it runs
         if result.get("error"):
