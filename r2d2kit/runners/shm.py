@@ -9,7 +9,9 @@
   nothing is dropped and memory does not grow); the learner drains what is there. Every slot carries
   its sequence number and a CRC-32 of its payload, checked on the copy the reader takes: the writer
   publishes by bumping a counter after the payload, which x86 keeps in order but ARM's weaker memory
-  order does not promise, so a record that reads torn or stale is skipped and counted, never used.
+  order does not promise. A record whose sequence number is not visible yet is retried at the next
+  drain (dropped and counted only if it stays so for ``STALE_RECORD_SECONDS``); one whose checksum
+  does not match is dropped and counted, never used.
   The CRC costs about 0.7 ms per Pong-size window (125 rows of 84x84) at each end, against 40 env
   steps of acting per window.
 
@@ -42,6 +44,7 @@ import numpy as np
 
 HEADER_BYTES = 64
 SLOT_HEADER_BYTES = 16
+STALE_RECORD_SECONDS = 1.0  # a published record still not visible after this long is corrupt, not late: skipped
 PREFIX = "r2d2kit_"
 SHM_DIR = "/dev/shm"  # where Linux lists POSIX shared memory; elsewhere nothing is reclaimed
 
@@ -264,7 +267,8 @@ class RecordRing(_Segment):
         super().__init__(block, owner)
         self.layout = layout
         self.capacity = int(capacity)
-        self.torn = 0  # records skipped because their sequence number or checksum did not match
+        self.torn = 0  # records skipped because their checksum did not match or they never became visible
+        self._stale_since: tuple[int, float] | None = None  # (record index, first seen) of a record not yet visible
         self._header = np.ndarray((3,), dtype=np.int64, buffer=block.buf)  # written, read, closed
         self._slots = np.ndarray((self.capacity, SLOT_HEADER_BYTES + layout.nbytes), dtype=np.uint8,
                                  buffer=block.buf, offset=HEADER_BYTES)
@@ -317,23 +321,43 @@ class RecordRing(_Segment):
     def drain(self, limit: int | None = None) -> list[dict[str, np.ndarray]]:
         """Copy out every waiting record (at most ``limit``), oldest first, and free their slots.
 
-        A record whose sequence number or CRC-32 does not match its copy is skipped and counted in
-        :attr:`torn`.
+        A record whose sequence number is not visible yet ends this drain; the next one retries it
+        (after ``STALE_RECORD_SECONDS`` it is skipped). A record whose CRC-32 does not match its copy
+        is skipped. Both count in :attr:`torn`.
+
+        Raises:
+            RuntimeError: the ring's counters claim more records than it has slots (a corrupt
+                segment); nothing is read.
         """
-        available = len(self)
+        start = int(self._header[1])
+        available = int(self._header[0]) - start
+        if not 0 <= available <= self.capacity:
+            raise RuntimeError(f"record ring {self.name}: its counters (written {int(self._header[0])}, read {start}) "
+                               f"do not fit its {self.capacity} slots; the shared segment is corrupt")
         count = available if limit is None else min(available, limit)
         out = []
-        start = int(self._header[1])
-        for i in range(count):
-            slot = self._slots[(start + i) % self.capacity].copy()
+        taken = 0
+        while taken < count:
+            index = start + taken
+            slot = self._slots[index % self.capacity].copy()
             stamp = slot[:SLOT_HEADER_BYTES].view(np.int64)
-            if stamp[0] != start + i + 1 or stamp[1] != zlib.crc32(slot[SLOT_HEADER_BYTES:]):
+            if stamp[0] != index + 1 and not self._given_up_on(index):
+                break  # published counter seen before the payload: retry at the next drain
+            taken += 1
+            if stamp[0] != index + 1 or stamp[1] != zlib.crc32(slot[SLOT_HEADER_BYTES:]):
                 self.torn += 1
                 continue
             out.append({name: np.ndarray(shape, dtype=dtype, buffer=slot, offset=SLOT_HEADER_BYTES + offset)
                         for name, shape, dtype, offset in self.layout.fields})
-        self._header[1] += count
+        self._header[1] = start + taken
         return out
+
+    def _given_up_on(self, index: int) -> bool:
+        """Has the record at ``index`` stayed invisible for ``STALE_RECORD_SECONDS`` (corrupt, not late)?"""
+        now = time.monotonic()
+        if self._stale_since is None or self._stale_since[0] != index:
+            self._stale_since = (index, now)
+        return now - self._stale_since[1] >= STALE_RECORD_SECONDS
 
     def _release_views(self) -> None:
         self._header = self._slots = None

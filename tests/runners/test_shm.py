@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from r2d2kit.runners import shm
 from r2d2kit.runners.shm import PREFIX, RecordLayout, RecordRing, WeightBroadcast, stack_records, window_layout
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -113,19 +114,49 @@ def test_closed_ring_stops_a_waiting_producer():
         assert [r["x"].tolist() for r in ring.drain()] == [[1.0, 2.0]]
 
 
-def test_a_torn_or_stale_record_is_skipped_and_counted_never_delivered():
-    """The writer publishes by bumping a counter after the payload; where memory order lets the reader see
-    the counter first, the slot holds a half-written or an older lap's record: the checks catch both."""
+def test_a_torn_record_is_skipped_and_counted_never_delivered():
+    """A payload that changed after its checksum was taken is dropped and counted."""
     layout = RecordLayout.from_spec({"x": ((4,), np.float32), "n": ((), np.int64)})
     with RecordRing.create(layout, 4) as ring:
         for n in range(3):
             assert ring.put({"x": np.full(4, n), "n": n})
         ring._slots[1, -1] ^= 0x40  # a payload byte of record 1 changed after its checksum was taken
         assert [int(r["n"]) for r in ring.drain()] == [0, 2] and ring.torn == 1
-        assert ring.put({"x": np.full(4, 3), "n": 3})
-        ring._header[0] += 1  # counter visible before the payload: slot 0 still holds the previous lap's record
-        assert [int(r["n"]) for r in ring.drain()] == [3] and ring.torn == 2
-        assert ring.put({"x": np.full(4, 5), "n": 5}) and [int(r["n"]) for r in ring.drain()] == [5]
+        assert ring.put({"x": np.full(4, 3), "n": 3}) and [int(r["n"]) for r in ring.drain()] == [3]
+
+
+def test_a_record_not_yet_visible_is_retried_then_delivered_in_order(monkeypatch):
+    """The writer publishes by bumping a counter after the payload; where memory order lets the reader see
+    the counter first, the slot still holds the previous lap's stamp. The reader waits for it, in order;
+    a stamp that never arrives (a corrupt slot) is skipped after STALE_RECORD_SECONDS."""
+    layout = RecordLayout.from_spec({"x": ((4,), np.float32), "n": ((), np.int64)})
+    with RecordRing.create(layout, 2) as ring:
+        for n in range(2):
+            assert ring.put({"x": np.full(4, n), "n": n})
+        assert [int(r["n"]) for r in ring.drain()] == [0, 1]
+        for n in (2, 3):
+            assert ring.put({"x": np.full(4, n), "n": n})
+        stamp = ring._slots[0, :16].view(np.int64)
+        stamp[0] = 1  # record 2's sequence number not visible yet: slot 0 shows the last lap's
+        assert ring.drain() == [] and ring.torn == 0 and len(ring) == 2  # nothing lost, nothing out of order
+        stamp[0] = 3  # now visible
+        assert [int(r["n"]) for r in ring.drain()] == [2, 3] and ring.torn == 0
+        assert ring.put({"x": np.full(4, 4), "n": 4}) and ring.put({"x": np.full(4, 5), "n": 5})
+        ring._slots[0, :16].view(np.int64)[0] = 99  # a stamp that will never be right
+        assert ring.drain() == [] and ring.torn == 0
+        monkeypatch.setattr(shm, "STALE_RECORD_SECONDS", 0.0)
+        assert [int(r["n"]) for r in ring.drain()] == [5] and ring.torn == 1
+
+
+def test_a_ring_whose_counters_overrun_its_slots_is_refused_not_walked():
+    layout = RecordLayout.from_spec({"n": ((), np.int64)})
+    with RecordRing.create(layout, 4) as ring:
+        assert ring.put({"n": 0})
+        ring._header[0] = 10**12  # a corrupt written counter
+        with pytest.raises(RuntimeError, match=r"counters \(written 1000000000000, read 0\) do not fit its 4 slots"):
+            ring.drain()
+        ring._header[0] = 1
+        assert [int(r["n"]) for r in ring.drain()] == [0]
 
 
 def test_segments_are_unlinked_even_when_an_error_escapes():
