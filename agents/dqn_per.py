@@ -124,7 +124,7 @@ def main(argv=None) -> dict:
             loss = tf.reduce_mean(batch["weights"] * huber)  # IS weights undo PER's sampling bias
         grads = tape.gradient(loss, q_network.trainable_variables)
         optimizer.apply_gradients(zip(grads, q_network.trainable_variables))
-        update_priorities(batch["indices"], abs_td)  # runs inside the graph via tf.numpy_function
+        update_priorities(batch["indices"], abs_td, batch["generations"])  # runs inside the graph via tf.numpy_function
         return loss
 
     # --- rollout loop ---

@@ -109,7 +109,7 @@ def main(argv=None) -> dict:
             while credit >= 1.0:
                 batch = replay.sample(config.batch_size, beta=config.importance_exponent)
                 out = learner.train(batch)
-                replay.update_priorities(batch["indices"], out["priorities"])
+                replay.update_priorities(batch["indices"], out["priorities"], batch["generations"])
                 credit -= 1.0
 
         # --- evaluate greedily now and then

@@ -185,5 +185,5 @@ class R2D2Learner:
         batch = replay.sample(self.config.batch_size, beta=self.config.importance_exponent,
                               out=self._sample_memory[1])
         out = self.train(batch)
-        replay.update_priorities(batch["indices"], out["priorities"])
+        replay.update_priorities(batch["indices"], out["priorities"], batch["generations"])
         return out

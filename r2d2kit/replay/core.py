@@ -72,18 +72,30 @@ class BufferCore:
             return out if isinstance(out, dict) else dict(out)
         return {name: np.empty(shape, dtype) for name, (shape, dtype) in self.batch_spec(batch_size).items()}
 
-    def update_priorities(self, indices: Any, priorities: Any) -> None:
+    def _record_draw(self, batch: dict[str, np.ndarray], indices: np.ndarray, weights: np.ndarray) -> None:
+        """Write a draw's ``indices``, ``weights`` and the slots' ``generations`` into ``batch`` (lock held)."""
+        np.copyto(batch["indices"], indices)
+        np.copyto(batch["weights"], weights)
+        np.take(self._sampler.generation, indices, out=batch["generations"])
+
+    def update_priorities(self, indices: Any, priorities: Any, generations: Any = None) -> None:
         """Set new priorities (typically ``|TD error|``) for sampled ``indices``; a repeated index: the last wins.
 
-        Items that died since they were sampled (overwritten, or a window's rows gone) are skipped;
-        with the uniform sampler the input is only validated.
+        Items that died since they were sampled (a window whose rows are gone) are skipped. Pass the
+        batch's ``generations`` too (``batch["generations"]``) whenever items may be added between
+        ``sample`` and this call (a ``tf.data`` pipeline, actors in other threads): then an item
+        written into a sampled slot since, which is another item, keeps its own priority. Without
+        them that slot's new occupant gets the old item's priority. With the uniform sampler the
+        input is only validated.
 
         Raises:
             IndexError: an index that holds no item.
-            ValueError: a priority is NaN, infinite or negative (the first one is named).
+            ValueError: a priority is NaN, infinite or negative (the first one is named), or
+                ``generations`` is not one integer per index.
         """
         with self._lock:
-            self._sampler.update(self._checked_indices(indices), priorities)
+            slots = self._checked_indices(indices)
+            self._sampler.update(slots, priorities, _checked_generations(generations, slots.shape[0]))
 
     def _checked_indices(self, indices: Any) -> np.ndarray:
         """``indices`` as int64 slots that may be passed to the sampler, or an ``IndexError``."""
@@ -147,3 +159,14 @@ class BufferCore:
 
         return buffer_dataset(self, batch_size, beta=beta, prefetch=prefetch, reuse_memory=reuse_memory,
                               empty_wait=empty_wait)
+
+
+def _checked_generations(generations: Any, count: int) -> np.ndarray | None:
+    """``generations`` as ``count`` int64 values (``None`` stays ``None``), or a ValueError that names the fix."""
+    if generations is None:
+        return None
+    array = np.asarray(generations)
+    if array.shape != (count,) or (array.size and not np.issubdtype(array.dtype, np.integer)):
+        raise ValueError(f"generations must be {count} integers, one per index (the batch's 'generations'), got "
+                         f"shape {array.shape} and dtype {array.dtype}")
+    return array.astype(np.int64, copy=False)

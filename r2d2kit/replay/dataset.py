@@ -140,23 +140,28 @@ def _wait_for_items(buffer_ref: "weakref.ref[SampledBuffer]", empty_wait: float)
         time.sleep(0.01)
 
 
-def priority_updater(buffer: SampledBuffer) -> Callable[[tf.Tensor, tf.Tensor], tf.Operation]:
-    """A function ``update(indices, priorities)`` callable eagerly or inside ``tf.function``.
+def priority_updater(buffer: SampledBuffer) -> Callable[[tf.Tensor, tf.Tensor, tf.Tensor], tf.Operation]:
+    """A function ``update(indices, priorities, generations)`` callable eagerly or inside ``tf.function``.
+
+    The batch's ``generations`` are required here: the dataset draws ahead (``prefetch``) while
+    items keep arriving, so a slot drawn may hold another item by the time its priority comes back,
+    and that item must keep its own.
 
     Example:
         >>> update = priority_updater(buffer)
         >>> @tf.function
         ... def train_step(batch):
         ...     td = ...                      # [B]
-        ...     update(batch["indices"], tf.abs(td))
+        ...     update(batch["indices"], tf.abs(td), batch["generations"])
     """
 
-    def _update(indices: np.ndarray, priorities: np.ndarray) -> np.ndarray:
-        buffer.update_priorities(indices, priorities.astype(np.float64))
+    def _update(indices: np.ndarray, priorities: np.ndarray, generations: np.ndarray) -> np.ndarray:
+        buffer.update_priorities(indices, priorities.astype(np.float64), generations)
         return np.int64(indices.shape[0])
 
-    def update(indices, priorities):
-        return tf.numpy_function(_update, [tf.cast(indices, tf.int64), tf.cast(priorities, tf.float64)],
+    def update(indices, priorities, generations):
+        return tf.numpy_function(_update, [tf.cast(indices, tf.int64), tf.cast(priorities, tf.float64),
+                                           tf.cast(generations, tf.int64)],
                                  tf.int64, stateful=True, name="update_priorities")
 
     return update

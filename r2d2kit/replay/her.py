@@ -38,6 +38,7 @@ import numpy as np
 
 from r2d2kit._validation import as_index_array, check_float, check_positive_int
 from r2d2kit.kernels import her as her_kernels
+from r2d2kit.replay.autoreset import ResetSteps
 from r2d2kit.replay.core import BufferCore
 from r2d2kit.replay.fields import FieldSpec, check_cast, fields_from_json, parse_fields
 from r2d2kit.replay.goals import (
@@ -49,7 +50,6 @@ from r2d2kit.replay.goals import (
     call_goal_function,
     check_goal_functions,
 )
-from r2d2kit.replay.nstep import check_autoreset_mode
 from r2d2kit.replay.persistence import require_arrays
 from r2d2kit.replay.protocol import DEFAULT_BETA
 from r2d2kit.replay.samplers import Sampler, UniformSampler, make_sampler
@@ -146,7 +146,8 @@ class HerReplayBuffer(HindsightBase, BufferCore):
         if not isinstance(relabel_unfinished, (bool, np.bool_)):
             raise TypeError(f"relabel_unfinished must be True or False, got {relabel_unfinished!r}")
         self.relabel_unfinished = bool(relabel_unfinished)
-        self.autoreset_mode = check_autoreset_mode(autoreset_mode)
+        self._resets = ResetSteps(self.num_envs, autoreset_mode)
+        self.autoreset_mode = self._resets.mode
 
         given = parse_fields({"observation": observation_spec, "goal": goal_spec, "action": action_spec})
         obs, goal, act = given["observation"], given["goal"], given["action"]
@@ -174,7 +175,6 @@ class HerReplayBuffer(HindsightBase, BufferCore):
         self._episode_end = np.full(slots, -1, dtype=np.int64)  # one past its episode's last count; -1 unfinished
         self._env_written = np.zeros(self.num_envs, dtype=np.int64)  # [E] steps written per env
         self._env_episode_start = np.zeros(self.num_envs, dtype=np.int64)  # [E] count of the running episode's start
-        self._skip = np.zeros(self.num_envs, dtype=bool)  # [E] next step only carries a reset observation
 
         # mass 1 per sampleable transition: len() and 'random' goals read it; the uniform sampler is it
         sampler = make_sampler(sampler, slots, alpha=alpha, eps=eps, sort_every=sort_every)
@@ -213,18 +213,17 @@ class HerReplayBuffer(HindsightBase, BufferCore):
         values, done = self._check_step(obs, action, reward, next_obs, terminated, truncated, infos)
         written = np.full(self.num_envs, -1, dtype=np.int64)
         with self._lock:
-            active = ~self._skip
+            active, ended = self._resets.advance(done)
             envs = np.flatnonzero(active)
             if envs.size:
                 flat = (self._env_written[envs] % self.rows) * self.num_envs + envs  # [m]
                 for name, array in self._data.items():
                     array[flat] = values[name][envs]
                 leaves, valid = her_kernels.her_write(
-                    envs, done[envs], self._step_count, self._episode_start, self._episode_end, self._env_written,
+                    envs, ended[envs], self._step_count, self._episode_start, self._episode_end, self._env_written,
                     self._env_episode_start, self.rows, self.num_envs)
                 self._place(leaves, valid > 0.0)
                 written[envs] = flat
-            self._skip[:] = active & done if self.autoreset_mode == "next_step" else False
         return written
 
     def _place(self, leaves: np.ndarray, alive: np.ndarray) -> None:
@@ -325,8 +324,7 @@ class HerReplayBuffer(HindsightBase, BufferCore):
                 uniforms[1], uniforms[2], random_goals)
             batch = self._batch_memory(batch_size, out)
             self._gather(batch, indices, goal_indices, steps, pair_samples, pair_steps)
-        np.copyto(batch["indices"], indices)
-        np.copyto(batch["weights"], weights)
+            self._record_draw(batch, indices, weights)
         return batch
 
     def _gather(self, batch: dict[str, np.ndarray], indices: np.ndarray, goal_indices: np.ndarray, steps: np.ndarray,
@@ -383,6 +381,7 @@ class HerReplayBuffer(HindsightBase, BufferCore):
         spec["discount"] = ((batch_size,), np.dtype(np.float32))
         spec["relabelled"] = ((batch_size,), np.dtype(bool))
         spec["indices"] = ((batch_size,), np.dtype(np.int64))
+        spec["generations"] = ((batch_size,), np.dtype(np.int64))
         spec["weights"] = ((batch_size,), np.dtype(np.float32))
         return spec
 
@@ -399,7 +398,7 @@ class HerReplayBuffer(HindsightBase, BufferCore):
         arrays = {f"field.{name}": array[:slots] for name, array in self._data.items()}
         arrays.update(step_count=self._step_count[:slots], episode_start=self._episode_start[:slots],
                       episode_end=self._episode_end[:slots], env_written=self._env_written,
-                      env_episode_start=self._env_episode_start, skip=self._skip,
+                      env_episode_start=self._env_episode_start, skip=self._resets.pending,
                       valid=np.flatnonzero(self._valid.alive))
         return meta, arrays
 
@@ -424,10 +423,12 @@ class HerReplayBuffer(HindsightBase, BufferCore):
         self._episode_end[:slots] = arrays["episode_end"]
         self._env_written[:] = arrays["env_written"]
         self._env_episode_start[:] = arrays["env_episode_start"]
-        self._skip[:] = arrays["skip"]
+        self._resets.pending[:] = arrays["skip"]
         self._check_bookkeeping(path, slots)
         if self._valid is not self._sampler:
-            self._valid.restore({"max_priority": 1.0}, {"sampler.alive": arrays["valid"]}, path)
+            # which steps are sampleable; their generations are never asked for
+            self._valid.restore({"max_priority": 1.0}, {"sampler.alive": arrays["valid"], "sampler.generation":
+                                                        np.zeros(self._valid.capacity, np.int64)}, path)
         alive = self._valid.alive
         if (self._step_count[alive] < 0).any() or (self._sampler.alive != alive).any():
             raise ValueError(f"{path!r}: the saved sampleable slots disagree with the stored steps; the file is "

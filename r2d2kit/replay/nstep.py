@@ -18,22 +18,7 @@ from typing import Any
 import numpy as np
 
 from r2d2kit._validation import as_per_env, check_float, check_positive_int
-
-_MODES = {"nextstep": "next_step", "samestep": "same_step", "disabled": "disabled"}
-
-
-def check_autoreset_mode(mode: Any) -> str:
-    """The canonical name of a vector env's autoreset mode (a string or gymnasium's ``AutoresetMode``).
-
-    Raises:
-        ValueError: naming the modes accepted.
-    """
-    raw = getattr(mode, "value", mode)
-    key = str(raw).lower().replace("_", "").replace("-", "")
-    if key not in _MODES:
-        raise ValueError(f"autoreset_mode must be one of {sorted(_MODES.values())} (or gymnasium's AutoresetMode), "
-                         f"got {mode!r}")
-    return _MODES[key]
+from r2d2kit.replay.autoreset import ResetSteps
 
 
 class NStepAccumulator:
@@ -57,19 +42,19 @@ class NStepAccumulator:
         self.num_envs = check_positive_int("num_envs", num_envs)
         self.n_step = check_positive_int("n_step", n_step)
         self.gamma = check_float("gamma", gamma, 0.0, 1.0)
-        self.autoreset_mode = check_autoreset_mode(autoreset_mode)
+        self._resets = ResetSteps(self.num_envs, autoreset_mode)
+        self.autoreset_mode = self._resets.mode
         self._powers = self.gamma ** np.arange(self.n_step + 1)  # [n + 1]
         self._obs: np.ndarray | None = None  # [n, E, *obs_shape]
         self._action: np.ndarray | None = None  # [n, E, *action_shape]
         self._reward = np.zeros((self.n_step, self.num_envs), dtype=np.float64)  # [n, E]
         self._head = np.zeros(self.num_envs, dtype=np.int64)  # next ring slot per env (mod n)
         self._count = np.zeros(self.num_envs, dtype=np.int64)  # pending steps per env
-        self._skip = np.zeros(self.num_envs, dtype=bool)  # next step only carries a reset obs
 
     def reset(self) -> None:
         """Drop all pending steps (e.g. after resetting the envs by hand)."""
         self._count[:] = 0
-        self._skip[:] = False
+        self._resets.clear()
 
     def pending(self) -> np.ndarray:
         """Steps per env that wait for more steps before they become transitions."""
@@ -90,8 +75,7 @@ class NStepAccumulator:
             raise ValueError(f"next_obs has shape {next_obs.shape} but obs has shape {obs.shape}")
         self._allocate(obs, action)
 
-        active = ~self._skip  # [E]
-        self._skip[:] = False
+        active, done = self._resets.advance(terminated | truncated)  # [E] each
         envs = np.flatnonzero(active)
         slots = self._head[envs] % self.n_step
         self._obs[slots, envs] = obs[envs]
@@ -100,13 +84,11 @@ class NStepAccumulator:
         self._head[envs] += 1
         self._count[envs] += 1
 
-        done = active & (terminated | truncated)
         full = np.flatnonzero(active & ~done & (self._count == self.n_step))
         parts = [self._emit_full(full, next_obs)] if full.size else []
         for env in np.flatnonzero(done):
             parts.append(self._emit_episode_end(env, next_obs[env], bool(terminated[env])))
             self._count[env] = 0
-            self._skip[env] = self.autoreset_mode == "next_step"
         return self._concatenate(parts, obs, action)
 
     def _emit_full(self, envs: np.ndarray, next_obs: np.ndarray) -> dict[str, np.ndarray]:

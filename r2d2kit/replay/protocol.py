@@ -8,11 +8,13 @@ the learner take any object with these methods. The same verbs and defaults hold
   are all stored (the sequence buffers).
 * ``sampler``: every buffer takes ``"uniform"``, ``"proportional"`` or ``"rank"``.
 * ``sample(batch_size, beta=DEFAULT_BETA)``: fresh arrays ``[batch_size, ...]`` per field plus
-  ``indices`` (int64) and ``weights`` (float32 importance weights, max 1; all 1 when sampling is
-  uniform). ``beta`` defaults to 0.4 everywhere, the PER paper's starting exponent; anneal it to 1
-  with :class:`~r2d2kit.replay.LinearSchedule` (R2D2 keeps 0.6: ``R2D2Config.importance_exponent``).
-* ``update_priorities(indices, priorities)``: new priorities for sampled ``indices`` (validated;
-  a no-op for uniform sampling, so a loop can switch sampling unchanged).
+  ``indices`` and ``generations`` (int64: which slot, and how many times it had been written then)
+  and ``weights`` (float32 importance weights, max 1; all 1 when sampling is uniform). ``beta``
+  defaults to 0.4 everywhere, the PER paper's starting exponent; anneal it to 1 with
+  :class:`~r2d2kit.replay.LinearSchedule` (R2D2 keeps 0.6: ``R2D2Config.importance_exponent``).
+* ``update_priorities(indices, priorities, generations=None)``: new priorities for sampled
+  ``indices`` (validated; a no-op for uniform sampling, so a loop can switch sampling unchanged);
+  with the batch's ``generations``, slots written again since the draw are skipped.
 * ``save(path)`` / ``Class.load(path, ...)``: one pickle-free ``.npz``; sampling after ``load`` continues
   exactly as without the round trip.
 """
@@ -40,10 +42,12 @@ class SampledBuffer(Protocol):
         """``{name: (shape, dtype)}`` of every array ``sample(batch_size)`` returns."""
 
     def sample(self, batch_size: int, beta: float = DEFAULT_BETA) -> dict[str, np.ndarray]:
-        """A batch of fresh arrays with ``indices`` and ``weights`` (optionally ``out=`` arrays to fill)."""
+        """A batch of fresh arrays with ``indices``, ``generations`` and ``weights`` (optionally ``out=`` arrays
+        to fill)."""
 
-    def update_priorities(self, indices: Any, priorities: Any) -> None:
-        """New priorities for sampled ``indices`` (a validated no-op under uniform sampling)."""
+    def update_priorities(self, indices: Any, priorities: Any, generations: Any = None) -> None:
+        """New priorities for sampled ``indices`` (a validated no-op under uniform sampling); ``generations``:
+        the batch's, so that slots written since the draw are skipped."""
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the buffer to one pickle-free ``.npz`` that the class's ``load`` reads back."""

@@ -4,11 +4,13 @@ A buffer keeps its items in slots ``[0, capacity)`` (transitions, HER steps or R
 tells its sampler what each write did with :meth:`Sampler.place`: a slot now holds a new
 sampleable item (at the running maximum priority, so that it is drawn soon), or holds nothing
 sampleable any more (overwritten, or its episode partly overwritten). The sampler draws slots with
-importance weights and takes priority updates, skipping slots that died since they were drawn::
+importance weights and takes priority updates, skipping slots that died since they were drawn and,
+given the draw's generations, slots written again since (another item now lives there)::
 
     buffer.add(...)     --> sampler.place(slots, alive)           uniform | proportional | rank
     buffer.sample(B)    --> sampler.sample(uniforms [B], beta)    --> slots [B], weights [B]
-    update_priorities   --> sampler.update(slots, priorities)
+                            sampler.generation[slots]             --> generations [B]
+    update_priorities   --> sampler.update(slots, priorities, generations)
 
 * ``"uniform"``: every live item equally likely; weights 1; priorities validated and ignored.
 * ``"proportional"``: PER's ``P(i) ~ (p_i + eps)^alpha`` over a sum tree, weights
@@ -98,6 +100,9 @@ class Sampler:
         self.max_priority = 1.0  # the largest priority seen; new items get it
         self.priority_limit = math.inf  # priorities from here up are refused (see ProportionalSampler)
         self.dense = False  # live slots are [0, n) and never die: updates skip the check (8 us for 512 of 2^20)
+        # how many times each slot was written: a batch drawn before a slot's latest write carries an older
+        # number, so its late priority update skips the new occupant (adds can come between draw and update)
+        self.generation = np.zeros(self.capacity, dtype=np.int64)
         self._count = 0
 
     def __len__(self) -> int:
@@ -110,6 +115,7 @@ class Sampler:
         ``priorities``: validated initial priorities of the new items; default the running maximum.
         A ``slice`` is a ring write: new items at the running maximum in ``[start, stop)``.
         """
+        self.generation[slots] += 1  # a slot written twice in one call: once, enough to tell it changed
         if isinstance(slots, slice):
             self._count += slots.stop - slots.start - int(np.count_nonzero(self.alive[slots]))
             self.alive[slots] = True
@@ -119,13 +125,16 @@ class Sampler:
         self._count += mark_alive(self.alive, slots, alive)  # a slot written twice: the last write wins
         self._place(slots, alive, priorities)
 
-    def update(self, slots: np.ndarray, priorities: Any) -> None:
-        """New priorities for drawn ``slots`` (validated); slots that died since are skipped."""
+    def update(self, slots: np.ndarray, priorities: Any, generations: np.ndarray | None = None) -> None:
+        """New priorities for drawn ``slots`` (validated); slots that died since are skipped, and with the
+        draw's ``generations`` (:attr:`generation` of the slots then) so are slots written again since."""
         values = as_priority_array("priorities", priorities, slots.shape[0], self.priority_limit)
-        if not self.dense:
-            live = self.alive[slots]
-            if not live.all():
-                slots, values = slots[live], values[live]
+        keep = None if self.dense else self.alive[slots]
+        if generations is not None:
+            current = self.generation[slots] == generations
+            keep = current if keep is None else keep & current
+        if keep is not None and not keep.all():
+            slots, values = slots[keep], values[keep]
         self._update(slots, values)
 
     def sample(self, uniforms: np.ndarray, beta: float) -> tuple[np.ndarray, np.ndarray]:
@@ -152,7 +161,8 @@ class Sampler:
 
     def state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """Scalars (JSON) and arrays that :meth:`restore` needs."""
-        return {"max_priority": self.max_priority}, {"sampler.alive": np.flatnonzero(self.alive)}
+        return ({"max_priority": self.max_priority},
+                {"sampler.alive": np.flatnonzero(self.alive), "sampler.generation": self.generation.copy()})
 
     def restore(self, scalars: Mapping[str, Any], arrays: Mapping[str, np.ndarray], path: str) -> None:
         """Inverse of :meth:`state` on a fresh sampler."""
@@ -161,7 +171,12 @@ class Sampler:
         if live.size and (live.min() < 0 or live.max() >= self.capacity or np.unique(live).size != live.size):
             raise ValueError(f"{path!r}: the saved live slots are not distinct slots below {self.capacity}; the file "
                              "is corrupt")
+        require_arrays(path, arrays, {"sampler.generation": (self.capacity,)})
+        generations = arrays["sampler.generation"]
+        if generations.dtype != np.int64 or (generations.size and generations.min() < 0):
+            raise ValueError(f"{path!r}: the saved slot generations are not counts (int64 >= 0); the file is corrupt")
         self.alive[live] = True
+        self.generation[:] = generations
         self._count = int(live.size)
         self.max_priority = check_float("max_priority", scalars["max_priority"], 0.0)
 
@@ -197,7 +212,7 @@ class UniformSampler(Sampler):
         t = self.tree.arrays
         tree_kernels.sum_tree_update(t.sum_tree, t.level_offsets, slots, alive.astype(np.float64))
 
-    def update(self, slots: np.ndarray, priorities: Any) -> None:
+    def update(self, slots: np.ndarray, priorities: Any, generations: np.ndarray | None = None) -> None:
         as_priority_array("priorities", priorities, slots.shape[0])
 
     def _sample(self, uniforms, beta):
@@ -358,14 +373,17 @@ class RankSampler(Sampler):
         return {"sampler": self.name, "alpha": self.alpha, "sort_every": self.sort_every}
 
     def state(self):
-        scalars, _ = super().state()
+        scalars, arrays = super().state()
         return (dict(scalars, updates_since_sort=self._updates_since_sort),
-                {"sampler.heap": self._heap[:self._count].copy(), "sampler.priorities": self.priorities.copy()})
+                {"sampler.heap": self._heap[:self._count].copy(), "sampler.priorities": self.priorities.copy(),
+                 "sampler.generation": arrays["sampler.generation"]})
 
     def restore(self, scalars, arrays, path) -> None:
         require_arrays(path, arrays, {"sampler.heap": (None,), "sampler.priorities": (self.capacity,)})
         heap = arrays["sampler.heap"].astype(np.int64)
-        super().restore(scalars, {"sampler.alive": heap}, path)  # the heap holds exactly the live slots
+        # the heap holds exactly the live slots
+        super().restore(scalars, {"sampler.alive": heap, **{key: arrays[key] for key in arrays
+                                                            if key == "sampler.generation"}}, path)
         self.priorities[:] = as_priority_array("priorities", arrays["sampler.priorities"], self.capacity)
         self._heap[:heap.size] = heap
         self._position_of[heap] = np.arange(heap.size)

@@ -297,8 +297,7 @@ class SequenceReplayBuffer(BufferCore):
         (lock held)."""
         indices, weights = self._sampler.sample(uniforms, beta)
         self._gather_windows(indices, batch)
-        np.copyto(batch["indices"], indices)
-        np.copyto(batch["weights"], weights)
+        self._record_draw(batch, indices, weights)
         return indices
 
     def _gather_windows(self, indices: np.ndarray, batch: dict[str, np.ndarray]) -> None:
@@ -431,6 +430,7 @@ class SequenceReplayBuffer(BufferCore):
         spec["obs_mask"] = ((batch_size, self.length), np.dtype(bool))
         spec.update({name: ((batch_size,) + s.shape, s.dtype) for name, s in self._state_specs.items()})
         spec["indices"] = ((batch_size,), np.dtype(np.int64))
+        spec["generations"] = ((batch_size,), np.dtype(np.int64))
         spec["weights"] = ((batch_size,), np.dtype(np.float32))
         return spec
 

@@ -1,8 +1,10 @@
 """Actor-side SequenceBuilder: vector-env steps -> overlapping fixed-length R2D2 windows.
 
-One episode of ``T`` transitions, fed through gymnasium's default NEXT_STEP autoreset, gives the
-rows ``0 .. T``: row ``t < T`` holds ``(obs_t, action_t, reward_t)``; row ``T`` holds the final
-observation only (the obs of the autoreset step), needed to bootstrap a truncated episode.
+One episode of ``T`` transitions gives the rows ``0 .. T``: row ``t < T`` holds ``(obs_t, action_t,
+reward_t)``; row ``T`` holds the final observation only, needed to bootstrap a truncated episode.
+Under gymnasium's default ``"next_step"`` autoreset that observation comes with the env's next,
+reset-only step; in the ``"same_step"`` and ``"disabled"`` modes it is passed as ``final_obs`` with
+the step that ends the episode (:mod:`r2d2kit.replay.autoreset`).
 
 Windows of ``L = burn_in + trace_length + n_step`` rows start every ``period`` rows at
 ``t0 = -burn_in + k * period`` (k = 0, 1, ...), as long as their trace holds a transition
@@ -34,6 +36,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from r2d2kit._validation import as_per_env, check_positive_int
+from r2d2kit.replay.autoreset import ResetSteps
 
 _ROW_KEYS = ("obs", "action", "reward", "prev_action", "prev_reward", "terminated", "truncated")
 _OUTPUT_KEYS = frozenset(_ROW_KEYS) | {"mask", "obs_mask", "env", "episode", "start"}
@@ -71,9 +74,13 @@ class SequenceBuilder:
         trace_length: rows trained on (R2D2: 80).
         n_step: extra rows needed to bootstrap the last trained rows (R2D2: 5).
         period: rows between consecutive window starts (R2D2: 40).
+        autoreset_mode: the vector env's (``"next_step"``, gymnasium's default; ``"same_step"`` or
+            ``"disabled"``: pass ``final_obs`` to :meth:`step`). A wrong mode builds wrong windows
+            silently, so it is asked for rather than guessed.
     """
 
-    def __init__(self, num_envs: int, burn_in: int, trace_length: int, n_step: int, period: int) -> None:
+    def __init__(self, num_envs: int, burn_in: int, trace_length: int, n_step: int, period: int,
+                 autoreset_mode: Any = "next_step") -> None:
         self.num_envs = check_positive_int("num_envs", num_envs)
         self.burn_in = check_positive_int("burn_in", burn_in, minimum=0)
         self.trace_length = check_positive_int("trace_length", trace_length)
@@ -87,19 +94,24 @@ class SequenceBuilder:
         self.length = self.burn_in + self.trace_length + self.n_step
         self._episodes = [_Episode(env) for env in range(self.num_envs)]
         self._episodes_started = self.num_envs
-        self._ended = np.zeros(self.num_envs, dtype=bool)
+        self._resets = ResetSteps(self.num_envs, autoreset_mode)
+        self.autoreset_mode = self._resets.mode
         self._templates: dict[str, np.ndarray] | None = None  # zero rows for padding
         self._extra_templates: dict[str, np.ndarray] = {}  # zero rows of the extras, fixed by the first step
 
     # ------------------------------------------------------------------ feeding
     def step(self, obs: Any, action: Any, reward: Any, terminated: Any, truncated: Any,
              state: Sequence[Any] | None = None,
-             extras: Mapping[str, Any] | None = None) -> dict[str, np.ndarray] | None:
+             extras: Mapping[str, Any] | None = None, final_obs: Any = None,
+             final_extras: Mapping[str, Any] | None = None) -> dict[str, np.ndarray] | None:
         """Feed one vector step; return the windows it completed (dense ``[W, L, ...]``) or None.
 
         ``extras`` (optional): more per-step fields ``{"name": [num_envs, ...]}`` that belong with
         ``obs`` (e.g. ``{"achieved_goal": obs_dict["achieved_goal"]}``); each comes back as a
         ``[W, L, ...]`` array under its name. Pass the same names and shapes on every step.
+        ``final_obs`` / ``final_extras`` (``"same_step"`` and ``"disabled"`` modes, on a step where an
+        env's episode ends): ``[num_envs, ...]`` arrays whose rows of the ended envs hold the
+        episode's final observation and its extras (``infos["final_obs"]`` in ``"same_step"`` mode).
         """
         obs = np.asarray(obs)
         action = np.asarray(action)
@@ -112,26 +124,68 @@ class SequenceBuilder:
         states = self._check_state(state)
         extras = self._check_extras(extras)
         self._ensure_templates(obs, action, states)
+        final_rows = self._check_final(terminated | truncated, obs, final_obs, final_extras)
 
+        reset_only = self._resets.pending.copy()  # "next_step": these envs' obs is their final observation
+        _, ended = self._resets.advance(terminated | truncated)
         windows: list[dict[str, Any]] = []
         for env in range(self.num_envs):
             episode = self._episodes[env]
             row_state = None if states is None else tuple(np.array(part[env]) for part in states)
             row_extras = {name: np.array(value[env]) for name, value in extras.items()}
-            if self._ended[env]:
-                # NEXT_STEP autoreset: this obs is the final observation; the action is ignored.
-                self._append_row(episode, obs[env], None, 0.0, False, False, row_state, row_extras)
-                episode.transitions = episode.known_rows - 1
-                windows.extend(self._ready_windows(env, episode))
-                self._episodes[env] = _Episode(self._episodes_started)
-                self._episodes_started += 1
-                self._ended[env] = False
+            if reset_only[env]:  # the action is ignored by the env
+                windows.extend(self._close_episode(env, obs[env], row_state, row_extras))
                 continue
             self._append_row(episode, obs[env], action[env], reward[env], terminated[env], truncated[env], row_state,
                              row_extras)
-            self._ended[env] = terminated[env] or truncated[env]
+            if ended[env] and final_rows is not None:
+                final_obs, final_extras = final_rows
+                row_extras = {name: np.array(value[env]) for name, value in final_extras.items()}
+                windows.extend(self._close_episode(env, final_obs[env], None, row_extras))
+                continue
             windows.extend(self._ready_windows(env, episode))
         return self._stack(windows) if windows else None
+
+    def _close_episode(self, env: int, final_obs: np.ndarray, state, extras) -> list[dict[str, Any]]:
+        """Append the final observation's row to ``env``'s episode, emit its last windows, start the next."""
+        episode = self._episodes[env]
+        self._append_row(episode, final_obs, None, 0.0, False, False, state, extras)
+        episode.transitions = episode.known_rows - 1
+        windows = self._ready_windows(env, episode)
+        self._episodes[env] = _Episode(self._episodes_started)
+        self._episodes_started += 1
+        return windows
+
+    def _check_final(self, done: np.ndarray, obs: np.ndarray, final_obs: Any,
+                     final_extras: Mapping[str, Any] | None) -> tuple[np.ndarray, dict[str, np.ndarray]] | None:
+        """``(final_obs, final_extras)`` as arrays shaped like ``obs`` and the extras, when this mode needs them
+        on this step; ``None`` in ``"next_step"`` mode, where they must not be given."""
+        if self.autoreset_mode == "next_step":
+            if final_obs is not None or final_extras is not None:
+                raise ValueError("final_obs / final_extras are for the 'same_step' and 'disabled' autoreset modes; "
+                                 "under 'next_step' the final observation comes with the env's next step: drop them, "
+                                 "or build the SequenceBuilder with the env's autoreset_mode")
+            return None
+        ending = done  # no step is reset-only in these modes
+        if not ending.any():
+            return None
+        if final_obs is None:
+            raise ValueError(f"env {int(np.flatnonzero(ending)[0])}'s episode ended on this step: with autoreset_mode="
+                             f"{self.autoreset_mode!r} pass its final observation as final_obs ([num_envs, ...], "
+                             + ("infos['final_obs'])" if self.autoreset_mode == "same_step" else
+                                "the obs the step returned, before you reset the env)"))
+        final_obs = np.asarray(final_obs)
+        if final_obs.dtype == object and final_obs.shape == (self.num_envs,):  # gymnasium: None where no episode ended
+            rows = np.zeros_like(obs)
+            for env in np.flatnonzero(ending):
+                rows[env] = final_obs[env]
+            final_obs = rows
+        if final_obs.shape != obs.shape:
+            raise ValueError(f"final_obs must be shaped like obs {obs.shape}, got {final_obs.shape}")
+        if self._extra_templates and final_extras is None:
+            raise ValueError(f"final_extras must hold the ended episodes' {sorted(self._extra_templates)}, as extras "
+                             "does on every step")
+        return final_obs, self._check_extras(final_extras)
 
     def _append_row(self, episode: _Episode, obs, action, reward, terminated, truncated, state, extras) -> None:
         time = episode.known_rows

@@ -37,7 +37,7 @@ class ReplayBuffer(BufferCore):
         >>> buf = ReplayBuffer(1000, {"obs": ((4,), "float32")}, sampler="proportional", seed=0)
         >>> buf.add_batch(obs=np.zeros((8, 4)))
         >>> batch = buf.sample(4, beta=0.4)
-        >>> buf.update_priorities(batch["indices"], np.full(4, 2.0))
+        >>> buf.update_priorities(batch["indices"], np.full(4, 2.0), batch["generations"])
     """
 
     def __init__(self, capacity: int, fields: Mapping[str, Any], sampler: str | Sampler = "uniform", *,
@@ -70,6 +70,7 @@ class ReplayBuffer(BufferCore):
         """Shape and dtype of every array ``sample(batch_size)`` returns."""
         spec = {name: ((batch_size,) + shape, dtype) for name, (shape, dtype) in self.fields.items()}
         spec["indices"] = ((batch_size,), np.dtype(np.int64))
+        spec["generations"] = ((batch_size,), np.dtype(np.int64))
         spec["weights"] = ((batch_size,), np.dtype(np.float32))
         return spec
 
@@ -110,7 +111,7 @@ class ReplayBuffer(BufferCore):
                 the training draws as they were).
 
         Returns:
-            ``{field: [batch_size, *shape]}`` plus ``"indices"`` (int64, for
+            ``{field: [batch_size, *shape]}`` plus ``"indices"`` and ``"generations"`` (int64, for
             ``update_priorities``) and ``"weights"`` (float32 importance weights, max 1).
         """
         batch_size, beta = self._check_sample_args(batch_size, beta, out)
@@ -119,8 +120,7 @@ class ReplayBuffer(BufferCore):
                 raise ValueError(f"cannot sample from an empty {type(self).__name__}: add items first")
             indices, weights = self._sampler.sample((rng or self._rng).random(batch_size), beta)
             batch = self._storage.gather(indices, out=self._batch_memory(batch_size, out))
-            np.copyto(batch["indices"], indices)
-            np.copyto(batch["weights"], weights)
+            self._record_draw(batch, indices, weights)
         return batch
 
     def _checked_indices(self, indices: Any) -> np.ndarray:

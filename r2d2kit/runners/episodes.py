@@ -4,12 +4,15 @@ With gymnasium >= 1.0 the step after an episode ends only resets that env: it re
 observation of the next episode, its action is ignored and its reward is 0. That step is not a
 transition, its reward belongs to no return, the previous action/reward fed to the network must be
 zeroed for the new episode, and the recurrent state must restart. :class:`EpisodeTracker` keeps
-those rules in one place for the training loops, the actor processes and evaluation.
+those consequences in one place for the training loops, the actor processes and evaluation; which
+step is reset-only is :mod:`r2d2kit.replay.autoreset`'s rule.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from r2d2kit.replay.autoreset import ResetSteps
 
 
 class EpisodeTracker:
@@ -23,7 +26,7 @@ class EpisodeTracker:
         self.num_envs = num_envs
         self.prev_action = np.zeros(num_envs, np.int32)
         self.prev_reward = np.zeros(num_envs, np.float32)
-        self.in_autoreset = np.zeros(num_envs, bool)  # the next step only resets this env
+        self.resets = ResetSteps(num_envs)  # gymnasium's default mode: the step after an episode's end resets
         self.running = np.zeros(num_envs, np.float64)
         self.lengths = np.zeros(num_envs, np.int64)
 
@@ -37,15 +40,13 @@ class EpisodeTracker:
             the next step (reset their recurrent state: they were in their autoreset step).
         """
         reward = np.asarray(reward)
-        real = ~self.in_autoreset
+        restart = self.resets.pending.copy()
+        real, ended = self.resets.advance(np.asarray(terminated) | np.asarray(truncated))
         self.running += np.where(real, reward, 0.0)
         self.lengths += real
-        ended = (np.asarray(terminated) | np.asarray(truncated)) & real
         returns, lengths = self.running[ended].copy(), self.lengths[ended].copy()
         self.running[ended] = 0.0
         self.lengths[ended] = 0
         self.prev_action = np.where(real, action, 0).astype(np.int32)
         self.prev_reward = np.where(real, reward, 0.0).astype(np.float32)
-        restart = self.in_autoreset.copy()
-        self.in_autoreset = ended
         return ended, returns, lengths, restart

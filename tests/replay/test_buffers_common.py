@@ -141,10 +141,11 @@ def test_sample_returns_every_field_with_documented_dtypes(kind):
     buf = make(kind, 6)
     buf.add_batch(**batch(range(4)))
     sample = buf.sample(5, beta=0.4)
-    assert set(sample) == {"obs", "action", "indices", "weights"}
+    assert set(sample) == {"obs", "action", "indices", "generations", "weights"}
     assert sample["obs"].shape == (5, 2) and sample["obs"].dtype == np.float32
     assert sample["action"].shape == (5,) and sample["action"].dtype == np.int64
     assert sample["indices"].dtype == np.int64 and sample["weights"].dtype == np.float32
+    np.testing.assert_array_equal(sample["generations"], np.ones(5, np.int64))  # each slot written once
     assert np.all((sample["indices"] >= 0) & (sample["indices"] < 4))
     sampled_ids_match(sample, [0, 1, 2, 3])
 
@@ -620,3 +621,29 @@ def test_every_buffer_is_a_sampled_buffer_with_one_beta_default():
                                         trace_length=2, n_step=1))
     assert all(isinstance(buffer, SampledBuffer) for buffer in buffers)
     assert not isinstance(object(), SampledBuffer)
+
+
+@pytest.mark.parametrize("kind", ["per", "rank"])
+def test_a_late_update_with_the_batch_generations_skips_items_written_since(kind):
+    """The tf.data route: items arrive between a draw and its priority update; the newcomers in the
+    drawn slots keep the priority they were written with, the survivors take the update."""
+    buf = make(kind, 6, eps=0.0) if kind == "per" else make(kind, 6)
+    buf.add_batch(**batch(range(6)))
+    drawn = buf.sample(64, beta=0.4)
+    assert set(drawn["indices"].tolist()) == set(range(6))  # 64 draws of 6 equal items reach every slot
+    buf.add_batch(**batch(range(6, 9)))  # items 6, 7, 8 replace 0, 1, 2 in slots 0, 1, 2
+    buf.update_priorities(drawn["indices"], np.full(64, 5.0), drawn["generations"])
+    if kind == "per":  # tree leaves are priority ** 0.6
+        np.testing.assert_allclose(buf.sampler.tree.get(np.arange(6)), [1.0] * 3 + [5.0 ** 0.6] * 3, rtol=1e-12)
+    else:
+        np.testing.assert_array_equal(buf.sampler.priorities[:6], [1.0, 1.0, 1.0, 5.0, 5.0, 5.0])
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_generations_of_another_length_are_refused(kind):
+    buf = make(kind, 6)
+    buf.add_batch(**batch(range(4)))
+    with pytest.raises(ValueError, match=r"generations must be 2 integers, one per index"):
+        buf.update_priorities([0, 1], [1.0, 2.0], [1])
+    with pytest.raises(ValueError, match=r"generations must be 2 integers"):
+        buf.update_priorities([0, 1], [1.0, 2.0], [1.0, 1.0])

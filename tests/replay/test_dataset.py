@@ -72,11 +72,12 @@ def test_element_spec_is_fixed_and_batches_match_it(sampler, batch_size):
     dataset = buffer.as_dataset(batch_size, beta=0.5)
     spec = dataset.element_spec
 
-    assert set(spec) == set(FIELDS) | {"indices", "weights"}
+    assert set(spec) == set(FIELDS) | {"indices", "generations", "weights"}
     for name, (shape, dtype) in FIELDS.items():
         assert spec[name].shape == (batch_size,) + shape, name
         assert spec[name].dtype == tf.as_dtype(dtype), name
     assert spec["indices"].shape == (batch_size,) and spec["indices"].dtype == tf.int64
+    assert spec["generations"].shape == (batch_size,) and spec["generations"].dtype == tf.int64
     assert spec["weights"].shape == (batch_size,) and spec["weights"].dtype == tf.float32
     assert all(s.shape.is_fully_defined() for s in spec.values())
     assert {name: (tuple(s.shape), s.dtype.as_numpy_dtype) for name, s in spec.items()} == buffer.batch_spec(batch_size)
@@ -161,7 +162,7 @@ def test_priority_updater_writes_exact_tree_values(mode):
 
     indices = tf.constant([0, 3, 3, 5, 7], dtype=tf.int32)  # cast to int64 inside
     priorities = tf.constant([0.5, 2.0, 7.0, 0.0, 3.25], dtype=tf.float32)  # index 3: the last value wins
-    count = update(indices, priorities)
+    count = update(indices, priorities, tf.ones(5, tf.int32))  # every slot written once so far
 
     assert int(count) == 5
     written = {0: 0.5, 3: 7.0, 5: 0.0, 7: 3.25}
@@ -178,11 +179,13 @@ def test_priority_updater_reports_invalid_priorities():
     buffer.add_batch(**items(0, 8))
     update = priority_updater(buffer)
     with pytest.raises(ValueError, match=r"priorities\[1\] = -2\.0"):
-        update(tf.constant([1, 2]), tf.constant([1.0, -2.0]))
+        update(tf.constant([1, 2]), tf.constant([1.0, -2.0]), tf.constant([1, 1]))
     with pytest.raises(tf.errors.OpError, match=r"priorities\[1\] = nan"):
-        tf.function(update)(tf.constant([1, 2]), tf.constant([1.0, float("nan")]))
+        tf.function(update)(tf.constant([1, 2]), tf.constant([1.0, float("nan")]), tf.constant([1, 1]))
     with pytest.raises(tf.errors.OpError, match=r"indices\[1\] = 12 is out of range"):
-        tf.function(update)(tf.constant([1, 12]), tf.constant([1.0, 1.0]))
+        tf.function(update)(tf.constant([1, 12]), tf.constant([1.0, 1.0]), tf.constant([1, 1]))
+    with pytest.raises(tf.errors.OpError, match=r"generations must be 2 integers"):
+        tf.function(update)(tf.constant([1, 2]), tf.constant([1.0, 1.0]), tf.constant([1, 1, 1]))
 
 
 # ------------------------------------------------------------------------------------ concurrency
@@ -202,7 +205,7 @@ def test_training_loop_while_the_dataset_prefetches():
     def train_step(batches):
         batch = next(batches)
         new_priorities = tf.math.floormod(batch["reward"], 7.0) + 0.1  # [B], depends on the item
-        update(batch["indices"], new_priorities)
+        update(batch["indices"], new_priorities, batch["generations"])
         return batch
 
     next_item = 64

@@ -496,6 +496,61 @@ def test_gymnasium_vector_env_next_step_autoreset() -> None:
     assert sum(out["env"].shape[0] for out in outputs if out is not None) >= 12
 
 
+def scripted_windows(mode: str, steps: int) -> dict[str, np.ndarray]:
+    """Every window the builder cuts from the scripted vector env in autoreset ``mode``, in (env, episode,
+    start) order; the final observation is passed beside the step where the mode needs it."""
+    specs = [["3T", "4U", "2T", "20U"], ["1U", "6T", "1T", "20U"], ["5U", "5T", "20U"]]
+    gym_mode = {"next_step": gym.vector.AutoresetMode.NEXT_STEP, "same_step": gym.vector.AutoresetMode.SAME_STEP,
+                "disabled": gym.vector.AutoresetMode.DISABLED}[mode]
+    envs = gym.vector.SyncVectorEnv([lambda i=i: ScriptedEnv(i, specs[i]) for i in range(3)], autoreset_mode=gym_mode)
+    builder = SequenceBuilder(3, 2, 3, 1, 2, autoreset_mode=gym_mode)
+    obs, _ = envs.reset(seed=0)
+    outputs = []
+    for _ in range(steps):
+        action = np.array([policy(o) for o in obs], np.int64)
+        next_obs, reward, terminated, truncated, infos = envs.step(action)
+        done = terminated | truncated
+        final = {} if mode == "next_step" else {"final_obs": infos["final_obs"] if mode == "same_step" and done.any()
+                                                else next_obs}
+        outputs.append(builder.step(obs, action, reward, terminated, truncated, **final))
+        if mode == "disabled" and done.any():
+            next_obs, _ = envs.reset(options={"reset_mask": done})
+        obs = next_obs
+    envs.close()
+    windows = [out for out in outputs if out is not None]
+    merged = {key: np.concatenate([out[key] for out in windows]) for key in windows[0]}
+    # each env's last episode is still open (20 steps): how far it got depends on the step count
+    last = {env: merged["episode"][merged["env"] == env].max() for env in range(3)}
+    closed = np.array([episode != last[env] for env, episode in zip(merged["env"], merged["episode"])])
+    order = np.lexsort((merged["start"][closed], merged["episode"][closed], merged["env"][closed]))
+    return {key: value[closed][order] for key, value in merged.items()}
+
+
+@pytest.mark.parametrize("mode", ["same_step", "disabled"])
+def test_gymnasium_vector_env_other_autoreset_modes_give_the_next_step_windows(mode) -> None:
+    """Without reset-only steps the same episodes take fewer steps; their windows are the same (the
+    next-step run's are checked against the reference above)."""
+    expected = scripted_windows("next_step", 16)
+    got = scripted_windows(mode, 16)
+    assert got["env"].shape[0] == expected["env"].shape[0] >= 9
+    for key in expected:
+        if key != "episode":  # numbered in the order episodes close, which may differ across envs
+            np.testing.assert_array_equal(got[key], expected[key], err_msg=key)
+
+
+def test_a_mode_without_reset_steps_asks_for_the_final_observation() -> None:
+    builder = SequenceBuilder(2, 1, 2, 1, 1, autoreset_mode="same_step")
+    obs = np.zeros((2, 3), np.float32)
+    with pytest.raises(ValueError, match=r"env 1's episode ended on this step: with autoreset_mode='same_step' pass "
+                                         r"its final observation as final_obs"):
+        builder.step(obs, np.zeros(2, np.int64), np.zeros(2), [False, True], [False, False])
+    with pytest.raises(ValueError, match=r"final_obs / final_extras are for the 'same_step' and 'disabled'"):
+        SequenceBuilder(2, 1, 2, 1, 1).step(obs, np.zeros(2, np.int64), np.zeros(2), [False, True], [False, False],
+                                            final_obs=obs)
+    with pytest.raises(ValueError, match=r"autoreset_mode must be one of \['next_step', 'same_step', 'disabled'\]"):
+        SequenceBuilder(2, 1, 2, 1, 1, autoreset_mode="sometimes")
+
+
 # =====================================================================================================
 # Builder vs reference on random streams
 # =====================================================================================================

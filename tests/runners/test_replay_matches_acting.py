@@ -37,7 +37,7 @@ def test_replayed_windows_give_the_actors_q_values_row_for_row():
     loop.actor.q_values = recording_q_values
     windows = []
     for _ in range(150):
-        autoreset = loop.tracker.in_autoreset.copy()  # this step shows the final observation only
+        autoreset = loop.tracker.resets.pending.copy()  # this step shows the final observation only
         new, _, _ = loop.step()
         if new is not None:
             windows.append(new)
