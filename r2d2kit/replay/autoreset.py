@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["AUTORESET_MODES", "ResetSteps", "check_autoreset_mode"]
+__all__ = ["ResetSteps", "check_autoreset_mode"]
 
 AUTORESET_MODES = ("next_step", "same_step", "disabled")
 _SPELLINGS = {mode.replace("_", ""): mode for mode in AUTORESET_MODES}  # gymnasium's enum values: "NextStep", ...
