@@ -1,10 +1,14 @@
-"""The config reference page, generated from the schema on every ``mkdocs build`` (an MkDocs hook).
+"""The config reference page, ``docs/reference/config.md``, generated from the schema and committed.
+
+Committed so that the docs read as Markdown without a build; ``python docs/config_reference.py
+--write`` regenerates it, and tests/test_docs.py fails while the committed page differs from what
+the schema gives.
 
 The schema is the dataclasses of ``r2d2kit/training/config.py`` (one per YAML section) and ``R2D2Config`` in
 ``r2d2kit/agent/learner.py`` (the ``learner`` section). Each key's type and default come from the
 dataclass field; its meaning is the field's trailing ``# comment`` in the source, and a ``# --- name``
-comment line inside a class starts a group. ``python docs/config_reference.py`` prints the page;
-tests/test_docs.py checks that every key has a meaning.
+comment line inside a class starts a group. tests/test_docs.py also checks that every key has a
+meaning.
 """
 
 from __future__ import annotations
@@ -93,8 +97,8 @@ def render() -> str:
         "# Config reference",
         "",
         "Every key of a `python -m r2d2kit.train` config, generated from the schema (the dataclasses in",
-        "`r2d2kit/training/config.py` and `R2D2Config` in `r2d2kit/agent/learner.py`) "
-        "each time the site is built. Every",
+        "`r2d2kit/training/config.py` and `R2D2Config` in `r2d2kit/agent/learner.py`) by",
+        "`python docs/config_reference.py --write`; a test fails while this page differs from the schema. Every",
         "key is optional; an omitted key keeps the default shown. Defaults are written as in the YAML file.",
         "Override any key from the command line with `--set section.key=value` (the value is parsed as",
         "YAML), e.g. `--set learner.burn_in=10`. How to write and run a config:",
@@ -123,17 +127,11 @@ def render() -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-# --- MkDocs hook (mkdocs.yml: hooks): add the generated page to the site's files
-def on_files(files, config):
-    from mkdocs.structure.files import File
-
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    files.append(File.generated(config, PAGE, content=render()))
-    return files
-
-
 if __name__ == "__main__":
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    print(render(), end="")
+    if sys.argv[1:] == ["--write"]:
+        (ROOT / "docs" / PAGE).write_text(render())
+        print(f"wrote docs/{PAGE}")
+    else:
+        print(render(), end="")

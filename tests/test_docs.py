@@ -3,8 +3,9 @@
 * API: docs/reference/api.md is a list of ``::: dotted.name`` lines that mkdocstrings renders from
   the docstrings. Every public name of the modules it covers is on it, and every listed object (and
   each public method of a listed class) has a docstring.
-* Config: docs/config_reference.py generates the config page from the dataclasses on every build;
-  every key needs a meaning (a trailing ``# comment`` on its field).
+* Config: docs/reference/config.md is generated from the dataclasses by docs/config_reference.py and
+  committed; it must equal what the schema gives now, and every key needs a meaning (a trailing
+  ``# comment`` on its field).
 """
 
 import dataclasses
@@ -75,6 +76,12 @@ def test_every_config_key_has_a_meaning():
     missing = [f"{section}.{key}" for section, cls in config_reference.sections().items()
                for key, meaning in config_reference.meanings(cls).items() if not meaning]
     assert not missing, f"add a trailing # comment saying what each of these means: {missing}"
+
+
+def test_the_committed_config_page_is_what_the_schema_gives():
+    committed = DOCS / config_reference.PAGE
+    assert committed.read_text() == config_reference.render(), (
+        f"{committed} is out of date: run python docs/config_reference.py --write")
 
 
 def test_config_page_lists_every_key_with_its_default():
