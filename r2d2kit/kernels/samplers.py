@@ -1,4 +1,4 @@
-"""Numba kernel for the samplers' live-slot mask (``r2d2kit.replay.samplers``)."""
+"""Numba kernels for the samplers' live-slot mask and slot generations (``r2d2kit.replay.samplers``)."""
 
 from __future__ import annotations
 
@@ -15,3 +15,14 @@ def mark_alive(alive, slots, flags):
         delta += int(flags[i]) - int(alive[slot])
         alive[slot] = flags[i]
     return delta
+
+
+@njit(cache=True)
+def first_changed(generation, slots, drawn):
+    """The first position whose slot was written since its draw (``generation`` moved on), else -1: one
+    pass with no temporaries, for the common case that nothing changed (numpy's gather, compare and
+    ``all`` added 6 us to an update of 512)."""
+    for i in range(slots.shape[0]):
+        if generation[slots[i]] != drawn[i]:
+            return i
+    return -1

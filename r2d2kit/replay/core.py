@@ -165,6 +165,8 @@ def _checked_generations(generations: Any, count: int) -> np.ndarray | None:
     """``generations`` as ``count`` int64 values (``None`` stays ``None``), or a ValueError that names the fix."""
     if generations is None:
         return None
+    if isinstance(generations, np.ndarray) and generations.dtype == np.int64 and generations.shape == (count,):
+        return generations  # a batch's own array: nothing to convert
     array = np.asarray(generations)
     if array.shape != (count,) or (array.size and not np.issubdtype(array.dtype, np.integer)):
         raise ValueError(f"generations must be {count} integers, one per index (the batch's 'generations'), got "

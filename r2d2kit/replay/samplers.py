@@ -29,7 +29,7 @@ import numpy as np
 from r2d2kit._validation import as_index_array, as_priority_array, check_float, check_positive_int
 from r2d2kit.kernels import rank as rank_kernels
 from r2d2kit.kernels import sumtree as tree_kernels
-from r2d2kit.kernels.samplers import mark_alive
+from r2d2kit.kernels.samplers import first_changed, mark_alive
 from r2d2kit.replay.persistence import require_arrays
 from r2d2kit.replay.protocol import SAMPLERS
 from r2d2kit.sumtree import SumTree
@@ -130,7 +130,7 @@ class Sampler:
         draw's ``generations`` (:attr:`generation` of the slots then) so are slots written again since."""
         values = as_priority_array("priorities", priorities, slots.shape[0], self.priority_limit)
         keep = None if self.dense else self.alive[slots]
-        if generations is not None:
+        if generations is not None and first_changed(self.generation, slots, generations) >= 0:
             current = self.generation[slots] == generations
             keep = current if keep is None else keep & current
         if keep is not None and not keep.all():
