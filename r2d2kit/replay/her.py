@@ -39,7 +39,7 @@ import numpy as np
 from r2d2kit._validation import as_index_array, check_float, check_positive_int
 from r2d2kit.kernels import her as her_kernels
 from r2d2kit.replay.core import BufferCore
-from r2d2kit.replay.fields import FieldSpec, check_cast, fields_from_json, parse_fields
+from r2d2kit.replay.fields import FieldSpec, check_cast, fields_from_json, fields_from_saved, item_bytes, parse_fields
 from r2d2kit.replay.goals import (
     DEFAULT_STRATEGY,
     GoalSelectionStrategy,
@@ -50,7 +50,7 @@ from r2d2kit.replay.goals import (
     check_goal_functions,
 )
 from r2d2kit.replay.nstep import check_autoreset_mode
-from r2d2kit.replay.persistence import require_arrays
+from r2d2kit.replay.persistence import ArraySpec, SavedLayout, meta_field, meta_int, meta_mapping
 from r2d2kit.replay.protocol import DEFAULT_BETA
 from r2d2kit.replay.samplers import Sampler, UniformSampler, make_sampler
 
@@ -66,6 +66,22 @@ _STEP_SOURCES = {
     "next_observation": ("next_obs", "observation"),
     "next_achieved_goal": ("next_obs", "achieved_goal"),
 }
+
+
+def step_specs(given: Mapping[str, FieldSpec]) -> dict[str, FieldSpec]:
+    """Every per-step field stored, from the ``observation``, ``goal`` and ``action`` specs."""
+    obs, goal, act = given["observation"], given["goal"], given["action"]
+    return {
+        "observation": obs,
+        "achieved_goal": FieldSpec("achieved_goal", goal.shape, goal.dtype),
+        "desired_goal": FieldSpec("desired_goal", goal.shape, goal.dtype),
+        "action": act,
+        "reward": FieldSpec("reward", (), np.dtype(np.float32)),
+        "terminated": FieldSpec("terminated", (), np.dtype(bool)),
+        "truncated": FieldSpec("truncated", (), np.dtype(bool)),
+        "next_observation": FieldSpec("next_observation", obs.shape, obs.dtype),
+        "next_achieved_goal": FieldSpec("next_achieved_goal", goal.shape, goal.dtype),
+    }
 
 
 class HerReplayBuffer(HindsightBase, BufferCore):
@@ -148,19 +164,9 @@ class HerReplayBuffer(HindsightBase, BufferCore):
         self.relabel_unfinished = bool(relabel_unfinished)
         self.autoreset_mode = check_autoreset_mode(autoreset_mode)
 
-        given = parse_fields({"observation": observation_spec, "goal": goal_spec, "action": action_spec})
-        obs, goal, act = given["observation"], given["goal"], given["action"]
-        self._specs = {
-            "observation": obs,
-            "achieved_goal": FieldSpec("achieved_goal", goal.shape, goal.dtype),
-            "desired_goal": FieldSpec("desired_goal", goal.shape, goal.dtype),
-            "action": act,
-            "reward": FieldSpec("reward", (), np.dtype(np.float32)),
-            "terminated": FieldSpec("terminated", (), np.dtype(bool)),
-            "truncated": FieldSpec("truncated", (), np.dtype(bool)),
-            "next_observation": FieldSpec("next_observation", obs.shape, obs.dtype),
-            "next_achieved_goal": FieldSpec("next_achieved_goal", goal.shape, goal.dtype),
-        }
+        self._specs = step_specs(parse_fields({"observation": observation_spec, "goal": goal_spec,
+                                               "action": action_spec}))
+        goal = self._specs["desired_goal"]
         slots = self.rows * self.num_envs
         self._slots = slots
         self._data = {name: np.zeros((slots,) + spec.shape, spec.dtype) for name, spec in self._specs.items()
@@ -404,19 +410,41 @@ class HerReplayBuffer(HindsightBase, BufferCore):
         return meta, arrays
 
     @classmethod
-    def _construct(cls, meta: Mapping[str, Any], **functions: Any) -> "HerReplayBuffer":
+    def _saved_layout(cls, path: str, meta: Mapping[str, Any]) -> SavedLayout:
+        capacity = meta_int(path, meta, "capacity", 1)
+        params = meta_mapping(path, meta, "params")
+        num_envs = meta_int(path, params, "num_envs", 1, capacity, label="params.num_envs")
+        ring = capacity // num_envs * num_envs  # slots of the flat ring: rows x envs
+        slots = meta_int(path, meta, "slots", 0, ring)
+        if slots % num_envs:
+            raise ValueError(f"{path!r}: malformed metadata: {slots} saved slots do not fit rows of {num_envs} envs; "
+                             "the file is corrupt")
+        saved = fields_from_saved(path, meta_field(path, meta, "specs"), "specs")
+        if set(saved) != {"observation", "desired_goal", "action"}:
+            raise ValueError(f"{path!r}: malformed metadata: field 'specs' must give 'observation', 'desired_goal' "
+                             f"and 'action', got {sorted(saved)}; the file is corrupt")
+        specs = step_specs({"observation": saved["observation"], "goal": saved["desired_goal"],
+                            "action": saved["action"]})
+        int64 = np.dtype(np.int64)
+        arrays: dict[str, ArraySpec] = {f"field.{name}": ((slots,) + spec.shape, spec.dtype)
+                                        for name, spec in specs.items()}
+        arrays.update(step_count=((slots,), int64), episode_start=((slots,), int64), episode_end=((slots,), int64),
+                      env_written=((num_envs,), int64), env_episode_start=((num_envs,), int64),
+                      skip=((num_envs,), np.dtype(bool)), valid=((None,), int64))
+        sampler = cls._sampler_layout(path, params, ring)
+        valid = 0 if params["sampler"] == "uniform" else UniformSampler.saved_layout(ring).preallocated_bytes
+        preallocated = ring * (item_bytes(specs) + 24) + num_envs * 17 + sampler.preallocated_bytes + valid
+        return SavedLayout({**arrays, **sampler.arrays}, preallocated)
+
+    @classmethod
+    def _construct(cls, path: str, meta: Mapping[str, Any], **functions: Any) -> "HerReplayBuffer":
         specs = fields_from_json(meta["specs"])
-        return cls(meta["capacity"], specs["observation"], specs["desired_goal"], specs["action"], seed=0,
-                   **functions, **meta["params"])
+        return cls._saved_constructor(path, meta["capacity"], specs["observation"], specs["desired_goal"],
+                                      specs["action"], seed=0, **functions, **meta["params"])
 
     def _restore_saved_state(self, path: str, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
-        slots = int(meta["slots"])
-        if not (0 <= slots <= self._step_count.shape[0] and slots % self.num_envs == 0):
-            raise ValueError(f"{path!r}: {slots} saved slots do not fit {self.rows} rows of {self.num_envs} envs")
-        expected = {f"field.{name}": (slots,) + spec.shape for name, spec in self._specs.items()}
-        expected.update(step_count=(slots,), episode_start=(slots,), episode_end=(slots,), valid=(None,),
-                        env_written=(self.num_envs,), env_episode_start=(self.num_envs,), skip=(self.num_envs,))
-        require_arrays(path, arrays, expected)
+        """Shapes were checked by ``_saved_layout``; the bookkeeping must keep the kernels inside the ring."""
+        slots = meta["slots"]
         for name, array in self._data.items():
             array[:slots] = arrays[f"field.{name}"]
         self._step_count[:slots] = arrays["step_count"]

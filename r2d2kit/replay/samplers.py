@@ -28,7 +28,7 @@ from r2d2kit._validation import as_index_array, as_priority_array, check_float, 
 from r2d2kit.kernels import rank as rank_kernels
 from r2d2kit.kernels import sumtree as tree_kernels
 from r2d2kit.kernels.samplers import mark_alive
-from r2d2kit.replay.persistence import require_arrays
+from r2d2kit.replay.persistence import SavedLayout, meta_float, meta_int
 from r2d2kit.replay.protocol import SAMPLERS
 from r2d2kit.sumtree import SumTree
 
@@ -150,20 +150,25 @@ class Sampler:
         settings = ", ".join(f"{key}={value!r}" for key, value in self.params().items() if key != "sampler")
         return f"{type(self).__name__}({self.capacity}{', ' if settings else ''}{settings})"
 
+    @classmethod
+    def saved_layout(cls, capacity: int, dense: bool = False) -> SavedLayout:
+        """The arrays :meth:`restore` reads for ``capacity`` slots, and the bytes a sampler of that many
+        slots allocates (``load`` checks both before it builds one; ``dense`` as in :func:`make_sampler`)."""
+        return SavedLayout({"sampler.alive": ((None,), np.dtype(np.int64))}, capacity)  # alive: a bool per slot
+
     def state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """Scalars (JSON) and arrays that :meth:`restore` needs."""
         return {"max_priority": self.max_priority}, {"sampler.alive": np.flatnonzero(self.alive)}
 
     def restore(self, scalars: Mapping[str, Any], arrays: Mapping[str, np.ndarray], path: str) -> None:
-        """Inverse of :meth:`state` on a fresh sampler."""
-        require_arrays(path, arrays, {"sampler.alive": (None,)})
-        live = arrays["sampler.alive"].astype(np.int64)
+        """Inverse of :meth:`state` on a fresh sampler; ``arrays`` have :meth:`saved_layout`'s shapes and dtypes."""
+        live = arrays["sampler.alive"]
         if live.size and (live.min() < 0 or live.max() >= self.capacity or np.unique(live).size != live.size):
             raise ValueError(f"{path!r}: the saved live slots are not distinct slots below {self.capacity}; the file "
                              "is corrupt")
         self.alive[live] = True
         self._count = int(live.size)
-        self.max_priority = check_float("max_priority", scalars["max_priority"], 0.0)
+        self.max_priority = meta_float(path, scalars, "max_priority", 0.0, label="sampler.max_priority")
 
     # hooks
     def _place(self, slots: np.ndarray, alive: np.ndarray, priorities: np.ndarray | None) -> None:
@@ -207,6 +212,12 @@ class UniformSampler(Sampler):
             t = self.tree.arrays
             indices = tree_kernels.sum_tree_find(t.sum_tree, t.level_offsets, uniforms * self.tree.total())
         return indices, np.ones(uniforms.shape[0], dtype=np.float32)
+
+    @classmethod
+    def saved_layout(cls, capacity: int, dense: bool = False) -> SavedLayout:
+        layout = super().saved_layout(capacity)
+        return layout if dense else layout._replace(preallocated_bytes=layout.preallocated_bytes
+                                                    + _tree_bytes(capacity))
 
     def restore(self, scalars, arrays, path) -> None:
         super().restore(scalars, arrays, path)
@@ -278,9 +289,14 @@ class ProportionalSampler(Sampler):
         scalars, arrays = super().state()
         return scalars, dict(arrays, **{"sampler.tree": self.tree.leaves()})
 
+    @classmethod
+    def saved_layout(cls, capacity: int, dense: bool = False) -> SavedLayout:
+        layout = super().saved_layout(capacity)
+        return SavedLayout({**layout.arrays, "sampler.tree": ((capacity,), np.dtype(np.float64))},
+                           layout.preallocated_bytes + 2 * _tree_bytes(capacity))  # sum and min trees
+
     def restore(self, scalars, arrays, path) -> None:
         super().restore(scalars, arrays, path)
-        require_arrays(path, arrays, {"sampler.tree": (self.capacity,)})
         self.tree.set_leaves(np.where(self.alive, arrays["sampler.tree"], 0.0))
 
 
@@ -362,12 +378,22 @@ class RankSampler(Sampler):
         return (dict(scalars, updates_since_sort=self._updates_since_sort),
                 {"sampler.heap": self._heap[:self._count].copy(), "sampler.priorities": self.priorities.copy()})
 
+    @classmethod
+    def saved_layout(cls, capacity: int, dense: bool = False) -> SavedLayout:
+        arrays = {"sampler.heap": ((None,), np.dtype(np.int64)),
+                  "sampler.priorities": ((capacity,), np.dtype(np.float64))}
+        return SavedLayout(arrays, capacity * 33)  # alive, cumulative sums, priorities, heap, positions
+
     def restore(self, scalars, arrays, path) -> None:
-        require_arrays(path, arrays, {"sampler.heap": (None,), "sampler.priorities": (self.capacity,)})
-        heap = arrays["sampler.heap"].astype(np.int64)
+        heap = arrays["sampler.heap"]
         super().restore(scalars, {"sampler.alive": heap}, path)  # the heap holds exactly the live slots
         self.priorities[:] = as_priority_array("priorities", arrays["sampler.priorities"], self.capacity)
         self._heap[:heap.size] = heap
         self._position_of[heap] = np.arange(heap.size)
         self._heap_size = heap.size
-        self._updates_since_sort = int(scalars["updates_since_sort"])
+        self._updates_since_sort = meta_int(path, scalars, "updates_since_sort", label="sampler.updates_since_sort")
+
+
+def _tree_bytes(capacity: int) -> int:
+    """Bytes of one ``SumTree`` array over ``capacity`` leaves: at most 8/7 slot per leaf, 8 per level, alignment."""
+    return 8 * (capacity + capacity // 7 + 200)

@@ -28,8 +28,8 @@ from r2d2kit._validation import (
     check_positive_int,
 )
 from r2d2kit.replay.core import BufferCore
-from r2d2kit.replay.fields import check_cast, fields_from_json, parse_fields
-from r2d2kit.replay.persistence import require_arrays
+from r2d2kit.replay.fields import FieldSpec, check_cast, fields_from_json, fields_from_saved, item_bytes, parse_fields
+from r2d2kit.replay.persistence import ArraySpec, SavedLayout, meta_field, meta_int, meta_mapping
 from r2d2kit.replay.protocol import DEFAULT_BETA
 from r2d2kit.replay.samplers import Sampler, make_sampler
 
@@ -58,6 +58,20 @@ def sequence_priorities(abs_td: Any, mask: Any, eta: float = 0.9) -> np.ndarray:
     masked = np.where(mask, abs_td, 0.0)
     mean = masked.sum(axis=1) / np.maximum(counts, 1)
     return eta * masked.max(axis=1, initial=0.0) + (1.0 - eta) * mean
+
+
+def row_specs(fields: Mapping[str, Any]) -> dict[str, FieldSpec]:
+    """Every per-row field stored: the user's (``obs``, ``action``, ``prev_action`` defaulting to the action's
+    spec, ...) and the buffer's ``ROW_FLAGS``."""
+    user_fields = dict(fields)
+    for required in ("obs", "action"):
+        if required not in user_fields:
+            raise ValueError(f"fields must include {required!r}, got {list(user_fields)}")
+    user_fields.setdefault("prev_action", user_fields["action"])
+    for name in ROW_FLAGS:
+        if name in user_fields:
+            raise ValueError(f"field {name!r} is added by the buffer; remove it from fields")
+    return parse_fields({**user_fields, **ROW_FLAGS})
 
 
 class SequenceReplayBuffer(BufferCore):
@@ -104,15 +118,7 @@ class SequenceReplayBuffer(BufferCore):
             raise ValueError(f"initial_state must be 'stored' or 'zero', got {initial_state!r}")
         self.initial_state = initial_state
 
-        user_fields = dict(fields)
-        for required in ("obs", "action"):
-            if required not in user_fields:
-                raise ValueError(f"fields must include {required!r}, got {list(user_fields)}")
-        user_fields.setdefault("prev_action", user_fields["action"])
-        for name in ROW_FLAGS:
-            if name in user_fields:
-                raise ValueError(f"field {name!r} is added by the buffer; remove it from fields")
-        self._row_specs = parse_fields({**user_fields, **ROW_FLAGS})
+        self._row_specs = row_specs(fields)
         self._state_specs = parse_fields(state) if state else {}
         # one extra all-zero row at index `capacity` serves as padding
         self._rows = {name: np.zeros((self.capacity + 1,) + spec.shape, spec.dtype)
@@ -463,20 +469,50 @@ class SequenceReplayBuffer(BufferCore):
         return meta, arrays
 
     @classmethod
+    def _saved_layout(cls, path: str, meta: Mapping[str, Any]) -> SavedLayout:
+        capacity = meta_int(path, meta, "capacity", 1)
+        params = meta_mapping(path, meta, "params")
+        burn_in = meta_int(path, params, "burn_in", 0, label="params.burn_in")
+        trace_length = meta_int(path, params, "trace_length", 1, label="params.trace_length")
+        n_step = meta_int(path, params, "n_step", 0, label="params.n_step")
+        max_sequences = meta_int(path, params, "max_sequences", 1, label="params.max_sequences")
+        length = burn_in + trace_length + n_step
+        rows = min(meta_int(path, meta, "rows_written"), capacity)
+        sequences = min(meta_int(path, meta, "sequences_written"), max_sequences)
+        rows_specs = cls._saved_row_specs(path, meta)
+        state = meta_mapping(path, meta, "state")
+        state_specs = fields_from_saved(path, state, "state") if state else {}
+        int64 = np.dtype(np.int64)
+        arrays: dict[str, ArraySpec] = {f"row.{name}": ((rows,) + spec.shape, spec.dtype)
+                                        for name, spec in rows_specs.items()}
+        arrays.update({f"state.{name}": ((sequences,) + spec.shape, spec.dtype) for name, spec in state_specs.items()})
+        arrays.update(row_write_index=((rows,), int64), row_previous=((rows,), int64), row_next=((rows,), int64),
+                      slots=((sequences, length), np.dtype(np.int32)), oldest_write=((sequences,), int64),
+                      generation=((sequences,), int64), last_window_key=((None, 4), int64),
+                      last_window_rows=((None, length), int64))
+        sampler = cls._sampler_layout(path, params, max_sequences)
+        preallocated = ((capacity + 1) * (item_bytes(rows_specs) + 24)
+                        + max_sequences * (4 * length + 16 + item_bytes(state_specs)) + sampler.preallocated_bytes)
+        return SavedLayout({**arrays, **sampler.arrays}, preallocated)
+
+    @classmethod
+    def _saved_row_specs(cls, path: str, meta: Mapping[str, Any]) -> dict[str, FieldSpec]:
+        """The row fields a saved buffer's constructor arguments give (refusals name the file)."""
+        saved = fields_from_saved(path, meta_field(path, meta, "fields"), "fields")
+        try:
+            return row_specs({name: (spec.shape, spec.dtype) for name, spec in saved.items()})
+        except ValueError as error:
+            raise ValueError(f"{path!r}: malformed metadata: field 'fields': {error}") from None
+
+    @classmethod
     def _from_meta(cls, path: str, meta: Mapping[str, Any]) -> "SequenceReplayBuffer":
-        return cls(meta["capacity"], fields_from_json(meta["fields"]), fields_from_json(meta["state"]), seed=0,
-                   **meta["params"])
+        return cls._saved_constructor(path, meta["capacity"], fields_from_json(meta["fields"]),
+                                      fields_from_json(meta["state"]), seed=0, **meta["params"])
 
     def _restore_saved_state(self, path: str, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
-        """Inverse of ``_saved_state`` on a freshly constructed buffer with the saved parameters."""
-        rows = min(int(meta["rows_written"]), self.capacity)
-        sequences = min(int(meta["sequences_written"]), self.max_sequences)
-        expected = {f"row.{name}": (rows,) + spec.shape for name, spec in self._row_specs.items()}
-        expected.update({f"state.{name}": (sequences,) + spec.shape for name, spec in self._state_specs.items()})
-        expected.update(row_write_index=(rows,), row_previous=(rows,), row_next=(rows,),
-                        slots=(sequences, self.length), oldest_write=(sequences,),
-                        generation=(sequences,))
-        require_arrays(path, arrays, expected)
+        """Inverse of ``_saved_state`` on a freshly constructed buffer; shapes were checked by ``_saved_layout``."""
+        rows = min(meta["rows_written"], self.capacity)
+        sequences = min(meta["sequences_written"], self.max_sequences)
         for name, array in self._rows.items():
             array[:rows] = arrays[f"row.{name}"]
         for name, array in self._states.items():
@@ -484,7 +520,7 @@ class SequenceReplayBuffer(BufferCore):
         self._row_write_index[:rows] = arrays["row_write_index"]
         for name, target in (("row_previous", self._row_previous), ("row_next", self._row_next)):
             links = arrays[name]
-            if links.size and (links.min() < LOST_ROW or links.max() >= int(meta["rows_written"])):
+            if links.size and (links.min() < LOST_ROW or links.max() >= meta["rows_written"]):
                 raise ValueError(f"{path!r}: {name} holds write indices outside [{LOST_ROW}, rows_written)")
             target[:rows] = links
         slots = arrays["slots"]
@@ -495,8 +531,8 @@ class SequenceReplayBuffer(BufferCore):
         self._generation[:sequences] = arrays["generation"]
         if self._sampler.alive[sequences:].any():
             raise ValueError(f"{path!r}: a live window slot was never written; the file is corrupt")
-        self._rows_written = int(meta["rows_written"])
-        self._sequences_written = int(meta["sequences_written"])
+        self._rows_written = meta["rows_written"]
+        self._sequences_written = meta["sequences_written"]
         self._expiry = [(int(self._oldest_write[s]), int(s), int(self._generation[s]))
                         for s in np.flatnonzero(self._sampler.alive)]
         heapq.heapify(self._expiry)
