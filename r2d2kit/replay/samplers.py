@@ -161,14 +161,22 @@ class Sampler:
         return {"max_priority": self.max_priority}, {"sampler.alive": np.flatnonzero(self.alive)}
 
     def restore(self, scalars: Mapping[str, Any], arrays: Mapping[str, np.ndarray], path: str) -> None:
-        """Inverse of :meth:`state` on a fresh sampler; ``arrays`` have :meth:`saved_layout`'s shapes and dtypes."""
+        """Inverse of :meth:`state` on a fresh sampler; ``arrays`` have :meth:`saved_layout`'s shapes and dtypes.
+
+        ``max_priority`` starts at 1 and only grows (every sampler), and stays below what the tree can sum.
+        """
         live = arrays["sampler.alive"]
         if live.size and (live.min() < 0 or live.max() >= self.capacity or np.unique(live).size != live.size):
             raise ValueError(f"{path!r}: the saved live slots are not distinct slots below {self.capacity}; the file "
                              "is corrupt")
         self.alive[live] = True
         self._count = int(live.size)
-        self.max_priority = meta_float(path, scalars, "max_priority", 0.0, label="sampler.max_priority")
+        self.max_priority = meta_float(path, scalars, "max_priority", 1.0, self._max_priority_bound(),
+                                       label="sampler.max_priority")
+
+    def _max_priority_bound(self) -> float:
+        """The largest ``max_priority`` this sampler can reach."""
+        return math.inf
 
     # hooks
     def _place(self, slots: np.ndarray, alive: np.ndarray, priorities: np.ndarray | None) -> None:
@@ -223,6 +231,9 @@ class UniformSampler(Sampler):
         super().restore(scalars, arrays, path)
         if self.tree is not None:
             self.tree.set_leaves(self.alive.astype(np.float64))
+
+    def _max_priority_bound(self) -> float:
+        return 1.0  # uniform sampling never raises it
 
 
 class ProportionalSampler(Sampler):
@@ -296,8 +307,18 @@ class ProportionalSampler(Sampler):
                            layout.preallocated_bytes + 2 * _tree_bytes(capacity))  # sum and min trees
 
     def restore(self, scalars, arrays, path) -> None:
+        """Live leaves must be tree values ``(p + eps)^alpha`` no larger than the saved ``max_priority``'s."""
         super().restore(scalars, arrays, path)
+        live = arrays["sampler.tree"][self.alive]
+        largest = self.max_priority ** self.alpha * (1.0 + 1e-9)  # numpy's and the kernels' pow may differ by an ulp
+        bad = np.flatnonzero(~((live >= 0.0) & (live <= largest)))
+        if bad.size:
+            raise ValueError(f"{path!r}: array 'sampler.tree' holds the live priority {live[bad[0]]!r}, outside [0, "
+                             f"max_priority ** alpha = {largest:.6g}]; the file is corrupt")
         self.tree.set_leaves(np.where(self.alive, arrays["sampler.tree"], 0.0))
+
+    def _max_priority_bound(self) -> float:
+        return self.priority_limit + self.eps  # update() refuses priorities from the limit up
 
 
 class RankSampler(Sampler):
@@ -385,13 +406,25 @@ class RankSampler(Sampler):
         return SavedLayout(arrays, capacity * 33)  # alive, cumulative sums, priorities, heap, positions
 
     def restore(self, scalars, arrays, path) -> None:
+        """The heap must hold the live slots in max-heap order of priorities in ``[0, max_priority]``."""
         heap = arrays["sampler.heap"]
         super().restore(scalars, {"sampler.alive": heap}, path)  # the heap holds exactly the live slots
-        self.priorities[:] = as_priority_array("priorities", arrays["sampler.priorities"], self.capacity)
+        priorities = arrays["sampler.priorities"]
+        bad = np.flatnonzero(~((priorities >= 0.0) & (priorities <= self.max_priority)))
+        if bad.size:
+            raise ValueError(f"{path!r}: array 'sampler.priorities' holds the priority {priorities[bad[0]]!r} at slot "
+                             f"{bad[0]}, outside [0, max_priority = {self.max_priority!r}]; the file is corrupt")
+        ordered = priorities[heap]  # heap position k's parent is (k - 1) // 2
+        above_parent = np.flatnonzero(ordered[1:] > ordered[np.arange(heap.size - 1) // 2]) + 1
+        if above_parent.size:
+            raise ValueError(f"{path!r}: array 'sampler.heap' is not a max-heap: position {above_parent[0]} outranks "
+                             "its parent; the file is corrupt")
+        self.priorities[:] = priorities
         self._heap[:heap.size] = heap
         self._position_of[heap] = np.arange(heap.size)
         self._heap_size = heap.size
-        self._updates_since_sort = meta_int(path, scalars, "updates_since_sort", label="sampler.updates_since_sort")
+        self._updates_since_sort = meta_int(path, scalars, "updates_since_sort", 0, self.sort_every - 1,
+                                            label="sampler.updates_since_sort")
 
 
 def _tree_bytes(capacity: int) -> int:
