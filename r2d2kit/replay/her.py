@@ -50,7 +50,7 @@ from r2d2kit.replay.goals import (
     check_goal_functions,
 )
 from r2d2kit.replay.nstep import check_autoreset_mode
-from r2d2kit.replay.persistence import ArraySpec, SavedLayout, meta_field, meta_int, meta_mapping
+from r2d2kit.replay.persistence import MAX_COUNT, ArraySpec, SavedLayout, meta_field, meta_int, meta_mapping
 from r2d2kit.replay.protocol import DEFAULT_BETA
 from r2d2kit.replay.samplers import Sampler, UniformSampler, make_sampler
 
@@ -116,7 +116,7 @@ class HerReplayBuffer(HindsightBase, BufferCore):
         compute_terminated: optional ``compute_terminated(achieved_goal, desired_goal, info)`` of
             the same shape contract; given, the termination of relabelled steps is recomputed
             under the new goal (for envs that end an episode on success, like BitFlip).
-        n_step: steps summed per sample (1: one-step transitions).
+        n_step: steps summed per sample (1: one-step transitions); at most ``capacity // num_envs``.
         gamma: discount for the n-step return and the returned ``discount``.
         sampler: ``"uniform"``, ``"proportional"`` or ``"rank"`` over the sampleable transitions
             (:mod:`r2d2kit.replay.samplers`); ``alpha``, ``eps`` and ``sort_every`` as for
@@ -158,6 +158,9 @@ class HerReplayBuffer(HindsightBase, BufferCore):
         self.compute_reward = compute_reward
         self.compute_terminated = compute_terminated
         self.n_step = check_positive_int("n_step", n_step)
+        if self.n_step > self.rows:  # each sample allocates n_step slots: a file's huge n_step must not pass
+            raise ValueError(f"n_step must be <= capacity // num_envs = {self.rows} (no sampleable episode has more "
+                             f"steps), got {n_step}")
         self.gamma = check_float("gamma", gamma, 0.0, 1.0)
         if not isinstance(relabel_unfinished, (bool, np.bool_)):
             raise TypeError(f"relabel_unfinished must be True or False, got {relabel_unfinished!r}")
@@ -443,7 +446,7 @@ class HerReplayBuffer(HindsightBase, BufferCore):
                                       specs["action"], seed=0, **functions, **meta["params"])
 
     def _restore_saved_state(self, path: str, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
-        """Shapes were checked by ``_saved_layout``; the bookkeeping must keep the kernels inside the ring."""
+        """Shapes were checked by ``_saved_layout``; the bookkeeping must be what the writes leave behind."""
         slots = meta["slots"]
         for name, array in self._data.items():
             array[:slots] = arrays[f"field.{name}"]
@@ -456,24 +459,42 @@ class HerReplayBuffer(HindsightBase, BufferCore):
         self._check_bookkeeping(path, slots)
         if self._valid is not self._sampler:
             self._valid.restore({"max_priority": 1.0}, {"sampler.alive": arrays["valid"]}, path)
-        alive = self._valid.alive
-        if (self._step_count[alive] < 0).any() or (self._sampler.alive != alive).any():
-            raise ValueError(f"{path!r}: the saved sampleable slots disagree with the stored steps; the file is "
-                             "corrupt")
+        elif not np.array_equal(arrays["valid"], arrays["sampler.alive"]):  # one sampler: saved twice
+            raise ValueError(f"{path!r}: arrays 'valid' and 'sampler.alive' differ (with the uniform sampler both are "
+                             "the sampleable slots); the file is corrupt")
+        if (self._valid.alive != self._sampleable()).any() or (self._sampler.alive != self._valid.alive).any():
+            raise ValueError(f"{path!r}: the saved sampleable slots disagree with the stored steps (a step is "
+                             "sampleable exactly while its whole episode is stored); the file is corrupt")
 
     def _check_bookkeeping(self, path: str, slots: int) -> None:
-        """Refuse loaded counts that would send the kernels outside the ring (they do no bounds checks)."""
+        """Refuse loaded counts that would send the kernels outside the ring (they do no bounds checks), or that
+        no sequence of writes leaves: the step in each slot is its env's latest of that row."""
         written = self._env_written
-        if (written < 0).any() or min(self.rows, int(written.max())) * self.num_envs != slots:
+        if (written < 0).any() or (written > MAX_COUNT).any() \
+                or min(self.rows, int(written.max())) * self.num_envs != slots:
             raise ValueError(f"{path!r}: env write counts {written.tolist()} do not match the {slots} saved slots")
+        if self.autoreset_mode != "next_step" and self._skip.any():
+            raise ValueError(f"{path!r}: array 'skip' marks a pending autoreset step in the {self.autoreset_mode!r} "
+                             "autoreset mode; the file is corrupt")
         count, start, end = self._step_count[:slots], self._episode_start[:slots], self._episode_end[:slots]
-        env_written = written[np.arange(slots) % self.num_envs]  # [slots]
+        env = np.arange(slots) % self.num_envs  # [slots]
+        row = np.arange(slots) // self.num_envs  # [slots]
+        env_written = written[env]  # [slots]
+        running = self._env_episode_start[env]  # [slots]: start of each env's running episode
+        latest = np.where(env_written > row, row + (env_written - 1 - row) // self.rows * self.rows, -1)  # [slots]
         stored = count >= 0
-        consistent = np.where(stored, (start >= 0) & (start <= count) & (count < env_written)
-                              & ((end == -1) | ((end > count) & (end <= env_written))), count == -1)
+        consistent = (count == latest) & np.where(
+            stored, (start >= 0) & (start <= count) & ((end == -1) == (start == running))
+            & ((end == -1) | ((end > count) & (end <= running))), (start == -1) & (end == -1))
         if not consistent.all() or (self._env_episode_start > written).any() or (self._env_episode_start < 0).any():
             bad = int(np.flatnonzero(~consistent)[0]) if not consistent.all() else -1
             raise ValueError(f"{path!r}: episode bookkeeping is inconsistent (slot {bad}); the file is corrupt")
+
+    def _sampleable(self) -> np.ndarray:
+        """``[ring]`` bool: the slots whose step's whole episode is stored (its first step not yet overwritten)."""
+        slots = self._step_count.shape[0]
+        oldest_kept = self._env_written[np.arange(slots) % self.num_envs] - self.rows  # [ring]
+        return (self._step_count >= 0) & (self._episode_start >= oldest_kept)
 
     def __repr__(self) -> str:
         return (f"HerReplayBuffer(capacity={self.capacity}, num_envs={self.num_envs}, size={len(self)}, "
