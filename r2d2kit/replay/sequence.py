@@ -29,7 +29,7 @@ from r2d2kit._validation import (
 )
 from r2d2kit.replay.core import BufferCore
 from r2d2kit.replay.fields import FieldSpec, check_cast, fields_from_json, fields_from_saved, item_bytes, parse_fields
-from r2d2kit.replay.persistence import ArraySpec, SavedLayout, meta_field, meta_int, meta_mapping
+from r2d2kit.replay.persistence import MAX_COUNT, ArraySpec, SavedLayout, meta_field, meta_int, meta_mapping
 from r2d2kit.replay.protocol import DEFAULT_BETA
 from r2d2kit.replay.samplers import Sampler, make_sampler
 
@@ -510,34 +510,86 @@ class SequenceReplayBuffer(BufferCore):
                                       fields_from_json(meta["state"]), seed=0, **meta["params"])
 
     def _restore_saved_state(self, path: str, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
-        """Inverse of ``_saved_state`` on a freshly constructed buffer; shapes were checked by ``_saved_layout``."""
+        """Inverse of ``_saved_state`` on a freshly constructed buffer with the saved parameters.
+
+        Shapes and dtypes were checked by ``_saved_layout``; here every table must be one that writes
+        leave behind, since the kernels and ``add_sequences`` index with it unchecked.
+        """
         rows = min(meta["rows_written"], self.capacity)
         sequences = min(meta["sequences_written"], self.max_sequences)
         for name, array in self._rows.items():
             array[:rows] = arrays[f"row.{name}"]
         for name, array in self._states.items():
             array[:sequences] = arrays[f"state.{name}"]
-        self._row_write_index[:rows] = arrays["row_write_index"]
+        self._restore_rows(path, arrays, meta["rows_written"])
+        self._restore_windows(path, arrays, meta["sequences_written"])
+        self._restore_last_windows(path, arrays)
+
+    def _restore_rows(self, path: str, arrays: Mapping[str, np.ndarray], rows_written: int) -> None:
+        """The ring's write indices (each slot holds its latest write) and the episode links between rows."""
+        rows = min(rows_written, self.capacity)
+        ring = np.arange(rows)
+        latest = ring + (rows_written - 1 - ring) // self.capacity * self.capacity  # [rows]
+        if not np.array_equal(arrays["row_write_index"], latest):
+            raise ValueError(f"{path!r}: array 'row_write_index' is not the latest write of each ring slot after "
+                             f"rows_written = {rows_written}; the file is corrupt")
+        self._row_write_index[:rows] = latest
         for name, target in (("row_previous", self._row_previous), ("row_next", self._row_next)):
             links = arrays[name]
-            if links.size and (links.min() < LOST_ROW or links.max() >= meta["rows_written"]):
+            if links.size and (links.min() < LOST_ROW or links.max() >= rows_written):
                 raise ValueError(f"{path!r}: {name} holds write indices outside [{LOST_ROW}, rows_written)")
             target[:rows] = links
-        slots = arrays["slots"]
+        self._rows_written = rows_written
+
+    def _restore_windows(self, path: str, arrays: Mapping[str, np.ndarray], sequences_written: int) -> None:
+        """The window table: slots into the ring, write counts per slot, and which windows live.
+
+        A window lives exactly while its oldest row is stored (``_expire`` keeps it so), and a live
+        window's rows are all stored, its ``oldest_write`` the oldest of them.
+        """
+        sequences = min(sequences_written, self.max_sequences)
+        slots, oldest, generation = arrays["slots"], arrays["oldest_write"], arrays["generation"]
         if slots.size and (slots.min() < 0 or slots.max() > self.capacity):
             raise ValueError(f"{path!r}: window slot table points outside the step ring")
-        self._slots[:sequences] = slots
-        self._oldest_write[:sequences] = arrays["oldest_write"]
-        self._generation[:sequences] = arrays["generation"]
+        written = (sequences_written - 1 - np.arange(sequences)) // self.max_sequences + 1  # [sequences]
+        if not np.array_equal(generation, written):
+            raise ValueError(f"{path!r}: array 'generation' is not the number of windows written to each slot after "
+                             f"sequences_written = {sequences_written}; the file is corrupt")
         if self._sampler.alive[sequences:].any():
             raise ValueError(f"{path!r}: a live window slot was never written; the file is corrupt")
-        self._rows_written = meta["rows_written"]
-        self._sequences_written = meta["sequences_written"]
+        live = self._sampler.alive[:sequences]
+        if oldest.size and (oldest.min() < 0 or oldest.max() > self._rows_written) \
+                or (live != (oldest >= self._rows_written - self.capacity)).any():
+            raise ValueError(f"{path!r}: array 'oldest_write' disagrees with the live windows (a window lives exactly "
+                             "while its oldest row is stored); the file is corrupt")
+        present = slots[live] != self.capacity  # [A, L]
+        writes = self._row_write_index[slots[live]]  # [A, L]; -1 for padding and never-written slots
+        first = np.where(present, writes, np.iinfo(np.int64).max).min(axis=1, initial=np.iinfo(np.int64).max)
+        if (present & (writes < 0)).any() or (present.any(axis=1) & (first != oldest[live])).any():
+            raise ValueError(f"{path!r}: a live window's rows are not stored, or its 'oldest_write' is not its oldest "
+                             "row; the file is corrupt")
+        self._slots[:sequences] = slots
+        self._oldest_write[:sequences] = oldest
+        self._generation[:sequences] = generation
+        self._sequences_written = sequences_written
         self._expiry = [(int(self._oldest_write[s]), int(s), int(self._generation[s]))
                         for s in np.flatnonzero(self._sampler.alive)]
         heapq.heapify(self._expiry)
-        for (source, env, episode, start), row_index in zip(arrays["last_window_key"].tolist(),
-                                                            arrays["last_window_rows"]):
+
+    def _restore_last_windows(self, path: str, arrays: Mapping[str, np.ndarray]) -> None:
+        """The last window of each ``(source, env)``, whose rows ``add_sequences`` reuses (write indices or -1)."""
+        keys, rows = arrays["last_window_key"], arrays["last_window_rows"]  # [K, 4], [K, L]
+        if keys.shape[0] != rows.shape[0]:
+            raise ValueError(f"{path!r}: 'last_window_key' has {keys.shape[0]} rows, 'last_window_rows' "
+                             f"{rows.shape[0]}; the file is corrupt")
+        if rows.size and (rows.min() < -1 or rows.max() >= self._rows_written):
+            raise ValueError(f"{path!r}: array 'last_window_rows' holds write indices outside [-1, rows_written = "
+                             f"{self._rows_written}); the file is corrupt")
+        if np.unique(keys[:, :2], axis=0).shape[0] != keys.shape[0] \
+                or ((keys[:, 2:] < -MAX_COUNT) | (keys[:, 2:] > MAX_COUNT)).any():
+            raise ValueError(f"{path!r}: array 'last_window_key' repeats a (source, env) or holds an episode or start "
+                             f"outside [-{MAX_COUNT}, {MAX_COUNT}]; the file is corrupt")
+        for (source, env, episode, start), row_index in zip(keys.tolist(), rows):
             self._last_window[(source, env)] = (episode, start, row_index.copy())
 
     def __repr__(self) -> str:

@@ -85,7 +85,7 @@ from r2d2kit.replay.goals import (
     call_goal_function,
     check_goal_functions,
 )
-from r2d2kit.replay.persistence import SavedLayout, meta_field, meta_int
+from r2d2kit.replay.persistence import MAX_COUNT, SavedLayout, meta_field, meta_int
 from r2d2kit.replay.protocol import DEFAULT_BETA
 from r2d2kit.replay.samplers import Sampler
 from r2d2kit.replay.sequence import SequenceReplayBuffer, row_specs
@@ -420,27 +420,73 @@ class SequenceHerReplayBuffer(HindsightBase, SequenceReplayBuffer):
 
     def _restore_saved_state(self, path: str, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
         super()._restore_saved_state(path, meta, arrays)
+        self._restore_window_tables(path, arrays)
+        self._restore_goal_table(path, arrays, meta["table_written"])
+        self._restore_episodes(path, arrays)
+        self._check_goal_lookups(path)
+
+    def _restore_window_tables(self, path: str, arrays: Mapping[str, np.ndarray]) -> None:
+        """Per window: episode time of row 0, the episode's T (-1: unfinished) and its goal-table origin."""
         sequences = min(self._sequences_written, self.max_sequences)
-        table_written = meta["table_written"]
-        keys, pairs = arrays["her.episode_key"], arrays["her.episode_windows"]
-        if keys[:, 5].sum() != pairs.shape[0]:
-            raise ValueError(f"{path!r}: the episode records (her.episode_key / her.episode_windows) are "
-                             "inconsistent; the file is corrupt")
+        for name, target, low in (("her.window_start", self._window_start, -MAX_COUNT),
+                                  ("her.window_transitions", self._window_transitions, -1),
+                                  ("her.table_origin", self._table_origin, -MAX_COUNT)):
+            values = arrays[name]
+            if values.size and (values.min() < low or values.max() > MAX_COUNT):
+                raise ValueError(f"{path!r}: goal table or window bookkeeping out of range: array {name!r} holds "
+                                 f"values outside [{low}, {MAX_COUNT}]; the file is corrupt")
+            target[:sequences] = values
+
+    def _restore_goal_table(self, path: str, arrays: Mapping[str, np.ndarray], table_written: int) -> None:
+        """Write indices of finished episodes' rows (-1: none yet), the newest ``2 * capacity`` kept."""
         goal_table = arrays["her.goal_table"]
-        transitions = arrays["her.window_transitions"]
-        if (goal_table < -1).any() or (goal_table >= self._rows_written).any() or (transitions < -1).any() \
-                or (pairs.size and (pairs[:, 0].min() < 0 or pairs[:, 0].max() >= self.max_sequences)):
-            raise ValueError(f"{path!r}: goal table or window bookkeeping out of range; the file is corrupt")
-        self._window_start[:sequences] = arrays["her.window_start"]
-        self._window_transitions[:sequences] = transitions
-        self._table_origin[:sequences] = arrays["her.table_origin"]
+        if goal_table.size and (goal_table.min() < -1 or goal_table.max() >= self._rows_written):
+            raise ValueError(f"{path!r}: goal table or window bookkeeping out of range: array 'her.goal_table' holds "
+                             f"write indices outside [-1, rows_written = {self._rows_written}); the file is corrupt")
         self._goal_table[:goal_table.size] = goal_table
         self._table_written = table_written
+
+    def _restore_episodes(self, path: str, arrays: Mapping[str, np.ndarray]) -> None:
+        """The running (or last finished) episode of each ``(source, env)`` and its windows ``(slot, generation)``."""
+        keys, pairs = arrays["her.episode_key"], arrays["her.episode_windows"]  # [E, 6], [P, 2]
+        counts = keys[:, 5]
+        if (counts < 0).any() or (counts > pairs.shape[0]).any() or counts.sum() != pairs.shape[0] \
+                or np.unique(keys[:, :2], axis=0).shape[0] != keys.shape[0]:
+            raise ValueError(f"{path!r}: the episode records (her.episode_key / her.episode_windows) are "
+                             "inconsistent (window counts, or a repeated (source, env)); the file is corrupt")
+        if ((keys[:, 2:5] < -MAX_COUNT) | (keys[:, 2:5] > MAX_COUNT)).any() or (keys[:, 3] < -1).any() \
+                or (pairs.size and (pairs[:, 0].min() < 0 or pairs[:, 0].max() >= self.max_sequences
+                                    or pairs[:, 1].min() < 0)):
+            raise ValueError(f"{path!r}: goal table or window bookkeeping out of range: the episode records "
+                             "(her.episode_key / her.episode_windows) hold an episode, T, origin or window slot out "
+                             "of range; the file is corrupt")
         offset = 0
         for source, env, episode, record_transitions, origin, count in keys.tolist():
             windows = deque((int(slot), int(generation)) for slot, generation in pairs[offset:offset + count])
             self._episodes[(source, env)] = _EpisodeRecord(episode, record_transitions, origin, windows)
             offset += count
+
+    def _check_goal_lookups(self, path: str) -> None:
+        """Every live window of a finished episode finds the rows after it in the goal table, still stored.
+
+        What the relabelling kernel looks up (episode times ``t0 + L .. T`` at table positions ``origin + t``);
+        it would otherwise report the window at sample time as an internal error.
+        """
+        live = np.flatnonzero(self._sampler.alive)
+        reads = live[self._window_transitions[live] >= self._window_start[live] + self.length]
+        if not reads.size:
+            return
+        first = self._table_origin[reads] + self._window_start[reads] + self.length  # [R] table positions
+        last = self._table_origin[reads] + self._window_transitions[reads]  # [R], >= first
+        size = self._goal_table.shape[0]
+        oldest = max(self._table_written - size, 0)
+        entries = self._goal_table[np.arange(oldest, self._table_written) % size]  # positions oldest .. written - 1
+        stored = (entries >= 0) & (entries >= self._rows_written - self.capacity)
+        missing = np.concatenate([[0], np.cumsum(~stored)])  # missing[k]: entries before position oldest + k
+        if (first < oldest).any() or (last >= self._table_written).any() \
+                or (missing[last - oldest + 1] - missing[first - oldest] > 0).any():
+            raise ValueError(f"{path!r}: goal table or window bookkeeping out of range: a live window of a finished "
+                             "episode would look up rows the goal table no longer holds; the file is corrupt")
 
     def __repr__(self) -> str:
         return (f"SequenceHerReplayBuffer(capacity={self.capacity}, windows={len(self)}, length={self.length}, "
