@@ -69,7 +69,7 @@ def parse_fields(fields: Mapping[str, Any]) -> dict[str, FieldSpec]:
             dtype = np.dtype(dtype)
         except TypeError:
             raise ValueError(f"fields[{name!r}] dtype {entry[1]!r} is not a numpy dtype") from None
-        if dtype.hasobject or dtype.kind in "OUSVM":
+        if dtype.hasobject or dtype.kind in "OUSVMT":  # T: numpy's variable-width StringDType
             raise ValueError(f"fields[{name!r}] dtype {dtype} cannot be stored; use a numeric or bool dtype")
         specs[name] = FieldSpec(name, shape, dtype)
     return specs

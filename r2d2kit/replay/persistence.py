@@ -28,6 +28,7 @@ import os
 import re
 import struct
 import tempfile
+import tokenize
 import zipfile
 from typing import Any, Callable, Iterator, Mapping, NamedTuple
 
@@ -53,9 +54,10 @@ MAX_NPY_HEADER = 4096
 MAX_COUNT = 2**60
 # json strings (with their escapes) are removed before nesting is measured: their brackets are text
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
-# what a damaged zip or .npy raises while it is read (numpy raises ValueError for a bad header)
+# what a damaged zip or .npy raises while it is read (numpy raises ValueError for a bad header, and
+# TokenError where its fallback parser for Python 2 headers meets unbalanced brackets)
 _UNREADABLE = (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, ValueError, KeyError, struct.error,
-               NotImplementedError, RuntimeError, OverflowError, SyntaxError, TypeError)
+               NotImplementedError, RuntimeError, OverflowError, SyntaxError, TypeError, tokenize.TokenError)
 
 ArraySpec = tuple[tuple[int | None, ...], np.dtype]  # (shape, dtype) of a saved array; None: any length
 
@@ -195,7 +197,9 @@ def _read_meta(path: str, archive: zipfile.ZipFile, entries: Mapping[str, zipfil
     if header.dtype.itemsize > 4 * MAX_META_CHARS:
         raise _Refused(f"{path!r}: the {META_KEY!r} text has {header.dtype.itemsize // 4} characters, more than "
                        f"MAX_META_CHARS = {MAX_META_CHARS}; not an r2d2kit buffer")
-    text = str(_read_data(path, archive, info, header)[()])
+    raw = _read_data(path, archive, info, header).tobytes()
+    with _unreadable(path, META_KEY):  # decoded here: numpy's own str() fails with SystemError on a bad code point
+        text = raw.decode("utf-32-be" if header.dtype.byteorder == ">" else "utf-32-le").rstrip("\x00")
     depth = _json_depth(text)
     if depth > MAX_META_DEPTH:
         raise _Refused(f"{path!r}: the {META_KEY!r} JSON nests {depth} levels deep, more than MAX_META_DEPTH = "
@@ -271,8 +275,9 @@ def _read_data(path: str, archive: zipfile.ZipFile, info: zipfile.ZipInfo, heade
     with _unreadable(path, info.filename), archive.open(info) as member:
         _read_exact(member, header.data_offset)
         data = _read_exact(member, data_bytes)
-    array = np.frombuffer(data, dtype=header.dtype)
-    return array.reshape(header.shape, order="F" if header.fortran_order else "C")
+    with _unreadable(path, info.filename):  # (a dtype no buffer holds, such as StringDType, raises here)
+        array = np.frombuffer(data, dtype=header.dtype)
+        return array.reshape(header.shape, order="F" if header.fortran_order else "C")
 
 
 def _read_exact(stream: Any, size: int) -> bytes:
