@@ -22,10 +22,24 @@ import numpy as np
 
 from r2d2kit._validation import as_generator, check_float, check_positive_int
 from r2d2kit.replay.batch_pool import allocate_batch, check_batch_out
-from r2d2kit.replay.persistence import read_npz, rng_from_json, rng_to_json, write_npz
-from r2d2kit.replay.protocol import DEFAULT_BETA
-from r2d2kit.replay.samplers import Sampler
+from r2d2kit.replay.persistence import (
+    ArraySpec,
+    SavedLayout,
+    meta_field,
+    meta_mapping,
+    read_npz,
+    rng_from_json,
+    rng_to_json,
+    write_npz,
+)
+from r2d2kit.replay.protocol import DEFAULT_BETA, SAMPLERS
+from r2d2kit.replay.samplers import ProportionalSampler, RankSampler, Sampler, UniformSampler
 from r2d2kit.replay.schedules import Beta
+
+# What a saved buffer may make ``load`` preallocate by default: a file proves the items it stores, not
+# the capacity it claims (see ``BufferCore.load``). R2D2 on Atari (250 000 84x84 frames) takes 1.8 GB.
+DEFAULT_MAX_BYTES = 8 * 2**30
+_SAMPLER_CLASSES = {kind.name: kind for kind in (UniformSampler, ProportionalSampler, RankSampler)}
 
 
 class BufferCore:
@@ -116,22 +130,84 @@ class BufferCore:
             write_npz(path, meta, {**arrays, **sampler_arrays})
 
     @classmethod
-    def load(cls, path: str | os.PathLike, **functions: Any) -> Any:
+    def load(cls, path: str | os.PathLike, *, max_bytes: int = DEFAULT_MAX_BYTES, **functions: Any) -> Any:
         """Read a buffer written by ``save``; a missing, truncated, foreign or corrupt file raises, naming it.
 
-        ``functions``: what the kind's constructor needs and ``save`` cannot keep (the HER buffers'
-        ``compute_reward`` and ``compute_terminated``).
+        Nothing in the file is trusted before it is checked (:mod:`r2d2kit.replay.persistence`): every
+        array must have exactly the shape and dtype the metadata implies (nothing is cast), counters and
+        tables must agree with the arrays, and a failed load leaves no buffer behind.
+
+        Memory. Arrays are read at their size in the file (entries are stored uncompressed, so none
+        inflates), and nothing is allocated before the checks. The buffer is then built at its saved
+        capacity, which the file proves only in part: a proportional or rank sampler saves one priority
+        per slot, a uniform one only the live slots, and field storage is saved for the stored items
+        alone. So the capacity is taken on trust up to ``max_bytes``: a file whose capacity would
+        preallocate more is refused before anything is allocated.
+
+        Args:
+            path: the file ``save`` wrote.
+            max_bytes: the most the buffer may preallocate at its saved capacity (fields, trees and
+                tables; default 8 GiB). Raise it to load a larger buffer from a file you trust, on a
+                machine with that memory.
+            functions: what the kind's constructor needs and ``save`` cannot keep (the HER buffers'
+                ``compute_reward`` and ``compute_terminated``).
+
+        Raises:
+            FileNotFoundError: no file at ``path``.
+            ValueError: the file is not a readable buffer of this class, or something in it is refused
+                (the message names the file and the field or array).
         """
         path = os.fspath(path)
-        meta, arrays = read_npz(path, cls.__name__)
+        max_bytes = check_positive_int("max_bytes", max_bytes)
+        meta, arrays = read_npz(path, cls.__name__, lambda saved: cls._checked_layout(path, saved, max_bytes))
+        rng = rng_from_json(path, meta_field(path, meta, "rng"))
+        buffer = cls._from_meta(path, meta, **functions)
         try:
-            buffer = cls._from_meta(path, meta, **functions)
             buffer._sampler.restore(meta["sampler"], arrays, path)
             buffer._restore_saved_state(path, meta, arrays)
-            buffer._rng = rng_from_json(meta["rng"])
-        except (KeyError, TypeError) as error:
+        except (KeyError, TypeError, IndexError, OverflowError) as error:  # a check missed it: still name the file
             raise ValueError(f"{path!r}: saved buffer metadata is incomplete or malformed ({error!r})") from error
+        buffer._rng = rng
         return buffer
+
+    @classmethod
+    def _checked_layout(cls, path: str, meta: Mapping[str, Any], max_bytes: int) -> dict[str, ArraySpec]:
+        """The arrays a saved buffer of this kind must hold; refused if building it would take over ``max_bytes``."""
+        meta_mapping(path, meta, "sampler")
+        layout = cls._saved_layout(path, meta)
+        needed = layout.preallocated_bytes
+        if needed > max_bytes:
+            raise ValueError(f"{path!r}: the saved {cls.__name__} would preallocate {needed} bytes "
+                             f"({needed / 2**30:.3g} GiB) at its saved capacity, more than max_bytes = {max_bytes}; "
+                             "if the file is trusted and the machine has the memory, pass "
+                             f"load(..., max_bytes={needed})")
+        return layout.arrays
+
+    @classmethod
+    def _saved_layout(cls, path: str, meta: Mapping[str, Any]) -> SavedLayout:
+        """The kind's check of its metadata: the arrays it implies and the bytes its capacity preallocates.
+
+        The one place a kind reads sizes from a file; it allocates nothing sized by them.
+        """
+        raise NotImplementedError
+
+    @staticmethod
+    def _sampler_layout(path: str, params: Mapping[str, Any], slots: int, dense: bool = False) -> SavedLayout:
+        """The saved sampler's arrays and preallocation (``params.sampler`` names it) over ``slots`` slots."""
+        name = meta_field(path, params, "sampler", "params.sampler")
+        if not isinstance(name, str) or name not in _SAMPLER_CLASSES:
+            raise ValueError(f"{path!r}: malformed metadata: field 'params.sampler' = {name!r:.80} must be one of "
+                             f"{SAMPLERS}; the file is corrupt")
+        return _SAMPLER_CLASSES[name].saved_layout(slots, dense)
+
+    @classmethod
+    def _saved_constructor(cls, path: str, *args: Any, **kwargs: Any) -> Any:
+        """``cls(*args, **kwargs)`` with arguments read from ``path``; one it refuses names the file."""
+        try:
+            return cls(*args, **kwargs)
+        except (ValueError, TypeError, OverflowError) as error:
+            raise ValueError(f"{path!r}: malformed metadata: the saved constructor arguments are refused ({error}); "
+                             "the file is corrupt or was not written by save()") from error
 
     def _saved_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """JSON metadata (constructor arguments included) and arrays of the kind (lock held)."""

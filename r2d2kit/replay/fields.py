@@ -7,6 +7,7 @@ allocated once, up front, so a buffer's memory use is known (and fails) at const
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -68,7 +69,7 @@ def parse_fields(fields: Mapping[str, Any]) -> dict[str, FieldSpec]:
             dtype = np.dtype(dtype)
         except TypeError:
             raise ValueError(f"fields[{name!r}] dtype {entry[1]!r} is not a numpy dtype") from None
-        if dtype.hasobject or dtype.kind in "OUSVM":
+        if dtype.hasobject or dtype.kind in "OUSVMT":  # T: numpy's variable-width StringDType
             raise ValueError(f"fields[{name!r}] dtype {dtype} cannot be stored; use a numeric or bool dtype")
         specs[name] = FieldSpec(name, shape, dtype)
     return specs
@@ -77,6 +78,33 @@ def parse_fields(fields: Mapping[str, Any]) -> dict[str, FieldSpec]:
 def fields_from_json(data: Mapping[str, Any]) -> dict[str, tuple[tuple[int, ...], str]]:
     """Inverse of ``{name: spec.to_json()}`` (as written by ``save``): a field mapping for a constructor."""
     return {name: (tuple(shape), dtype) for name, (shape, dtype) in data.items()}
+
+
+MAX_SAVED_DIMS = 32  # numpy's arrays have at most 64 axes; a field of a saved buffer has a few
+
+
+def fields_from_saved(path: str, data: Any, label: str) -> dict[str, FieldSpec]:
+    """The field specs a file's metadata field ``label`` declares (``{name: [shape, dtype]}``, as ``save``
+    writes them), checked as a constructor checks them; a refusal names the file."""
+    if not isinstance(data, Mapping):
+        raise ValueError(f"{path!r}: malformed metadata: field {label!r} must map field names to [shape, dtype]; "
+                         "the file is corrupt")
+    fields = {}
+    for name, entry in data.items():
+        if not isinstance(entry, list) or len(entry) != 2 or not isinstance(entry[0], list) \
+                or len(entry[0]) > MAX_SAVED_DIMS or not isinstance(entry[1], str):
+            raise ValueError(f"{path!r}: malformed metadata: field '{label}.{name:.40}' must be [shape, dtype] with at "
+                             f"most {MAX_SAVED_DIMS} dimensions, got {entry!r:.80}; the file is corrupt")
+        fields[name] = (tuple(entry[0]), entry[1])
+    try:
+        return parse_fields(fields)
+    except (ValueError, TypeError) as error:
+        raise ValueError(f"{path!r}: malformed metadata: field {label!r}: {error}") from None
+
+
+def item_bytes(specs: Mapping[str, FieldSpec]) -> int:
+    """Bytes of one item of every field (Python integers: a shape read from a file cannot overflow them)."""
+    return sum(math.prod(spec.shape) * spec.dtype.itemsize for spec in specs.values())
 
 
 def check_cast(spec: FieldSpec, array: np.ndarray) -> np.ndarray:

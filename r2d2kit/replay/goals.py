@@ -13,6 +13,9 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from r2d2kit.replay.core import DEFAULT_MAX_BYTES
+from r2d2kit.replay.persistence import meta_field
+
 __all__ = ["DEFAULT_STRATEGY", "GoalSelectionStrategy", "RewardFn", "as_strategy", "call_goal_function",
            "check_goal_functions", "HindsightBase"]
 
@@ -104,25 +107,31 @@ class HindsightBase:
         return self.n_sampled_goal / (self.n_sampled_goal + 1.0)
 
     @classmethod
-    def load(cls, path: Any, *, compute_reward: RewardFn, compute_terminated: RewardFn | None = None) -> Any:
+    def load(cls, path: Any, *, compute_reward: RewardFn, compute_terminated: RewardFn | None = None,
+             max_bytes: int = DEFAULT_MAX_BYTES) -> Any:
         """Read a buffer written by ``save``; a missing, truncated, foreign or corrupt file raises, naming it.
 
         Args:
             path: the file ``save`` wrote.
             compute_reward: the reward function.
             compute_terminated: required exactly when the saved buffer had one.
+            max_bytes: the most the buffer may preallocate at its saved capacity (see ``BufferCore.load``).
         """
         if not callable(compute_reward):
             raise TypeError(f"load() needs compute_reward (functions are not saved), got {compute_reward!r}")
-        return super().load(path, compute_reward=compute_reward, compute_terminated=compute_terminated)
+        return super().load(path, max_bytes=max_bytes, compute_reward=compute_reward,
+                            compute_terminated=compute_terminated)
 
     @classmethod
     def _from_meta(cls, path: str, meta: Mapping[str, Any], **functions: Any) -> Any:
-        saved = bool(meta["has_compute_terminated"])
+        saved = meta_field(path, meta, "has_compute_terminated")
+        if not isinstance(saved, bool):
+            raise ValueError(f"{path!r}: malformed metadata: field 'has_compute_terminated' = {saved!r:.80} must be "
+                             "true or false; the file is corrupt")
         if saved != (functions["compute_terminated"] is not None):
             raise ValueError(f"{path!r} was saved from a buffer {'with' if saved else 'without'} compute_terminated; "
                              "pass the same to load() so that sampling continues identically")
-        return cls._construct(meta, **functions)
+        return cls._construct(path, meta, **functions)
 
 
 def call_goal_function(name: str, function: RewardFn, achieved: np.ndarray, goals: np.ndarray) -> np.ndarray:

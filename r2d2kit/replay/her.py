@@ -40,7 +40,7 @@ from r2d2kit._validation import as_index_array, check_float, check_positive_int
 from r2d2kit.kernels import her as her_kernels
 from r2d2kit.replay.autoreset import ResetSteps
 from r2d2kit.replay.core import BufferCore
-from r2d2kit.replay.fields import FieldSpec, check_cast, fields_from_json, parse_fields
+from r2d2kit.replay.fields import FieldSpec, check_cast, fields_from_json, fields_from_saved, item_bytes, parse_fields
 from r2d2kit.replay.goals import (
     DEFAULT_STRATEGY,
     GoalSelectionStrategy,
@@ -50,7 +50,7 @@ from r2d2kit.replay.goals import (
     call_goal_function,
     check_goal_functions,
 )
-from r2d2kit.replay.persistence import require_arrays
+from r2d2kit.replay.persistence import MAX_COUNT, ArraySpec, SavedLayout, meta_field, meta_int, meta_mapping
 from r2d2kit.replay.protocol import DEFAULT_BETA
 from r2d2kit.replay.samplers import Sampler, UniformSampler, make_sampler
 
@@ -66,6 +66,22 @@ _STEP_SOURCES = {
     "next_observation": ("next_obs", "observation"),
     "next_achieved_goal": ("next_obs", "achieved_goal"),
 }
+
+
+def step_specs(given: Mapping[str, FieldSpec]) -> dict[str, FieldSpec]:
+    """Every per-step field stored, from the ``observation``, ``goal`` and ``action`` specs."""
+    obs, goal, act = given["observation"], given["goal"], given["action"]
+    return {
+        "observation": obs,
+        "achieved_goal": FieldSpec("achieved_goal", goal.shape, goal.dtype),
+        "desired_goal": FieldSpec("desired_goal", goal.shape, goal.dtype),
+        "action": act,
+        "reward": FieldSpec("reward", (), np.dtype(np.float32)),
+        "terminated": FieldSpec("terminated", (), np.dtype(bool)),
+        "truncated": FieldSpec("truncated", (), np.dtype(bool)),
+        "next_observation": FieldSpec("next_observation", obs.shape, obs.dtype),
+        "next_achieved_goal": FieldSpec("next_achieved_goal", goal.shape, goal.dtype),
+    }
 
 
 class HerReplayBuffer(HindsightBase, BufferCore):
@@ -100,7 +116,7 @@ class HerReplayBuffer(HindsightBase, BufferCore):
         compute_terminated: optional ``compute_terminated(achieved_goal, desired_goal, info)`` of
             the same shape contract; given, the termination of relabelled steps is recomputed
             under the new goal (for envs that end an episode on success, like BitFlip).
-        n_step: steps summed per sample (1: one-step transitions).
+        n_step: steps summed per sample (1: one-step transitions); at most ``capacity // num_envs``.
         gamma: discount for the n-step return and the returned ``discount``.
         sampler: ``"uniform"``, ``"proportional"`` or ``"rank"`` over the sampleable transitions
             (:mod:`r2d2kit.replay.samplers`); ``alpha``, ``eps`` and ``sort_every`` as for
@@ -142,6 +158,9 @@ class HerReplayBuffer(HindsightBase, BufferCore):
         self.compute_reward = compute_reward
         self.compute_terminated = compute_terminated
         self.n_step = check_positive_int("n_step", n_step)
+        if self.n_step > self.rows:  # each sample allocates n_step slots: a file's huge n_step must not pass
+            raise ValueError(f"n_step must be <= capacity // num_envs = {self.rows} (no sampleable episode has more "
+                             f"steps), got {n_step}")
         self.gamma = check_float("gamma", gamma, 0.0, 1.0)
         if not isinstance(relabel_unfinished, (bool, np.bool_)):
             raise TypeError(f"relabel_unfinished must be True or False, got {relabel_unfinished!r}")
@@ -149,19 +168,9 @@ class HerReplayBuffer(HindsightBase, BufferCore):
         self._resets = ResetSteps(self.num_envs, autoreset_mode)
         self.autoreset_mode = self._resets.mode
 
-        given = parse_fields({"observation": observation_spec, "goal": goal_spec, "action": action_spec})
-        obs, goal, act = given["observation"], given["goal"], given["action"]
-        self._specs = {
-            "observation": obs,
-            "achieved_goal": FieldSpec("achieved_goal", goal.shape, goal.dtype),
-            "desired_goal": FieldSpec("desired_goal", goal.shape, goal.dtype),
-            "action": act,
-            "reward": FieldSpec("reward", (), np.dtype(np.float32)),
-            "terminated": FieldSpec("terminated", (), np.dtype(bool)),
-            "truncated": FieldSpec("truncated", (), np.dtype(bool)),
-            "next_observation": FieldSpec("next_observation", obs.shape, obs.dtype),
-            "next_achieved_goal": FieldSpec("next_achieved_goal", goal.shape, goal.dtype),
-        }
+        self._specs = step_specs(parse_fields({"observation": observation_spec, "goal": goal_spec,
+                                               "action": action_spec}))
+        goal = self._specs["desired_goal"]
         slots = self.rows * self.num_envs
         self._slots = slots
         self._data = {name: np.zeros((slots,) + spec.shape, spec.dtype) for name, spec in self._specs.items()
@@ -403,19 +412,41 @@ class HerReplayBuffer(HindsightBase, BufferCore):
         return meta, arrays
 
     @classmethod
-    def _construct(cls, meta: Mapping[str, Any], **functions: Any) -> "HerReplayBuffer":
+    def _saved_layout(cls, path: str, meta: Mapping[str, Any]) -> SavedLayout:
+        capacity = meta_int(path, meta, "capacity", 1)
+        params = meta_mapping(path, meta, "params")
+        num_envs = meta_int(path, params, "num_envs", 1, capacity, label="params.num_envs")
+        ring = capacity // num_envs * num_envs  # slots of the flat ring: rows x envs
+        slots = meta_int(path, meta, "slots", 0, ring)
+        if slots % num_envs:
+            raise ValueError(f"{path!r}: malformed metadata: {slots} saved slots do not fit rows of {num_envs} envs; "
+                             "the file is corrupt")
+        saved = fields_from_saved(path, meta_field(path, meta, "specs"), "specs")
+        if set(saved) != {"observation", "desired_goal", "action"}:
+            raise ValueError(f"{path!r}: malformed metadata: field 'specs' must give 'observation', 'desired_goal' "
+                             f"and 'action', got {sorted(saved)}; the file is corrupt")
+        specs = step_specs({"observation": saved["observation"], "goal": saved["desired_goal"],
+                            "action": saved["action"]})
+        int64 = np.dtype(np.int64)
+        arrays: dict[str, ArraySpec] = {f"field.{name}": ((slots,) + spec.shape, spec.dtype)
+                                        for name, spec in specs.items()}
+        arrays.update(step_count=((slots,), int64), episode_start=((slots,), int64), episode_end=((slots,), int64),
+                      env_written=((num_envs,), int64), env_episode_start=((num_envs,), int64),
+                      skip=((num_envs,), np.dtype(bool)), valid=((None,), int64))
+        sampler = cls._sampler_layout(path, params, ring)
+        valid = 0 if params["sampler"] == "uniform" else UniformSampler.saved_layout(ring).preallocated_bytes
+        preallocated = ring * (item_bytes(specs) + 24) + num_envs * 17 + sampler.preallocated_bytes + valid
+        return SavedLayout({**arrays, **sampler.arrays}, preallocated)
+
+    @classmethod
+    def _construct(cls, path: str, meta: Mapping[str, Any], **functions: Any) -> "HerReplayBuffer":
         specs = fields_from_json(meta["specs"])
-        return cls(meta["capacity"], specs["observation"], specs["desired_goal"], specs["action"], seed=0,
-                   **functions, **meta["params"])
+        return cls._saved_constructor(path, meta["capacity"], specs["observation"], specs["desired_goal"],
+                                      specs["action"], seed=0, **functions, **meta["params"])
 
     def _restore_saved_state(self, path: str, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
-        slots = int(meta["slots"])
-        if not (0 <= slots <= self._step_count.shape[0] and slots % self.num_envs == 0):
-            raise ValueError(f"{path!r}: {slots} saved slots do not fit {self.rows} rows of {self.num_envs} envs")
-        expected = {f"field.{name}": (slots,) + spec.shape for name, spec in self._specs.items()}
-        expected.update(step_count=(slots,), episode_start=(slots,), episode_end=(slots,), valid=(None,),
-                        env_written=(self.num_envs,), env_episode_start=(self.num_envs,), skip=(self.num_envs,))
-        require_arrays(path, arrays, expected)
+        """Shapes were checked by ``_saved_layout``; the bookkeeping must be what the writes leave behind."""
+        slots = meta["slots"]
         for name, array in self._data.items():
             array[:slots] = arrays[f"field.{name}"]
         self._step_count[:slots] = arrays["step_count"]
@@ -429,24 +460,42 @@ class HerReplayBuffer(HindsightBase, BufferCore):
             # which steps are sampleable; their generations are never asked for
             self._valid.restore({"max_priority": 1.0}, {"sampler.alive": arrays["valid"], "sampler.generation":
                                                         np.zeros(self._valid.capacity, np.int64)}, path)
-        alive = self._valid.alive
-        if (self._step_count[alive] < 0).any() or (self._sampler.alive != alive).any():
-            raise ValueError(f"{path!r}: the saved sampleable slots disagree with the stored steps; the file is "
-                             "corrupt")
+        elif not np.array_equal(arrays["valid"], arrays["sampler.alive"]):  # one sampler: saved twice
+            raise ValueError(f"{path!r}: arrays 'valid' and 'sampler.alive' differ (with the uniform sampler both are "
+                             "the sampleable slots); the file is corrupt")
+        if (self._valid.alive != self._sampleable()).any() or (self._sampler.alive != self._valid.alive).any():
+            raise ValueError(f"{path!r}: the saved sampleable slots disagree with the stored steps (a step is "
+                             "sampleable exactly while its whole episode is stored); the file is corrupt")
 
     def _check_bookkeeping(self, path: str, slots: int) -> None:
-        """Refuse loaded counts that would send the kernels outside the ring (they do no bounds checks)."""
+        """Refuse loaded counts that would send the kernels outside the ring (they do no bounds checks), or that
+        no sequence of writes leaves: the step in each slot is its env's latest of that row."""
         written = self._env_written
-        if (written < 0).any() or min(self.rows, int(written.max())) * self.num_envs != slots:
+        if (written < 0).any() or (written > MAX_COUNT).any() \
+                or min(self.rows, int(written.max())) * self.num_envs != slots:
             raise ValueError(f"{path!r}: env write counts {written.tolist()} do not match the {slots} saved slots")
+        if self.autoreset_mode != "next_step" and self._resets.pending.any():
+            raise ValueError(f"{path!r}: array 'skip' marks a pending autoreset step in the {self.autoreset_mode!r} "
+                             "autoreset mode; the file is corrupt")
         count, start, end = self._step_count[:slots], self._episode_start[:slots], self._episode_end[:slots]
-        env_written = written[np.arange(slots) % self.num_envs]  # [slots]
+        env = np.arange(slots) % self.num_envs  # [slots]
+        row = np.arange(slots) // self.num_envs  # [slots]
+        env_written = written[env]  # [slots]
+        running = self._env_episode_start[env]  # [slots]: start of each env's running episode
+        latest = np.where(env_written > row, row + (env_written - 1 - row) // self.rows * self.rows, -1)  # [slots]
         stored = count >= 0
-        consistent = np.where(stored, (start >= 0) & (start <= count) & (count < env_written)
-                              & ((end == -1) | ((end > count) & (end <= env_written))), count == -1)
+        consistent = (count == latest) & np.where(
+            stored, (start >= 0) & (start <= count) & ((end == -1) == (start == running))
+            & ((end == -1) | ((end > count) & (end <= running))), (start == -1) & (end == -1))
         if not consistent.all() or (self._env_episode_start > written).any() or (self._env_episode_start < 0).any():
             bad = int(np.flatnonzero(~consistent)[0]) if not consistent.all() else -1
             raise ValueError(f"{path!r}: episode bookkeeping is inconsistent (slot {bad}); the file is corrupt")
+
+    def _sampleable(self) -> np.ndarray:
+        """``[ring]`` bool: the slots whose step's whole episode is stored (its first step not yet overwritten)."""
+        slots = self._step_count.shape[0]
+        oldest_kept = self._env_written[np.arange(slots) % self.num_envs] - self.rows  # [ring]
+        return (self._step_count >= 0) & (self._episode_start >= oldest_kept)
 
     def __repr__(self) -> str:
         return (f"HerReplayBuffer(capacity={self.capacity}, num_envs={self.num_envs}, size={len(self)}, "

@@ -30,7 +30,7 @@ from r2d2kit._validation import as_index_array, as_priority_array, check_float, 
 from r2d2kit.kernels import rank as rank_kernels
 from r2d2kit.kernels import sumtree as tree_kernels
 from r2d2kit.kernels.samplers import first_changed, mark_alive
-from r2d2kit.replay.persistence import require_arrays
+from r2d2kit.replay.persistence import SavedLayout, meta_float, meta_int
 from r2d2kit.replay.protocol import SAMPLERS
 from r2d2kit.sumtree import SumTree
 
@@ -159,26 +159,40 @@ class Sampler:
         settings = ", ".join(f"{key}={value!r}" for key, value in self.params().items() if key != "sampler")
         return f"{type(self).__name__}({self.capacity}{', ' if settings else ''}{settings})"
 
+    @classmethod
+    def saved_layout(cls, capacity: int, dense: bool = False) -> SavedLayout:
+        """The arrays :meth:`restore` reads for ``capacity`` slots, and the bytes a sampler of that many
+        slots allocates (``load`` checks both before it builds one; ``dense`` as in :func:`make_sampler`)."""
+        arrays = {"sampler.alive": ((None,), np.dtype(np.int64)),
+                  "sampler.generation": ((capacity,), np.dtype(np.int64))}
+        return SavedLayout(arrays, 9 * capacity)  # a bool and a generation per slot
+
     def state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """Scalars (JSON) and arrays that :meth:`restore` needs."""
         return ({"max_priority": self.max_priority},
                 {"sampler.alive": np.flatnonzero(self.alive), "sampler.generation": self.generation.copy()})
 
     def restore(self, scalars: Mapping[str, Any], arrays: Mapping[str, np.ndarray], path: str) -> None:
-        """Inverse of :meth:`state` on a fresh sampler."""
-        require_arrays(path, arrays, {"sampler.alive": (None,)})
-        live = arrays["sampler.alive"].astype(np.int64)
+        """Inverse of :meth:`state` on a fresh sampler; ``arrays`` have :meth:`saved_layout`'s shapes and dtypes.
+
+        ``max_priority`` starts at 1 and only grows (every sampler), and stays below what the tree can sum.
+        """
+        live = arrays["sampler.alive"]
         if live.size and (live.min() < 0 or live.max() >= self.capacity or np.unique(live).size != live.size):
             raise ValueError(f"{path!r}: the saved live slots are not distinct slots below {self.capacity}; the file "
                              "is corrupt")
-        require_arrays(path, arrays, {"sampler.generation": (self.capacity,)})
         generations = arrays["sampler.generation"]
-        if generations.dtype != np.int64 or (generations.size and generations.min() < 0):
-            raise ValueError(f"{path!r}: the saved slot generations are not counts (int64 >= 0); the file is corrupt")
+        if generations.size and generations.min() < 0:
+            raise ValueError(f"{path!r}: array 'sampler.generation' holds a negative count; the file is corrupt")
         self.alive[live] = True
         self.generation[:] = generations
         self._count = int(live.size)
-        self.max_priority = check_float("max_priority", scalars["max_priority"], 0.0)
+        self.max_priority = meta_float(path, scalars, "max_priority", 1.0, self._max_priority_bound(),
+                                       label="sampler.max_priority")
+
+    def _max_priority_bound(self) -> float:
+        """The largest ``max_priority`` this sampler can reach."""
+        return math.inf
 
     # hooks
     def _place(self, slots: np.ndarray, alive: np.ndarray, priorities: np.ndarray | None) -> None:
@@ -223,10 +237,19 @@ class UniformSampler(Sampler):
             indices = tree_kernels.sum_tree_find(t.sum_tree, t.level_offsets, uniforms * self.tree.total())
         return indices, np.ones(uniforms.shape[0], dtype=np.float32)
 
+    @classmethod
+    def saved_layout(cls, capacity: int, dense: bool = False) -> SavedLayout:
+        layout = super().saved_layout(capacity)
+        return layout if dense else layout._replace(preallocated_bytes=layout.preallocated_bytes
+                                                    + _tree_bytes(capacity))
+
     def restore(self, scalars, arrays, path) -> None:
         super().restore(scalars, arrays, path)
         if self.tree is not None:
             self.tree.set_leaves(self.alive.astype(np.float64))
+
+    def _max_priority_bound(self) -> float:
+        return 1.0  # uniform sampling never raises it
 
 
 class ProportionalSampler(Sampler):
@@ -293,10 +316,25 @@ class ProportionalSampler(Sampler):
         scalars, arrays = super().state()
         return scalars, dict(arrays, **{"sampler.tree": self.tree.leaves()})
 
+    @classmethod
+    def saved_layout(cls, capacity: int, dense: bool = False) -> SavedLayout:
+        layout = super().saved_layout(capacity)
+        return SavedLayout({**layout.arrays, "sampler.tree": ((capacity,), np.dtype(np.float64))},
+                           layout.preallocated_bytes + 2 * _tree_bytes(capacity))  # sum and min trees
+
     def restore(self, scalars, arrays, path) -> None:
+        """Live leaves must be tree values ``(p + eps)^alpha`` no larger than the saved ``max_priority``'s."""
         super().restore(scalars, arrays, path)
-        require_arrays(path, arrays, {"sampler.tree": (self.capacity,)})
+        live = arrays["sampler.tree"][self.alive]
+        largest = self.max_priority ** self.alpha * (1.0 + 1e-9)  # numpy's and the kernels' pow may differ by an ulp
+        bad = np.flatnonzero(~((live >= 0.0) & (live <= largest)))
+        if bad.size:
+            raise ValueError(f"{path!r}: array 'sampler.tree' holds the live priority {live[bad[0]]!r}, outside [0, "
+                             f"max_priority ** alpha = {largest:.6g}]; the file is corrupt")
         self.tree.set_leaves(np.where(self.alive, arrays["sampler.tree"], 0.0))
+
+    def _max_priority_bound(self) -> float:
+        return self.priority_limit + self.eps  # update() refuses priorities from the limit up
 
 
 class RankSampler(Sampler):
@@ -378,14 +416,36 @@ class RankSampler(Sampler):
                 {"sampler.heap": self._heap[:self._count].copy(), "sampler.priorities": self.priorities.copy(),
                  "sampler.generation": arrays["sampler.generation"]})
 
+    @classmethod
+    def saved_layout(cls, capacity: int, dense: bool = False) -> SavedLayout:
+        arrays = {"sampler.heap": ((None,), np.dtype(np.int64)),
+                  "sampler.priorities": ((capacity,), np.dtype(np.float64)),
+                  "sampler.generation": ((capacity,), np.dtype(np.int64))}
+        return SavedLayout(arrays, capacity * 41)  # alive, cumulative sums, priorities, heap, positions, generations
+
     def restore(self, scalars, arrays, path) -> None:
-        require_arrays(path, arrays, {"sampler.heap": (None,), "sampler.priorities": (self.capacity,)})
-        heap = arrays["sampler.heap"].astype(np.int64)
+        """The heap must hold the live slots in max-heap order of priorities in ``[0, max_priority]``."""
+        heap = arrays["sampler.heap"]
         # the heap holds exactly the live slots
-        super().restore(scalars, {"sampler.alive": heap, **{key: arrays[key] for key in arrays
-                                                            if key == "sampler.generation"}}, path)
-        self.priorities[:] = as_priority_array("priorities", arrays["sampler.priorities"], self.capacity)
+        super().restore(scalars, {"sampler.alive": heap, "sampler.generation": arrays["sampler.generation"]}, path)
+        priorities = arrays["sampler.priorities"]
+        bad = np.flatnonzero(~((priorities >= 0.0) & (priorities <= self.max_priority)))
+        if bad.size:
+            raise ValueError(f"{path!r}: array 'sampler.priorities' holds the priority {priorities[bad[0]]!r} at slot "
+                             f"{bad[0]}, outside [0, max_priority = {self.max_priority!r}]; the file is corrupt")
+        ordered = priorities[heap]  # heap position k's parent is (k - 1) // 2
+        above_parent = np.flatnonzero(ordered[1:] > ordered[np.arange(heap.size - 1) // 2]) + 1
+        if above_parent.size:
+            raise ValueError(f"{path!r}: array 'sampler.heap' is not a max-heap: position {above_parent[0]} outranks "
+                             "its parent; the file is corrupt")
+        self.priorities[:] = priorities
         self._heap[:heap.size] = heap
         self._position_of[heap] = np.arange(heap.size)
         self._heap_size = heap.size
-        self._updates_since_sort = int(scalars["updates_since_sort"])
+        self._updates_since_sort = meta_int(path, scalars, "updates_since_sort", 0, self.sort_every - 1,
+                                            label="sampler.updates_since_sort")
+
+
+def _tree_bytes(capacity: int) -> int:
+    """Bytes of one ``SumTree`` array over ``capacity`` leaves: at most 8/7 slot per leaf, 8 per level, alignment."""
+    return 8 * (capacity + capacity // 7 + 200)

@@ -28,8 +28,8 @@ from r2d2kit._validation import (
     check_positive_int,
 )
 from r2d2kit.replay.core import BufferCore
-from r2d2kit.replay.fields import check_cast, fields_from_json, parse_fields
-from r2d2kit.replay.persistence import require_arrays
+from r2d2kit.replay.fields import FieldSpec, check_cast, fields_from_json, fields_from_saved, item_bytes, parse_fields
+from r2d2kit.replay.persistence import MAX_COUNT, ArraySpec, SavedLayout, meta_field, meta_int, meta_mapping
 from r2d2kit.replay.protocol import DEFAULT_BETA
 from r2d2kit.replay.samplers import Sampler, make_sampler
 
@@ -58,6 +58,20 @@ def sequence_priorities(abs_td: Any, mask: Any, eta: float = 0.9) -> np.ndarray:
     masked = np.where(mask, abs_td, 0.0)
     mean = masked.sum(axis=1) / np.maximum(counts, 1)
     return eta * masked.max(axis=1, initial=0.0) + (1.0 - eta) * mean
+
+
+def row_specs(fields: Mapping[str, Any]) -> dict[str, FieldSpec]:
+    """Every per-row field stored: the user's (``obs``, ``action``, ``prev_action`` defaulting to the action's
+    spec, ...) and the buffer's ``ROW_FLAGS``."""
+    user_fields = dict(fields)
+    for required in ("obs", "action"):
+        if required not in user_fields:
+            raise ValueError(f"fields must include {required!r}, got {list(user_fields)}")
+    user_fields.setdefault("prev_action", user_fields["action"])
+    for name in ROW_FLAGS:
+        if name in user_fields:
+            raise ValueError(f"field {name!r} is added by the buffer; remove it from fields")
+    return parse_fields({**user_fields, **ROW_FLAGS})
 
 
 class SequenceReplayBuffer(BufferCore):
@@ -104,15 +118,7 @@ class SequenceReplayBuffer(BufferCore):
             raise ValueError(f"initial_state must be 'stored' or 'zero', got {initial_state!r}")
         self.initial_state = initial_state
 
-        user_fields = dict(fields)
-        for required in ("obs", "action"):
-            if required not in user_fields:
-                raise ValueError(f"fields must include {required!r}, got {list(user_fields)}")
-        user_fields.setdefault("prev_action", user_fields["action"])
-        for name in ROW_FLAGS:
-            if name in user_fields:
-                raise ValueError(f"field {name!r} is added by the buffer; remove it from fields")
-        self._row_specs = parse_fields({**user_fields, **ROW_FLAGS})
+        self._row_specs = row_specs(fields)
         self._state_specs = parse_fields(state) if state else {}
         # one extra all-zero row at index `capacity` serves as padding
         self._rows = {name: np.zeros((self.capacity + 1,) + spec.shape, spec.dtype)
@@ -463,45 +469,127 @@ class SequenceReplayBuffer(BufferCore):
         return meta, arrays
 
     @classmethod
+    def _saved_layout(cls, path: str, meta: Mapping[str, Any]) -> SavedLayout:
+        capacity = meta_int(path, meta, "capacity", 1)
+        params = meta_mapping(path, meta, "params")
+        burn_in = meta_int(path, params, "burn_in", 0, label="params.burn_in")
+        trace_length = meta_int(path, params, "trace_length", 1, label="params.trace_length")
+        n_step = meta_int(path, params, "n_step", 0, label="params.n_step")
+        max_sequences = meta_int(path, params, "max_sequences", 1, label="params.max_sequences")
+        length = burn_in + trace_length + n_step
+        rows = min(meta_int(path, meta, "rows_written"), capacity)
+        sequences = min(meta_int(path, meta, "sequences_written"), max_sequences)
+        rows_specs = cls._saved_row_specs(path, meta)
+        state = meta_mapping(path, meta, "state")
+        state_specs = fields_from_saved(path, state, "state") if state else {}
+        int64 = np.dtype(np.int64)
+        arrays: dict[str, ArraySpec] = {f"row.{name}": ((rows,) + spec.shape, spec.dtype)
+                                        for name, spec in rows_specs.items()}
+        arrays.update({f"state.{name}": ((sequences,) + spec.shape, spec.dtype) for name, spec in state_specs.items()})
+        arrays.update(row_write_index=((rows,), int64), row_previous=((rows,), int64), row_next=((rows,), int64),
+                      slots=((sequences, length), np.dtype(np.int32)), oldest_write=((sequences,), int64),
+                      generation=((sequences,), int64), last_window_key=((None, 4), int64),
+                      last_window_rows=((None, length), int64))
+        sampler = cls._sampler_layout(path, params, max_sequences)
+        preallocated = ((capacity + 1) * (item_bytes(rows_specs) + 24)
+                        + max_sequences * (4 * length + 16 + item_bytes(state_specs)) + sampler.preallocated_bytes)
+        return SavedLayout({**arrays, **sampler.arrays}, preallocated)
+
+    @classmethod
+    def _saved_row_specs(cls, path: str, meta: Mapping[str, Any]) -> dict[str, FieldSpec]:
+        """The row fields a saved buffer's constructor arguments give (refusals name the file)."""
+        saved = fields_from_saved(path, meta_field(path, meta, "fields"), "fields")
+        try:
+            return row_specs({name: (spec.shape, spec.dtype) for name, spec in saved.items()})
+        except ValueError as error:
+            raise ValueError(f"{path!r}: malformed metadata: field 'fields': {error}") from None
+
+    @classmethod
     def _from_meta(cls, path: str, meta: Mapping[str, Any]) -> "SequenceReplayBuffer":
-        return cls(meta["capacity"], fields_from_json(meta["fields"]), fields_from_json(meta["state"]), seed=0,
-                   **meta["params"])
+        return cls._saved_constructor(path, meta["capacity"], fields_from_json(meta["fields"]),
+                                      fields_from_json(meta["state"]), seed=0, **meta["params"])
 
     def _restore_saved_state(self, path: str, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
-        """Inverse of ``_saved_state`` on a freshly constructed buffer with the saved parameters."""
-        rows = min(int(meta["rows_written"]), self.capacity)
-        sequences = min(int(meta["sequences_written"]), self.max_sequences)
-        expected = {f"row.{name}": (rows,) + spec.shape for name, spec in self._row_specs.items()}
-        expected.update({f"state.{name}": (sequences,) + spec.shape for name, spec in self._state_specs.items()})
-        expected.update(row_write_index=(rows,), row_previous=(rows,), row_next=(rows,),
-                        slots=(sequences, self.length), oldest_write=(sequences,),
-                        generation=(sequences,))
-        require_arrays(path, arrays, expected)
+        """Inverse of ``_saved_state`` on a freshly constructed buffer with the saved parameters.
+
+        Shapes and dtypes were checked by ``_saved_layout``; here every table must be one that writes
+        leave behind, since the kernels and ``add_sequences`` index with it unchecked.
+        """
+        rows = min(meta["rows_written"], self.capacity)
+        sequences = min(meta["sequences_written"], self.max_sequences)
         for name, array in self._rows.items():
             array[:rows] = arrays[f"row.{name}"]
         for name, array in self._states.items():
             array[:sequences] = arrays[f"state.{name}"]
-        self._row_write_index[:rows] = arrays["row_write_index"]
+        self._restore_rows(path, arrays, meta["rows_written"])
+        self._restore_windows(path, arrays, meta["sequences_written"])
+        self._restore_last_windows(path, arrays)
+
+    def _restore_rows(self, path: str, arrays: Mapping[str, np.ndarray], rows_written: int) -> None:
+        """The ring's write indices (each slot holds its latest write) and the episode links between rows."""
+        rows = min(rows_written, self.capacity)
+        ring = np.arange(rows)
+        latest = ring + (rows_written - 1 - ring) // self.capacity * self.capacity  # [rows]
+        if not np.array_equal(arrays["row_write_index"], latest):
+            raise ValueError(f"{path!r}: array 'row_write_index' is not the latest write of each ring slot after "
+                             f"rows_written = {rows_written}; the file is corrupt")
+        self._row_write_index[:rows] = latest
         for name, target in (("row_previous", self._row_previous), ("row_next", self._row_next)):
             links = arrays[name]
-            if links.size and (links.min() < LOST_ROW or links.max() >= int(meta["rows_written"])):
+            if links.size and (links.min() < LOST_ROW or links.max() >= rows_written):
                 raise ValueError(f"{path!r}: {name} holds write indices outside [{LOST_ROW}, rows_written)")
             target[:rows] = links
-        slots = arrays["slots"]
+        self._rows_written = rows_written
+
+    def _restore_windows(self, path: str, arrays: Mapping[str, np.ndarray], sequences_written: int) -> None:
+        """The window table: slots into the ring, write counts per slot, and which windows live.
+
+        A window lives exactly while its oldest row is stored (``_expire`` keeps it so), and a live
+        window's rows are all stored, its ``oldest_write`` the oldest of them.
+        """
+        sequences = min(sequences_written, self.max_sequences)
+        slots, oldest, generation = arrays["slots"], arrays["oldest_write"], arrays["generation"]
         if slots.size and (slots.min() < 0 or slots.max() > self.capacity):
             raise ValueError(f"{path!r}: window slot table points outside the step ring")
-        self._slots[:sequences] = slots
-        self._oldest_write[:sequences] = arrays["oldest_write"]
-        self._generation[:sequences] = arrays["generation"]
+        written = (sequences_written - 1 - np.arange(sequences)) // self.max_sequences + 1  # [sequences]
+        if not np.array_equal(generation, written):
+            raise ValueError(f"{path!r}: array 'generation' is not the number of windows written to each slot after "
+                             f"sequences_written = {sequences_written}; the file is corrupt")
         if self._sampler.alive[sequences:].any():
             raise ValueError(f"{path!r}: a live window slot was never written; the file is corrupt")
-        self._rows_written = int(meta["rows_written"])
-        self._sequences_written = int(meta["sequences_written"])
+        live = self._sampler.alive[:sequences]
+        if oldest.size and (oldest.min() < 0 or oldest.max() > self._rows_written) \
+                or (live != (oldest >= self._rows_written - self.capacity)).any():
+            raise ValueError(f"{path!r}: array 'oldest_write' disagrees with the live windows (a window lives exactly "
+                             "while its oldest row is stored); the file is corrupt")
+        present = slots[live] != self.capacity  # [A, L]
+        writes = self._row_write_index[slots[live]]  # [A, L]; -1 for padding and never-written slots
+        first = np.where(present, writes, np.iinfo(np.int64).max).min(axis=1, initial=np.iinfo(np.int64).max)
+        if (present & (writes < 0)).any() or (present.any(axis=1) & (first != oldest[live])).any():
+            raise ValueError(f"{path!r}: a live window's rows are not stored, or its 'oldest_write' is not its oldest "
+                             "row; the file is corrupt")
+        self._slots[:sequences] = slots
+        self._oldest_write[:sequences] = oldest
+        self._generation[:sequences] = generation
+        self._sequences_written = sequences_written
         self._expiry = [(int(self._oldest_write[s]), int(s), int(self._generation[s]))
                         for s in np.flatnonzero(self._sampler.alive)]
         heapq.heapify(self._expiry)
-        for (source, env, episode, start), row_index in zip(arrays["last_window_key"].tolist(),
-                                                            arrays["last_window_rows"]):
+
+    def _restore_last_windows(self, path: str, arrays: Mapping[str, np.ndarray]) -> None:
+        """The last window of each ``(source, env)``, whose rows ``add_sequences`` reuses (write indices or -1)."""
+        keys, rows = arrays["last_window_key"], arrays["last_window_rows"]  # [K, 4], [K, L]
+        if keys.shape[0] != rows.shape[0]:
+            raise ValueError(f"{path!r}: 'last_window_key' has {keys.shape[0]} rows, 'last_window_rows' "
+                             f"{rows.shape[0]}; the file is corrupt")
+        if rows.size and (rows.min() < -1 or rows.max() >= self._rows_written):
+            raise ValueError(f"{path!r}: array 'last_window_rows' holds write indices outside [-1, rows_written = "
+                             f"{self._rows_written}); the file is corrupt")
+        if np.unique(keys[:, :2], axis=0).shape[0] != keys.shape[0] \
+                or ((keys[:, 2:] < -MAX_COUNT) | (keys[:, 2:] > MAX_COUNT)).any():
+            raise ValueError(f"{path!r}: array 'last_window_key' repeats a (source, env) or holds an episode or start "
+                             f"outside [-{MAX_COUNT}, {MAX_COUNT}]; the file is corrupt")
+        for (source, env, episode, start), row_index in zip(keys.tolist(), rows):
             self._last_window[(source, env)] = (episode, start, row_index.copy())
 
     def __repr__(self) -> str:

@@ -66,6 +66,7 @@ Differences from the flat :class:`~r2d2kit.replay.HerReplayBuffer`:
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -74,7 +75,7 @@ import numpy as np
 
 from r2d2kit._validation import check_positive_int
 from r2d2kit.kernels import sequence_her as sequence_her_kernels
-from r2d2kit.replay.fields import fields_from_json, parse_fields
+from r2d2kit.replay.fields import FieldSpec, fields_from_json, fields_from_saved, parse_fields
 from r2d2kit.replay.goals import (
     DEFAULT_STRATEGY,
     GoalSelectionStrategy,
@@ -84,10 +85,10 @@ from r2d2kit.replay.goals import (
     call_goal_function,
     check_goal_functions,
 )
-from r2d2kit.replay.persistence import require_arrays
+from r2d2kit.replay.persistence import MAX_COUNT, SavedLayout, meta_field, meta_int
 from r2d2kit.replay.protocol import DEFAULT_BETA
 from r2d2kit.replay.samplers import Sampler
-from r2d2kit.replay.sequence import SequenceReplayBuffer
+from r2d2kit.replay.sequence import SequenceReplayBuffer, row_specs
 
 __all__ = ["SequenceHerReplayBuffer"]
 
@@ -103,6 +104,16 @@ class _EpisodeRecord:
     transitions: int = -1  # T once the final observation arrived
     origin: int = 0  # goal-table position of episode time 0 (once finished)
     windows: deque = field(default_factory=deque)  # (slot, generation) of its windows, while running
+
+
+def window_fields(given: Mapping[str, FieldSpec]) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """The row fields of the windows, from the ``observation``, ``goal`` and ``action`` specs: ``obs`` is the
+    flattened observation then the flattened desired goal, ``achieved_goal`` is stored beside it."""
+    observation, goal, action = given["observation"], given["goal"], given["action"]
+    obs_size = math.prod(observation.shape) + math.prod(goal.shape)
+    obs_dtype = np.result_type(observation.dtype, goal.dtype)
+    return {"obs": ((obs_size,), obs_dtype), "action": (action.shape, action.dtype),
+            "achieved_goal": (goal.shape, goal.dtype)}
 
 
 class SequenceHerReplayBuffer(HindsightBase, SequenceReplayBuffer):
@@ -174,9 +185,7 @@ class SequenceHerReplayBuffer(HindsightBase, SequenceReplayBuffer):
         given = parse_fields({"observation": observation_spec, "goal": goal_spec, "action": action_spec})
         self._observation_spec, self._goal_spec = given["observation"], given["goal"]
         self.goal_size = int(np.prod(self._goal_spec.shape))
-        obs_size = int(np.prod(self._observation_spec.shape)) + self.goal_size
-        obs_dtype = np.result_type(self._observation_spec.dtype, self._goal_spec.dtype)
-        fields = {"obs": ((obs_size,), obs_dtype), "action": action_spec, "achieved_goal": goal_spec}
+        fields = window_fields(given)
         super().__init__(capacity, fields, state, burn_in=burn_in, trace_length=trace_length, n_step=n_step,
                          period=period, max_sequences=max_sequences, sampler=sampler, alpha=alpha, eps=eps,
                          sort_every=sort_every, initial_state=initial_state, seed=seed)
@@ -382,40 +391,102 @@ class SequenceHerReplayBuffer(HindsightBase, SequenceReplayBuffer):
         return meta, arrays
 
     @classmethod
-    def _construct(cls, meta: Mapping[str, Any], **functions: Any) -> "SequenceHerReplayBuffer":
+    def _saved_row_specs(cls, path: str, meta: Mapping[str, Any]) -> dict[str, FieldSpec]:
+        """The row fields the saved ``specs`` give (the constructor's, not the parent's ``fields``)."""
+        saved = fields_from_saved(path, meta_field(path, meta, "specs"), "specs")
+        if set(saved) != {"observation", "goal", "action"}:
+            raise ValueError(f"{path!r}: malformed metadata: field 'specs' must give 'observation', 'goal' and "
+                             f"'action', got {sorted(saved)}; the file is corrupt")
+        return row_specs(window_fields(saved))
+
+    @classmethod
+    def _saved_layout(cls, path: str, meta: Mapping[str, Any]) -> SavedLayout:
+        layout = super()._saved_layout(path, meta)
+        capacity = meta["capacity"]
+        sequences = min(meta["sequences_written"], meta["params"]["max_sequences"])
+        table = min(meta_int(path, meta, "table_written"), 2 * capacity)
+        int64 = np.dtype(np.int64)
+        arrays = {"her.window_start": ((sequences,), int64), "her.window_transitions": ((sequences,), int64),
+                  "her.table_origin": ((sequences,), int64), "her.goal_table": ((table,), int64),
+                  "her.episode_key": ((None, 6), int64), "her.episode_windows": ((None, 2), int64)}
+        preallocated = layout.preallocated_bytes + 24 * meta["params"]["max_sequences"] + 16 * capacity
+        return SavedLayout({**layout.arrays, **arrays}, preallocated)
+
+    @classmethod
+    def _construct(cls, path: str, meta: Mapping[str, Any], **functions: Any) -> "SequenceHerReplayBuffer":
         specs = fields_from_json(meta["specs"])
-        return cls(meta["capacity"], specs["observation"], specs["goal"], specs["action"],
-                   fields_from_json(meta["state"]), seed=0, **functions, **meta["params"])
+        return cls._saved_constructor(path, meta["capacity"], specs["observation"], specs["goal"], specs["action"],
+                                      fields_from_json(meta["state"]), seed=0, **functions, **meta["params"])
 
     def _restore_saved_state(self, path: str, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
         super()._restore_saved_state(path, meta, arrays)
+        self._restore_window_tables(path, arrays)
+        self._restore_goal_table(path, arrays, meta["table_written"])
+        self._restore_episodes(path, arrays)
+        self._check_goal_lookups(path)
+
+    def _restore_window_tables(self, path: str, arrays: Mapping[str, np.ndarray]) -> None:
+        """Per window: episode time of row 0, the episode's T (-1: unfinished) and its goal-table origin."""
         sequences = min(self._sequences_written, self.max_sequences)
-        table_written = int(meta["table_written"])
-        if table_written < 0:
-            raise ValueError(f"{path!r}: table_written = {table_written} must be >= 0; the file is corrupt")
-        table = min(table_written, self._goal_table.shape[0])
-        require_arrays(path, arrays, {"her.window_start": (sequences,), "her.window_transitions": (sequences,),
-                                      "her.table_origin": (sequences,), "her.goal_table": (table,)})
-        keys, pairs = arrays.get("her.episode_key"), arrays.get("her.episode_windows")
-        if keys is None or pairs is None or keys.ndim != 2 or keys.shape[1] != 6 or pairs.ndim != 2 \
-                or pairs.shape[1] != 2 or keys[:, 5].sum() != pairs.shape[0]:
-            raise ValueError(f"{path!r}: the episode records (her.episode_key / her.episode_windows) are missing "
-                             "or inconsistent; the file is corrupt")
+        for name, target, low in (("her.window_start", self._window_start, -MAX_COUNT),
+                                  ("her.window_transitions", self._window_transitions, -1),
+                                  ("her.table_origin", self._table_origin, -MAX_COUNT)):
+            values = arrays[name]
+            if values.size and (values.min() < low or values.max() > MAX_COUNT):
+                raise ValueError(f"{path!r}: goal table or window bookkeeping out of range: array {name!r} holds "
+                                 f"values outside [{low}, {MAX_COUNT}]; the file is corrupt")
+            target[:sequences] = values
+
+    def _restore_goal_table(self, path: str, arrays: Mapping[str, np.ndarray], table_written: int) -> None:
+        """Write indices of finished episodes' rows (-1: none yet), the newest ``2 * capacity`` kept."""
         goal_table = arrays["her.goal_table"]
-        transitions = arrays["her.window_transitions"]
-        if (goal_table < -1).any() or (goal_table >= self._rows_written).any() or (transitions < -1).any() \
-                or (pairs.size and (pairs[:, 0].min() < 0 or pairs[:, 0].max() >= self.max_sequences)):
-            raise ValueError(f"{path!r}: goal table or window bookkeeping out of range; the file is corrupt")
-        self._window_start[:sequences] = arrays["her.window_start"]
-        self._window_transitions[:sequences] = transitions
-        self._table_origin[:sequences] = arrays["her.table_origin"]
-        self._goal_table[:table] = goal_table
+        if goal_table.size and (goal_table.min() < -1 or goal_table.max() >= self._rows_written):
+            raise ValueError(f"{path!r}: goal table or window bookkeeping out of range: array 'her.goal_table' holds "
+                             f"write indices outside [-1, rows_written = {self._rows_written}); the file is corrupt")
+        self._goal_table[:goal_table.size] = goal_table
         self._table_written = table_written
+
+    def _restore_episodes(self, path: str, arrays: Mapping[str, np.ndarray]) -> None:
+        """The running (or last finished) episode of each ``(source, env)`` and its windows ``(slot, generation)``."""
+        keys, pairs = arrays["her.episode_key"], arrays["her.episode_windows"]  # [E, 6], [P, 2]
+        counts = keys[:, 5]
+        if (counts < 0).any() or (counts > pairs.shape[0]).any() or counts.sum() != pairs.shape[0] \
+                or np.unique(keys[:, :2], axis=0).shape[0] != keys.shape[0]:
+            raise ValueError(f"{path!r}: the episode records (her.episode_key / her.episode_windows) are "
+                             "inconsistent (window counts, or a repeated (source, env)); the file is corrupt")
+        if ((keys[:, 2:5] < -MAX_COUNT) | (keys[:, 2:5] > MAX_COUNT)).any() or (keys[:, 3] < -1).any() \
+                or (pairs.size and (pairs[:, 0].min() < 0 or pairs[:, 0].max() >= self.max_sequences
+                                    or pairs[:, 1].min() < 0)):
+            raise ValueError(f"{path!r}: goal table or window bookkeeping out of range: the episode records "
+                             "(her.episode_key / her.episode_windows) hold an episode, T, origin or window slot out "
+                             "of range; the file is corrupt")
         offset = 0
         for source, env, episode, record_transitions, origin, count in keys.tolist():
             windows = deque((int(slot), int(generation)) for slot, generation in pairs[offset:offset + count])
             self._episodes[(source, env)] = _EpisodeRecord(episode, record_transitions, origin, windows)
             offset += count
+
+    def _check_goal_lookups(self, path: str) -> None:
+        """Every live window of a finished episode finds the rows after it in the goal table, still stored.
+
+        What the relabelling kernel looks up (episode times ``t0 + L .. T`` at table positions ``origin + t``);
+        it would otherwise report the window at sample time as an internal error.
+        """
+        live = np.flatnonzero(self._sampler.alive)
+        reads = live[self._window_transitions[live] >= self._window_start[live] + self.length]
+        if not reads.size:
+            return
+        first = self._table_origin[reads] + self._window_start[reads] + self.length  # [R] table positions
+        last = self._table_origin[reads] + self._window_transitions[reads]  # [R], >= first
+        size = self._goal_table.shape[0]
+        oldest = max(self._table_written - size, 0)
+        entries = self._goal_table[np.arange(oldest, self._table_written) % size]  # positions oldest .. written - 1
+        stored = (entries >= 0) & (entries >= self._rows_written - self.capacity)
+        missing = np.concatenate([[0], np.cumsum(~stored)])  # missing[k]: entries before position oldest + k
+        if (first < oldest).any() or (last >= self._table_written).any() \
+                or (missing[last - oldest + 1] - missing[first - oldest] > 0).any():
+            raise ValueError(f"{path!r}: goal table or window bookkeeping out of range: a live window of a finished "
+                             "episode would look up rows the goal table no longer holds; the file is corrupt")
 
     def __repr__(self) -> str:
         return (f"SequenceHerReplayBuffer(capacity={self.capacity}, windows={len(self)}, length={self.length}, "

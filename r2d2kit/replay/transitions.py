@@ -8,8 +8,8 @@ import numpy as np
 
 from r2d2kit._validation import as_index_array
 from r2d2kit.replay.core import BufferCore
-from r2d2kit.replay.fields import RingStorage, fields_from_json
-from r2d2kit.replay.persistence import require_arrays
+from r2d2kit.replay.fields import RingStorage, fields_from_json, fields_from_saved, item_bytes
+from r2d2kit.replay.persistence import SavedLayout, meta_field, meta_int, meta_mapping
 from r2d2kit.replay.protocol import DEFAULT_BETA
 from r2d2kit.replay.samplers import Sampler, make_sampler
 
@@ -134,16 +134,28 @@ class ReplayBuffer(BufferCore):
         return meta, {f"field.{name}": array[:size] for name, array in self._storage.arrays.items()}
 
     @classmethod
+    def _saved_layout(cls, path: str, meta: Mapping[str, Any]) -> SavedLayout:
+        capacity = meta_int(path, meta, "capacity", 1)
+        size = meta_int(path, meta, "size", 0, capacity)
+        position = meta_int(path, meta, "position", 0, capacity - 1)
+        if size < capacity and position != size:
+            raise ValueError(f"{path!r}: malformed metadata: position {position} with size {size} < capacity "
+                             f"{capacity}; a ring that has not wrapped writes next at its size; the file is corrupt")
+        specs = fields_from_saved(path, meta_field(path, meta, "fields"), "fields")
+        sampler = cls._sampler_layout(path, meta_mapping(path, meta, "params"), capacity, dense=True)
+        arrays = {f"field.{name}": ((size,) + spec.shape, spec.dtype) for name, spec in specs.items()}
+        return SavedLayout({**arrays, **sampler.arrays}, capacity * item_bytes(specs) + sampler.preallocated_bytes)
+
+    @classmethod
     def _from_meta(cls, path: str, meta: Mapping[str, Any]) -> "ReplayBuffer":
-        return cls(meta["capacity"], fields_from_json(meta["fields"]), seed=0, **meta["params"])
+        return cls._saved_constructor(path, meta["capacity"], fields_from_json(meta["fields"]), seed=0,
+                                      **meta["params"])
 
     def _restore_saved_state(self, path: str, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
-        size, position, storage = int(meta["size"]), int(meta["position"]), self._storage
-        if not (0 <= size <= self.capacity and 0 <= position < self.capacity):
-            raise ValueError(f"{path!r}: size {size} / position {position} do not fit capacity {self.capacity}")
+        """Sizes were checked by ``_saved_layout``; the live slots must be exactly the stored items."""
+        size, position, storage = meta["size"], meta["position"], self._storage
         if not (self._sampler.alive[:size].all() and len(self._sampler) == size):
             raise ValueError(f"{path!r}: the sampler's live slots are not the {size} stored items; the file is corrupt")
-        require_arrays(path, arrays, {f"field.{name}": (size,) + spec.shape for name, spec in storage.specs.items()})
         for name, array in storage.arrays.items():
             array[:size] = arrays[f"field.{name}"]
         storage.size, storage.position = size, position

@@ -555,7 +555,7 @@ def test_load_needs_compute_reward_and_refuses_other_files(tmp_path):
         SequenceHerReplayBuffer.load(tmp_path / "bad.npz", compute_reward=distance_reward)
     del arrays["her.episode_key"]
     np.savez(tmp_path / "bad.npz", **arrays)
-    with pytest.raises(ValueError, match="episode records"):
+    with pytest.raises(ValueError, match="missing the 'her.episode_key' array"):
         SequenceHerReplayBuffer.load(tmp_path / "bad.npz", compute_reward=distance_reward)
 
 
