@@ -98,15 +98,21 @@ def prepare(args: argparse.Namespace) -> Tuning:
     space = load_space(args.space, base) if args.space else default_space(config)
     stem = Path(args.config).stem
     out = Path(args.out or Path("tune") / stem)
+    created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    check_run_directory(out)
     url = storage_url(out, args.storage)
     name = args.study_name or stem
     prune_after_steps = run.total_env_steps // 3 if args.prune_after_steps is None else args.prune_after_steps
     settings = {"base": base, "space": space.to_dict(), "last": args.last}
-    study = open_study(url, name, args.resume, settings, trials_dir=out / "trials", seed=args.seed,
-                       startup_trials=args.startup_trials, prune_after_trials=args.prune_after_trials,
-                       prune_after_steps=prune_after_steps)
+    try:
+        check_run_directory(out)
+        study = open_study(url, name, args.resume, settings, trials_dir=out / "trials", seed=args.seed,
+                           startup_trials=args.startup_trials, prune_after_trials=args.prune_after_trials,
+                           prune_after_steps=prune_after_steps)
+    except (ConfigError, RunDirectoryError):
+        if created and not any(out.iterdir()):
+            out.rmdir()  # nothing was written: leave no empty folder behind (a mistyped --storage, say)
+        raise
     print(f"study {name!r} in {url}: " + (f"{len(study.trials)} trials so far" if study.trials else "new"))
     print(f"objective: mean eval_mean of the last {args.last} greedy evaluations of each trial "
           f"({run.total_env_steps // run.eval_every} per trial: run.eval_every={run.eval_every}, "

@@ -143,6 +143,12 @@ def test_an_existing_study_needs_resume_and_the_same_settings(tmp_path, capsys):
     assert main(tune_args(tmp_path, "--trials", "0", "--resume", "--last", "3")) == 2
 
 
+def test_a_bad_storage_url_exits_2_and_leaves_no_folder(tmp_path, capsys):
+    assert main(tune_args(tmp_path, "--trials", "0", "--storage", "nosuch://host/db")) == 2
+    assert "--storage 'nosuch://host/db' is not a database URL" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
 def test_too_few_evaluations_for_the_objective_exits_2(tmp_path, capsys):
     assert main(tune_args(tmp_path, "--trials", "0", "--last", "4")) == 2
     error = capsys.readouterr().err
