@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from r2d2kit.tuning.worker import Evaluation
 
 INTERRUPTED = 130  # exit status after a second Ctrl-C (the running trial killed), as a shell reports SIGINT
+STOP_SIGNALS = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
 
 
 @dataclass
@@ -147,15 +148,13 @@ def tune(tuning: Tuning) -> int:
             signal.signal(number, handler)
         print(write_outputs(tuning.study, tuning.space, tuning.out, tuning.last))
     if state.requested and status == 0:
-        print(f"stopped on {state.requested} after {len(outcomes)} trials of this worker; continue the study with "
-              "the same command and --resume")
+        ran = f"{len(outcomes)} trial" + ("" if len(outcomes) == 1 else "s")
+        print(f"stopped on {state.requested} after {ran} of this worker; continue the study with the same command and "
+              "--resume")
     if outcomes and all(outcome == "fail" for outcome in outcomes) and not state.requested:
         print("every trial of this worker failed: see the errors above and each trial's trial.log", file=sys.stderr)
         return 1
     return status
-
-
-STOP_SIGNALS = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
 
 
 class _Stop:
@@ -187,7 +186,7 @@ def _one_trial(tuning: Tuning, state: _Stop, bar: tqdm) -> str:
 
         running = tuning.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
         if any(other.number == trial.number for other in running):
-            reason = (f"killed by a second {state.requested}" if isinstance(error, KeyboardInterrupt)
+            reason = (f"killed by a second {state.requested or 'Ctrl-C'}" if isinstance(error, KeyboardInterrupt)
                       else f"the tuner failed: {type(error).__name__}: {error}")
             _fail(tuning.study, trial, reason, bar)
         raise

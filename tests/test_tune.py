@@ -129,6 +129,14 @@ def test_ranges_sample_ints_or_floats_as_the_key_holds_and_choices_may_be_lists(
         study.tell(trial, 0.0)
 
 
+def test_the_shipped_space_file_is_the_one_the_docs_show_and_it_fits_its_config():
+    path = ROOT / "configs" / "tune" / "cue_memory_space.yaml"
+    assert path.read_text() in (ROOT / "docs" / "training.md").read_text()
+    space = load_space(path, load_config(CONFIG).to_dict())
+    assert [d.key for d in space.dimensions] == ["learner.learning_rate", "learner.target_update_period",
+                                                 "run.updates_per_env_step"]
+
+
 # --------------------------------------------------------------------------- the study
 def test_an_existing_study_needs_resume_and_the_same_settings(tmp_path, capsys):
     assert main(tune_args(tmp_path, "--trials", "0")) == 0  # creates the study, runs nothing
@@ -259,7 +267,7 @@ def test_ctrl_c_ends_the_running_trial_marks_it_failed_and_writes_the_outputs(tm
     os.killpg(process.pid, signal.SIGINT)
     output = process.communicate(timeout=300)[0]
     assert process.returncode == 0, output
-    assert "stopped on Ctrl-C after 1 trials of this worker" in output
+    assert "stopped on Ctrl-C after 1 trial of this worker" in output
     (trial,) = load_study(tmp_path).trials  # no second trial was started
     assert trial.state == TrialState.FAIL and "interrupted by Ctrl-C" in trial.user_attrs["error"], trial.user_attrs
     rows = list(csv.DictReader(open(tmp_path / "out" / "trials.csv")))
