@@ -10,7 +10,7 @@ What each kind of block must do (docs/writing-docs.md says the same for authors)
 * ``bash``: every command names real things: the scripts and config files exist, ``pip install``
   extras exist in pyproject.toml, ``python -m r2d2kit.*`` flags exist in that command's ``--help``,
   and ``python -m r2d2kit.train CONFIG --set ...`` validates CONFIG with the overrides (nothing is
-  trained).
+  trained), as does ``python -m r2d2kit.tune CONFIG``, with its ``--space`` file.
 * no language or ``text``: prose (diagrams, printed output); not checked.
 
 ``<!-- skip: reason -->`` on the line before a fence opts one block out (a skipped python block is
@@ -281,7 +281,7 @@ def check_command(tokens: list[str]) -> list[str]:
         positional, flags, overrides = options(args[2:])
         known = module_options(module)
         problems += [f"{module} has no option {flag}" for flag in flags if flag not in known]
-        if module == "r2d2kit.train":
+        if module in ("r2d2kit.train", "r2d2kit.tune"):
             from r2d2kit.training.config import (
                 apply_overrides,
                 build_config,
@@ -291,9 +291,13 @@ def check_command(tokens: list[str]) -> list[str]:
             config = positional[0] if positional else None
             try:
                 if config:
-                    load_config(ROOT / config, overrides)
+                    loaded = load_config(ROOT / config, overrides)
                 else:
-                    build_config(apply_overrides({}, overrides))
+                    loaded = build_config(apply_overrides({}, overrides))
+                if module == "r2d2kit.tune" and "--space" in args:  # the search space must fit the config
+                    from r2d2kit.tuning.space import load_space
+
+                    load_space(ROOT / args[args.index("--space") + 1], loaded.to_dict())
             except Exception as error:  # noqa: BLE001 - the message is the finding
                 problems.append(f"config does not validate: {error}")
         return problems
@@ -315,10 +319,11 @@ def test_shell_commands_name_real_things(block):
     ("python -m r2d2kit.train configs/nope.yaml", "no config file"),
     ("python -m r2d2kit.train --resume runs/x --sett run.seed=1", "has no option --sett"),
     ("python -m r2d2kit.evaluate runs/x --episode 3", "has no option --episode"),
+    ("python -m r2d2kit.tune configs/cue_memory.yaml --space configs/cue_memory.yaml", "not a section.key name"),
     ('pip install -e ".[test,nope]"', "no extra 'nope'"),
     ("python agents/nope.py --fast", "no script agents/nope.py"),
-], ids=["unknown key", "missing config", "unknown train option", "unknown evaluate option", "unknown extra",
-        "missing script"])
+], ids=["unknown key", "missing config", "unknown train option", "unknown evaluate option", "tune space",
+        "unknown extra", "missing script"])
 def test_the_command_check_finds_mistakes(command, finding):
     (tokens,) = commands_of(command)
     assert any(finding in problem for problem in check_command(tokens)), check_command(tokens)

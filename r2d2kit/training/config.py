@@ -383,8 +383,7 @@ def apply_overrides(data: dict, overrides: Sequence[str], source: str = "--set")
         if "=" not in override or "." not in override.split("=", 1)[0]:
             raise ConfigError(f"{source} {override!r}: write section.key=value, e.g. learner.batch_size=32")
         path, raw = override.split("=", 1)
-        *parents, key = path.split(".")  # replay.her.n_sampled_goal: a key of a mapping inside a section
-        _check_name(f"{source} {override!r}", parents[0], parents[1] if len(parents) > 1 else key)
+        *parents, key = check_key_path(f"{source} {override!r}", path)
         target = data
         for depth, name in enumerate(parents):
             child = target.get(name)
@@ -399,6 +398,19 @@ def apply_overrides(data: dict, overrides: Sequence[str], source: str = "--set")
             target = child
         target[key] = parse_yaml(raw, f"{source} {override!r}")
     return data
+
+
+def check_key_path(where: str, path: str) -> list[str]:
+    """Split a dotted ``section.key`` (or ``section.key.subkey``, a key of a mapping such as ``replay.her``) into its
+    names, refusing an unknown section or key with the nearest valid name; ``where`` starts the message.
+
+    ``--set`` overrides and ``python -m r2d2kit.tune``'s search-space files name config values this way.
+    """
+    names = path.split(".")
+    if len(names) < 2 or not all(names):
+        raise ConfigError(f"{where}: {path!r} is not a section.key name; write e.g. learner.batch_size")
+    _check_name(where, names[0], names[1])
+    return names
 
 
 def _check_name(where: str, section: Any, key: Any = None) -> None:
