@@ -7,7 +7,8 @@ Median seconds of one ``sample(batch)`` call (a ratio above 1: r2d2kit is faster
 """
 
 import gc
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import harness
 import numpy as np
@@ -134,9 +135,9 @@ def run(cfg: dict) -> tuple[list[list[str]], list[str]]:
                                     ("future, k=4, PER", "future", {"sampler": "proportional"}),
                                     ("future, k=4, n_step=3", "future", {"n_step": 3})]:
         ours, seed_style = build(cfg, strategy, **kwargs)
-        steps = {"r2d2kit": lambda: ours.sample(b, beta=0.4)}
+        steps = {"r2d2kit": lambda ours=ours: ours.sample(b, beta=0.4)}
         if len(rows) < 2:
-            steps["seed-style"] = lambda: seed_style.sample(b)
+            steps["seed-style"] = lambda seed_style=seed_style: seed_style.sample(b)
         times = interleaved({name: lambda step=step: timed_ns(step) for name, step in steps.items()}, cfg["rounds"],
                             cfg["reps"], cfg["warmup"], ("seed-style",), cfg["slow_reps"])  # collector off
         t = {name: float(np.median(ns)) / 1e9 for name, ns in times.items()}  # median seconds per call

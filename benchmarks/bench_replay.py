@@ -13,8 +13,8 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import harness
 import numpy as np
@@ -231,7 +231,9 @@ def tree_cases(cfg: dict, errors: dict, without: set[str]) -> dict[str, dict[str
         cases["sample"][name] = lambda sample=tree["sample"]: timed_ns(lambda: sample(batch))
         for row in ("update", "update_sum_min"):
             if row in tree:
-                def step(update=tree[row], rng=np.random.default_rng(5)) -> int:
+                rng = np.random.default_rng(5)
+
+                def step(update=tree[row], rng=rng) -> int:
                     indices, values = rng.integers(0, n, batch, dtype=np.int64), random_priorities(rng, batch)
                     return timed_ns(lambda: update(indices, values))
 

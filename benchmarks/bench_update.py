@@ -57,10 +57,10 @@ def fill_replay(replay: Any, spec: dict, windows: int, seed: int) -> None:
                 row = learner["burn_in"] + int(rng.integers(0, learner["trace_length"]))
                 terminated[w, row], mask[w, row + 1:] = True, False
 
-        def previous(x: np.ndarray) -> np.ndarray:  # [count, length], shifted one row later
+        def previous(x: np.ndarray, count: int = count) -> np.ndarray:  # [count, length], shifted one row later
             return np.concatenate([np.zeros((count, 1), x.dtype), x[:, :-1]], axis=1)
 
-        def state() -> np.ndarray:  # [count, units]
+        def state(count: int = count) -> np.ndarray:  # [count, units]
             return (0.1 * rng.standard_normal((count, units))).astype(np.float32)
 
         replay.add_sequences(dict(
@@ -363,8 +363,9 @@ def copy_keras_into_twin(network: Any, twin: Any) -> list[tuple[Any, Any, Any, A
             pairs.append((kernel, layer.weight, conv_in, conv_out))
         elif twin.image and isinstance(twin.encoder[index - 1], torch.nn.Conv2d):  # Keras flattens (h, w, c)
             (c, h, w), u = twin.conv_out, layer.out_features
-            pairs.append((kernel, layer.weight, lambda x: x.reshape(h, w, c, u).transpose(3, 2, 0, 1).reshape(u, -1),
-                          lambda g: g.reshape(u, c, h, w).transpose(2, 3, 1, 0).reshape(-1, u)))
+            pairs.append((kernel, layer.weight,
+                          lambda x, h=h, w=w, c=c, u=u: x.reshape(h, w, c, u).transpose(3, 2, 0, 1).reshape(u, -1),
+                          lambda g, h=h, w=w, c=c, u=u: g.reshape(u, c, h, w).transpose(2, 3, 1, 0).reshape(-1, u)))
         else:
             pairs.append((kernel, layer.weight, transpose, transpose))
         pairs.append((bias, layer.bias, same, same))

@@ -8,7 +8,7 @@ Also ``ReplayBuffer(sampler="proportional").sample(512)`` of 84x84 frames. Rows,
 
 import time
 import tracemalloc
-from typing import Callable
+from collections.abc import Callable
 
 import harness
 import numpy as np

@@ -14,9 +14,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -56,7 +57,7 @@ def load_average() -> float:
 
 def format_load() -> str:
     """The load average now, as ``"%.2f"``."""
-    return "%.2f" % load_average()
+    return f"{load_average():.2f}"
 
 
 def command_line() -> str:

@@ -61,7 +61,7 @@ def _build_torchrl_trees() -> ModuleType:
             from error
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_torchrl() -> dict:
     """torch, TorchRL's C++ trees and where they came from (rebuilt ones are set where ``PrioritizedSampler`` looks)."""
     os.environ.setdefault("RL_WARNINGS", "0")  # no extension warning: we handle it here

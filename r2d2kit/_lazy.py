@@ -8,7 +8,8 @@ when it is read (PEP 562's module ``__getattr__``).
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 def lazy_exports(package: str, homes: dict[str, str]) -> Callable[[str], Any]:

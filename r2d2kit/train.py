@@ -2,6 +2,7 @@
 
     python -m r2d2kit.train CONFIG [--set section.key=value ...] [--run-dir DIR] [--name NAME]
     python -m r2d2kit.train --resume RUN_DIR [--set run.total_env_steps=200000]
+    python -m r2d2kit.train --list          # the shipped configs; train one by name: ... train minatar/breakout
 
 Writes a run directory with the resolved config (``config.yaml``), evaluation metrics
 (``metrics.csv``), TensorBoard scalars (``tensorboard/``), checkpoints (``checkpoints/``), a learning
@@ -99,16 +100,32 @@ def train(config: TrainConfig, run_dir: Path, resume: bool = False, callbacks=()
     return summary
 
 
+def print_shipped_configs() -> None:
+    """``--list``: every shipped config's name, what it is and what it measured."""
+    from r2d2kit.training.shipped import config_directory, shipped_configs
+
+    configs = shipped_configs()
+    width = max(len(name) for name in configs)
+    print(f"shipped configs ({config_directory()}); train one with: python -m r2d2kit.train NAME")
+    for name, config in configs.items():
+        print(f"  {name:<{width}}  {config.summary}")
+        print(f"  {'':<{width}}  result: {config.result}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m r2d2kit.train``: load, override and check the config, then train; returns the exit status."""
     parser = argparse.ArgumentParser(prog="python -m r2d2kit.train", description=__doc__.splitlines()[0])
-    parser.add_argument("config", nargs="?", help="YAML config file (see configs/)")
+    parser.add_argument("config", nargs="?", help="YAML config file, or a shipped config's name (see --list)")
+    parser.add_argument("--list", action="store_true", help="list the shipped configs with what each measured")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
                         help="override a config value, e.g. --set learner.batch_size=32 (repeatable)")
     parser.add_argument("--run-dir", help="write the run here instead of logging.run_dir/<name>")
     parser.add_argument("--name", help="run name under logging.run_dir")
     parser.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its newest checkpoint")
     args = parser.parse_args(argv)
+    if args.list:
+        print_shipped_configs()
+        return 0
     from r2d2kit.training.builders import goal_reward, observation_layout
     from r2d2kit.training.checkpoint import CheckpointError
     from r2d2kit.training.run_directory import RunDirectoryError

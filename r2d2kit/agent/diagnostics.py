@@ -16,7 +16,7 @@ Two parts, both cheap:
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from collections.abc import Mapping
 
 import keras
 import numpy as np

@@ -6,7 +6,7 @@ be inferred from successive observations, which a feed-forward policy cannot do 
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import gymnasium as gym
 import numpy as np

@@ -16,7 +16,7 @@ class InputType(enum.Enum):
     COLOR = "color"  # [height, width, 3]
 
     @classmethod
-    def coerce(cls, value: "InputType | str") -> "InputType":
+    def coerce(cls, value: InputType | str) -> InputType:
         if isinstance(value, cls):
             return value
         try:

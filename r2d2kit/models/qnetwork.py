@@ -17,7 +17,8 @@ from the same state.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import keras
 import numpy as np
@@ -146,17 +147,17 @@ class QNetwork:
         zeros = np.zeros((batch, self.lstm_units), dtype=np.float32)
         return zeros, zeros.copy()
 
-    def clone(self, name: str = "target") -> "QNetwork":
+    def clone(self, name: str = "target") -> QNetwork:
         """A network of the same architecture with its own weights (e.g. the target network)."""
         config = dict(self.config)
         return QNetwork(config.pop("obs_shape"), config.pop("num_actions"), config.pop("encoder"), name=name, **config)
 
-    def copy_weights_from(self, other: "QNetwork") -> None:
+    def copy_weights_from(self, other: QNetwork) -> None:
         """Set every weight to ``other``'s (same architecture)."""
         for mine, theirs in zip(self.variables, other.variables, strict=True):
             mine.assign(theirs)
 
-    def actor(self, num_envs: int, *, backend: str = "auto", follow_weights: bool = True) -> "StatefulActor":
+    def actor(self, num_envs: int, *, backend: str = "auto", follow_weights: bool = True) -> StatefulActor:
         """A one-step actor for ``num_envs`` environments acting with this network's weights.
 
         Args:
@@ -284,7 +285,7 @@ class StatefulActor:
         self._stale = True
 
     @contextlib.contextmanager
-    def fixed_weights(self) -> Iterator["StatefulActor"]:
+    def fixed_weights(self) -> Iterator[StatefulActor]:
         """Within the block, act with the weights as they are now, read once (e.g. an evaluation)."""
         follow = self.follow_weights
         self.refresh_weights()

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -214,7 +215,7 @@ class BufferCore:
         raise NotImplementedError
 
     @classmethod
-    def _from_meta(cls, path: str, meta: Mapping[str, Any], **functions: Any) -> "BufferCore":
+    def _from_meta(cls, path: str, meta: Mapping[str, Any], **functions: Any) -> BufferCore:
         """A fresh buffer with the saved constructor arguments."""
         raise NotImplementedError
 

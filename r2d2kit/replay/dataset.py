@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 import warnings
 import weakref
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import tensorflow as tf
@@ -119,7 +119,7 @@ def buffer_dataset(buffer: SampledBuffer, batch_size: int, beta: Beta = DEFAULT_
     return dataset.with_options(options)
 
 
-def _wait_for_items(buffer_ref: "weakref.ref[SampledBuffer]", empty_wait: float) -> SampledBuffer | None:
+def _wait_for_items(buffer_ref: weakref.ref[SampledBuffer], empty_wait: float) -> SampledBuffer | None:
     """The buffer once it holds an item (None if it was garbage-collected); a ValueError after ``empty_wait`` s."""
     started = time.monotonic()
     warned = False

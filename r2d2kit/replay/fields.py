@@ -8,8 +8,9 @@ allocated once, up front, so a buffer's memory use is known (and fails) at const
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 

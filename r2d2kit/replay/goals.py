@@ -8,8 +8,9 @@ whether a ``compute_terminated`` was in use (it changes the targets of relabelle
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from enum import Enum
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -51,7 +52,7 @@ class GoalSelectionStrategy(Enum):
     RANDOM = "random"
 
     @classmethod
-    def _missing_(cls, value: object) -> "GoalSelectionStrategy | None":
+    def _missing_(cls, value: object) -> GoalSelectionStrategy | None:
         if isinstance(value, str):
             key = value.strip().lower()
             for member in cls:

@@ -32,7 +32,8 @@ Differences from Stable-Baselines3's ``HerReplayBuffer``:
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -439,7 +440,7 @@ class HerReplayBuffer(HindsightBase, BufferCore):
         return SavedLayout({**arrays, **sampler.arrays}, preallocated)
 
     @classmethod
-    def _construct(cls, path: str, meta: Mapping[str, Any], **functions: Any) -> "HerReplayBuffer":
+    def _construct(cls, path: str, meta: Mapping[str, Any], **functions: Any) -> HerReplayBuffer:
         specs = fields_from_json(meta["specs"])
         return cls._saved_constructor(path, meta["capacity"], specs["observation"], specs["desired_goal"],
                                       specs["action"], seed=0, **functions, **meta["params"])

@@ -30,7 +30,8 @@ import struct
 import tempfile
 import tokenize
 import zipfile
-from typing import Any, Callable, Iterator, Mapping, NamedTuple
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.lib import format as npy_format

@@ -22,7 +22,8 @@ given the draw's generations, slots written again since (another item now lives 
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -42,8 +43,8 @@ DEFAULT_ALPHA = {"uniform": 0.0, "proportional": 0.6, "rank": 0.7}  # PER's expo
 PARAMETERS = {"uniform": (), "proportional": ("alpha", "eps"), "rank": ("alpha", "sort_every")}  # what each uses
 
 
-def make_sampler(sampler: "str | Sampler", capacity: int, *, alpha: float | None = None, eps: float | None = None,
-                 sort_every: int | None = None, dense: bool = False) -> "Sampler":
+def make_sampler(sampler: str | Sampler, capacity: int, *, alpha: float | None = None, eps: float | None = None,
+                 sort_every: int | None = None, dense: bool = False) -> Sampler:
     """The sampler a buffer draws with: one named ``sampler`` built here, or a ``Sampler`` built by the caller.
 
     ``alpha`` defaults to PER's exponent for the scheme (0.6 proportional, 0.7 rank); ``eps`` (default

@@ -17,7 +17,8 @@ rank-based, and returns dense batch-major arrays ``[B, L, ...]`` with ``L = burn
 from __future__ import annotations
 
 import heapq
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -505,7 +506,7 @@ class SequenceReplayBuffer(BufferCore):
             raise ValueError(f"{path!r}: malformed metadata: field 'fields': {error}") from None
 
     @classmethod
-    def _from_meta(cls, path: str, meta: Mapping[str, Any]) -> "SequenceReplayBuffer":
+    def _from_meta(cls, path: str, meta: Mapping[str, Any]) -> SequenceReplayBuffer:
         return cls._saved_constructor(path, meta["capacity"], fields_from_json(meta["fields"]),
                                       fields_from_json(meta["state"]), seed=0, **meta["params"])
 

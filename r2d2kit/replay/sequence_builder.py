@@ -31,7 +31,8 @@ extras given with ``obs_t``, row ``T`` those given with the final observation, p
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 

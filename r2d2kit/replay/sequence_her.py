@@ -68,8 +68,9 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -413,7 +414,7 @@ class SequenceHerReplayBuffer(HindsightBase, SequenceReplayBuffer):
         return SavedLayout({**layout.arrays, **arrays}, preallocated)
 
     @classmethod
-    def _construct(cls, path: str, meta: Mapping[str, Any], **functions: Any) -> "SequenceHerReplayBuffer":
+    def _construct(cls, path: str, meta: Mapping[str, Any], **functions: Any) -> SequenceHerReplayBuffer:
         specs = fields_from_json(meta["specs"])
         return cls._saved_constructor(path, meta["capacity"], specs["observation"], specs["goal"], specs["action"],
                                       fields_from_json(meta["state"]), seed=0, **functions, **meta["params"])

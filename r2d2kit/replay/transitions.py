@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -147,7 +148,7 @@ class ReplayBuffer(BufferCore):
         return SavedLayout({**arrays, **sampler.arrays}, capacity * item_bytes(specs) + sampler.preallocated_bytes)
 
     @classmethod
-    def _from_meta(cls, path: str, meta: Mapping[str, Any]) -> "ReplayBuffer":
+    def _from_meta(cls, path: str, meta: Mapping[str, Any]) -> ReplayBuffer:
         return cls._saved_constructor(path, meta["capacity"], fields_from_json(meta["fields"]), seed=0,
                                       **meta["params"])
 

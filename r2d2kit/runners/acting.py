@@ -8,7 +8,8 @@ every actor process and in every Ray actor, so the three runners differ only in 
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -51,7 +52,7 @@ class ActingLoop:
 
     @classmethod
     def build(cls, make_env: Callable[[], Any], network: Any, config: Any, epsilons: np.ndarray, seed: int,
-              extras: Sequence[str] = (), *, actor_id: int = 0, callbacks: Callback | None = None) -> "ActingLoop":
+              extras: Sequence[str] = (), *, actor_id: int = 0, callbacks: Callback | None = None) -> ActingLoop:
         """The actor set-up: ``len(epsilons)`` envs from ``make_env``, windows shaped by ``config`` (an
         :class:`~r2d2kit.agent.config.R2D2Config`), acting with ``network``'s weights, which are read
         again only after :meth:`refresh_weights` or :meth:`load_weights` (acting never changes them)."""

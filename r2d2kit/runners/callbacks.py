@@ -22,7 +22,8 @@ misspelled hook would otherwise never run. Hooks must be quick: they run inside 
 from __future__ import annotations
 
 import difflib
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 LEARNER_HOOKS = ("on_train_begin", "on_train_end", "on_step", "on_learner_begin", "on_learner_step",
                  "on_learner_end", "on_evaluation")
@@ -86,7 +87,7 @@ class CallbackList(Callback):
             if not isinstance(callback, Callback):
                 raise TypeError(f"callbacks must be r2d2kit.runners.callbacks.Callback instances, got {callback!r}")
 
-    def for_actors(self) -> "CallbackList":
+    def for_actors(self) -> CallbackList:
         """The callbacks that override an actor hook (the ones worth pickling into actor processes)."""
         return CallbackList([c for c in self.callbacks
                              if any(getattr(type(c), h) is not getattr(Callback, h) for h in ACTOR_HOOKS)])

@@ -40,7 +40,7 @@ class ActorPool(Protocol):
     """What the trainer needs from a pool of actors (local, processes or Ray)."""
 
     restarts: int  # actor crashes recovered from so far
-    incarnations: "Incarnations"  # source ids and seeds of every actor start
+    incarnations: Incarnations  # source ids and seeds of every actor start
 
     def collect(self) -> Experience:
         """New windows (each batch with its incarnation's source id), env steps and finished episodes."""

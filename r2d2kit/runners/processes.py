@@ -24,8 +24,9 @@ import queue
 import signal
 import sys
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -289,7 +290,7 @@ class ProcessActors:
             ring.close()
         self._weights.close()
 
-    def __enter__(self) -> "ProcessActors":
+    def __enter__(self) -> ProcessActors:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -36,9 +36,10 @@ import re
 import secrets
 import time
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from multiprocessing import resource_tracker, shared_memory
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -164,12 +165,12 @@ class WeightBroadcast(_Segment):
         self._data = np.ndarray((self.size,), dtype=np.float32, buffer=block.buf, offset=HEADER_BYTES)
 
     @classmethod
-    def create(cls, size: int) -> "WeightBroadcast":
+    def create(cls, size: int) -> WeightBroadcast:
         """A new broadcast for ``size`` float32 values (the learner's side)."""
         return cls(_create(HEADER_BYTES + 4 * int(size)), size, owner=True)
 
     @classmethod
-    def attach(cls, name: str, size: int) -> "WeightBroadcast":
+    def attach(cls, name: str, size: int) -> WeightBroadcast:
         """Attach to an existing broadcast by name (an actor's side)."""
         return cls(_attach(name), size, owner=False)
 
@@ -220,7 +221,7 @@ class RecordLayout:
     nbytes: int
 
     @classmethod
-    def from_spec(cls, spec: Mapping[str, tuple[tuple[int, ...], Any]]) -> "RecordLayout":
+    def from_spec(cls, spec: Mapping[str, tuple[tuple[int, ...], Any]]) -> RecordLayout:
         fields, offset = [], 0
         for name, (shape, dtype) in spec.items():
             dtype = np.dtype(dtype)
@@ -274,7 +275,7 @@ class RecordRing(_Segment):
                                  buffer=block.buf, offset=HEADER_BYTES)
 
     @classmethod
-    def create(cls, layout: RecordLayout, capacity: int) -> "RecordRing":
+    def create(cls, layout: RecordLayout, capacity: int) -> RecordRing:
         """A new ring of ``capacity`` records (the learner's side)."""
         if capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
@@ -282,7 +283,7 @@ class RecordRing(_Segment):
         return cls(_create(size), layout, capacity, owner=True)
 
     @classmethod
-    def attach(cls, name: str, layout: RecordLayout, capacity: int) -> "RecordRing":
+    def attach(cls, name: str, layout: RecordLayout, capacity: int) -> RecordRing:
         """Attach to an existing ring by name (the actor's side)."""
         return cls(_attach(name), layout, capacity, owner=False)
 

@@ -9,8 +9,9 @@ pickles into spawned actor processes, which rebuild the same env and network the
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from r2d2kit.agent.config import R2D2Config
 from r2d2kit.replay import SequenceHerReplayBuffer, SequenceReplayBuffer

@@ -29,8 +29,9 @@ import os
 import re
 import types
 import typing
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Collection, Mapping, Sequence
+from typing import Any
 
 import yaml
 
@@ -430,10 +431,22 @@ def overridden_keys(overrides: Sequence[str]) -> set[str]:
 
 
 def load_config(path: str | os.PathLike, overrides: Sequence[str] = ()) -> TrainConfig:
-    """Read a YAML config (``yaml.safe_load``), apply ``--set`` overrides and validate."""
+    """Read a YAML config (``yaml.safe_load``), apply ``--set`` overrides and validate.
+
+    ``path``: a YAML file, or the name of a shipped config (``cue_memory``, ``minatar/breakout``; see
+    :mod:`r2d2kit.training.shipped`) when no such file exists.
+    """
+    from r2d2kit.training.shipped import find_shipped, nearest_shipped
+
     path = os.fspath(path)
     if not os.path.isfile(path):
-        raise ConfigError(f"no config file at {path!r}")
+        shipped = find_shipped(path)
+        if shipped is None:
+            near = nearest_shipped(path)
+            raise ConfigError(f"no config file at {path!r}, and no shipped config of that name"
+                              + (f" (did you mean {near!r}?)" if near else "")
+                              + "; python -m r2d2kit.train --list shows the shipped ones")
+        path = os.fspath(shipped)
     if os.path.getsize(path) > MAX_CONFIG_BYTES:
         raise ConfigError(f"{path}: {os.path.getsize(path):,} bytes is not a config (the shipped ones are under "
                           f"4 KB; the limit is {MAX_CONFIG_BYTES:,})")

@@ -6,8 +6,8 @@ one line in every panel, so a run that holds and one that sags read against each
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from r2d2kit.training.run_log import read_rows
 

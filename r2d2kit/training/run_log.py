@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import csv
 import math
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from r2d2kit.training.run_directory import run_path
 

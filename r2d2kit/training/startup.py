@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from r2d2kit.training.trainer import Trainer
 
 
-def startup_summary(trainer: "Trainer") -> str:
+def startup_summary(trainer: Trainer) -> str:
     """A few lines on the env, the network, the replay, the actors and the learning schedule."""
     cfg = trainer.config
     network = trainer.network

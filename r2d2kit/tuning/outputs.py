@@ -11,9 +11,10 @@ from __future__ import annotations
 import csv
 import io
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING
 
 import yaml
 

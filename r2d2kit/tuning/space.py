@@ -26,8 +26,9 @@ import dataclasses
 import difflib
 import math
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping, Sequence, Union
+from typing import TYPE_CHECKING
 
 import yaml
 
@@ -47,8 +48,8 @@ if TYPE_CHECKING:
 __all__ = ["Dimension", "SearchSpace", "SpaceError", "load_space", "default_space", "check_corners", "with_values"]
 
 # A value a config key may take, as YAML reads it.
-ConfigValue = Union[bool, int, float, str, None, list, dict]
-Number = Union[int, float]
+ConfigValue = bool | int | float | str | None | list | dict
+Number = int | float
 
 RANGE_FIELDS = ("low", "high", "log", "step")
 CHOICE_FIELDS = ("choices",)

@@ -24,9 +24,10 @@ or kills it on every way out.
 from __future__ import annotations
 
 import multiprocessing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from r2d2kit.tuning.worker import LOG_NAME, Evaluation, Failed, Finished, SummaryValue, TrialJob, run_trial
 

@@ -36,7 +36,7 @@ def test_cue_memory_pays_only_the_matching_final_action(delay, cue_action):
         cue = obs[0]
         assert cue in (-1.0, 1.0) and obs[1] == 0.0
         rewards = []
-        for t in range(delay + 1):
+        for _t in range(delay + 1):
             obs, reward, terminated, _, _ = env.step(cue_action)
             rewards.append(reward)
             assert not terminated and obs[0] == 0.0

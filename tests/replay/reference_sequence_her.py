@@ -23,8 +23,9 @@ Encoding: every value says where it came from, so a row read from the wrong plac
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -29,8 +29,9 @@ Episode ids: env ``e``'s first episode is ``e``; later episodes are numbered ``n
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -21,8 +21,9 @@ import re
 import tempfile
 import tracemalloc
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -686,7 +687,7 @@ def npy_with_header(header: dict, data: bytes, version: tuple[int, int] = (1, 0)
 def test_huge_npy_headers_are_refused_unread(tmp_path, case):
     item = saved(case)
     entries = good_entries(item)
-    for index, (name, raw) in enumerate(entries[1:], start=1):
+    for index, (name, _raw) in enumerate(entries[1:], start=1):
         if not covers(item, name[:-4]):
             continue
         array = item.arrays[name[:-4]]

@@ -123,7 +123,7 @@ def test_save_load_round_trip_continues_identically(tmp_path):
     assert len(copy) == len(buffer) and copy.steps_stored == buffer.steps_stored
     builder = SequenceBuilder(3, 2, 4, 1, 2)
     rng = np.random.default_rng(5)
-    for step in range(60):
+    for _step in range(60):
         obs = rng.random((3, 3)).astype(np.float32)
         state = (rng.random((3, 2)).astype(np.float32), rng.random((3, 2)).astype(np.float32))
         out = builder.step(obs, rng.integers(0, 4, 3), rng.random(3), rng.random(3) < 0.1, np.zeros(3, bool), state)

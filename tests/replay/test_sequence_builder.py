@@ -16,8 +16,9 @@ Layout strings (hand-written expectations) mirror the module docstring's grid, o
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import gymnasium as gym
 import numpy as np

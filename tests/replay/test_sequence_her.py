@@ -239,7 +239,7 @@ def test_relabelling_matches_the_reference(config, strategy):
     rig = Rig(fixed_episodes(c["lengths"], c["steps"]), c["capacity"], *c["layout"], seed=1,
               goal_selection_strategy=strategy, **terminated)
     seen = Counter()
-    for part in range(4):  # check at four points of the stream: the ring differs each time
+    for _part in range(4):  # check at four points of the stream: the ring differs each time
         rig.feed(c["steps"] // 4)
         rig.check_later_rows_outlive_earlier_ones()
         seen += rig.check(rig.buffer.sample(128))
@@ -265,7 +265,7 @@ def test_relabelling_into_reused_memory_matches_the_reference(config):
     out = rig.buffer.sample_buffers(64)
     kept = None
     seen = Counter()
-    for part in range(8):
+    for _part in range(8):
         rig.feed(c["steps"] // 8)
         for array in out.values():
             array.view(np.uint8)[...] = 0xAB
