@@ -291,7 +291,8 @@ def check_command(tokens: list[str]) -> list[str]:
             config = positional[0] if positional else None
             try:
                 if config:
-                    loaded = load_config(ROOT / config, overrides)
+                    # a path under the checkout, or a shipped config's name as the docs write it
+                    loaded = load_config(ROOT / config if (ROOT / config).is_file() else config, overrides)
                 else:
                     loaded = build_config(apply_overrides({}, overrides))
                 if module == "r2d2kit.tune" and "--space" in args:  # the search space must fit the config
