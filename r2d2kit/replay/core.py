@@ -91,7 +91,7 @@ class BufferCore:
         """Write a draw's ``indices``, ``weights`` and the slots' ``generations`` into ``batch`` (lock held)."""
         np.copyto(batch["indices"], indices)
         np.copyto(batch["weights"], weights)
-        np.take(self._sampler.generation, indices, out=batch["generations"])
+        self._sampler.generations_of(indices, out=batch["generations"])
 
     def update_priorities(self, indices: Any, priorities: Any, generations: Any = None) -> None:
         """Set new priorities (typically ``|TD error|``) for sampled ``indices``; a repeated index: the last wins.

@@ -30,7 +30,7 @@ import numpy as np
 from r2d2kit._validation import as_index_array, as_priority_array, check_float, check_positive_int
 from r2d2kit.kernels import rank as rank_kernels
 from r2d2kit.kernels import sumtree as tree_kernels
-from r2d2kit.kernels.samplers import first_changed, mark_alive
+from r2d2kit.kernels.samplers import first_changed, first_changed_in_ring, mark_alive, ring_generations
 from r2d2kit.replay.persistence import SavedLayout, meta_float, meta_int
 from r2d2kit.replay.protocol import SAMPLERS
 from r2d2kit.sumtree import SumTree
@@ -103,7 +103,8 @@ class Sampler:
         self.dense = False  # live slots are [0, n) and never die: updates skip the check (8 us for 512 of 2^20)
         # how many times each slot was written: a batch drawn before a slot's latest write carries an older
         # number, so its late priority update skips the new occupant (adds can come between draw and update)
-        self.generation = np.zeros(self.capacity, dtype=np.int64)
+        self.generation = np.zeros(self.capacity, dtype=np.int64)  # unused when dense: see generations_of
+        self._ring_items = 0  # dense: items added to the ring, those a long add skipped included
         self._count = 0
 
     def __len__(self) -> int:
@@ -116,7 +117,8 @@ class Sampler:
         ``priorities``: validated initial priorities of the new items; default the running maximum.
         A ``slice`` is a ring write: new items at the running maximum in ``[start, stop)``.
         """
-        self.generation[slots] += 1  # a slot written twice in one call: once, enough to tell it changed
+        if not self.dense:
+            self.generation[slots] += 1  # a slot written twice in one call: once, enough to tell it changed
         if isinstance(slots, slice):
             self._count += slots.stop - slots.start - int(np.count_nonzero(self.alive[slots]))
             self.alive[slots] = True
@@ -126,17 +128,36 @@ class Sampler:
         self._count += mark_alive(self.alive, slots, alive)  # a slot written twice: the last write wins
         self._place(slots, alive, priorities)
 
+    def advance_ring(self, items: int) -> None:
+        """A dense ring took ``items`` more items (its ``place`` calls cover the slots the last ones went to)."""
+        self._ring_items += items
+
+    def generations_of(self, slots: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """How many times each of ``slots`` has been written: read from :attr:`generation`, or for a dense
+        ring computed from its item count (no random reads of a capacity-long array)."""
+        out = np.empty(slots.shape[0], np.int64) if out is None else out
+        if self.dense:
+            ring_generations(self._ring_items, self.capacity, slots, out)
+        else:
+            np.take(self.generation, slots, out=out)
+        return out
+
     def update(self, slots: np.ndarray, priorities: Any, generations: np.ndarray | None = None) -> None:
         """New priorities for drawn ``slots`` (validated); slots that died since are skipped, and with the
-        draw's ``generations`` (:attr:`generation` of the slots then) so are slots written again since."""
+        draw's ``generations`` (:meth:`generations_of` the slots then) so are slots written again since."""
         values = as_priority_array("priorities", priorities, slots.shape[0], self.priority_limit)
         keep = None if self.dense else self.alive[slots]
-        if generations is not None and first_changed(self.generation, slots, generations) >= 0:
-            current = self.generation[slots] == generations
+        if generations is not None and self._first_changed(slots, generations) >= 0:
+            current = self.generations_of(slots) == generations
             keep = current if keep is None else keep & current
         if keep is not None and not keep.all():
             slots, values = slots[keep], values[keep]
         self._update(slots, values)
+
+    def _first_changed(self, slots: np.ndarray, generations: np.ndarray) -> int:
+        if self.dense:
+            return first_changed_in_ring(self._ring_items, self.capacity, slots, generations)
+        return first_changed(self.generation, slots, generations)
 
     def sample(self, uniforms: np.ndarray, beta: float) -> tuple[np.ndarray, np.ndarray]:
         """One slot per uniform in ``[0, 1)`` (stratified where the scheme allows) and its weight."""
@@ -170,8 +191,9 @@ class Sampler:
 
     def state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """Scalars (JSON) and arrays that :meth:`restore` needs."""
+        every_slot = np.arange(self.capacity, dtype=np.int64)
         return ({"max_priority": self.max_priority},
-                {"sampler.alive": np.flatnonzero(self.alive), "sampler.generation": self.generation.copy()})
+                {"sampler.alive": np.flatnonzero(self.alive), "sampler.generation": self.generations_of(every_slot)})
 
     def restore(self, scalars: Mapping[str, Any], arrays: Mapping[str, np.ndarray], path: str) -> None:
         """Inverse of :meth:`state` on a fresh sampler; ``arrays`` have :meth:`saved_layout`'s shapes and dtypes.
@@ -185,8 +207,14 @@ class Sampler:
         generations = arrays["sampler.generation"]
         if generations.size and generations.min() < 0:
             raise ValueError(f"{path!r}: array 'sampler.generation' holds a negative count; the file is corrupt")
+        if self.dense:  # a ring's counts follow from its item count, which is their sum
+            self._ring_items = int(generations.sum())
+            if not np.array_equal(self.generations_of(np.arange(self.capacity, dtype=np.int64)), generations):
+                raise ValueError(f"{path!r}: array 'sampler.generation' is not what a ring of {self._ring_items} items "
+                                 "leaves; the file is corrupt")
+        else:
+            self.generation[:] = generations
         self.alive[live] = True
-        self.generation[:] = generations
         self._count = int(live.size)
         self.max_priority = meta_float(path, scalars, "max_priority", 1.0, self._max_priority_bound(),
                                        label="sampler.max_priority")

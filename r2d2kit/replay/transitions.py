@@ -91,6 +91,7 @@ class ReplayBuffer(BufferCore):
     def _write(self, batch: Mapping[str, np.ndarray], count: int) -> None:
         for start, stop in self._storage.write(batch, count):
             self._sampler.place(slice(start, stop))
+        self._sampler.advance_ring(count)
 
     # ----------------------------------------------------------------- sampling
     def sample(self, batch_size: int, beta: float = DEFAULT_BETA, *,

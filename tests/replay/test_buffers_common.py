@@ -628,10 +628,13 @@ def test_a_late_update_with_the_batch_generations_skips_items_written_since(kind
     """The tf.data route: items arrive between a draw and its priority update; the newcomers in the
     drawn slots keep the priority they were written with, the survivors take the update."""
     buf = make(kind, 6, eps=0.0) if kind == "per" else make(kind, 6)
-    buf.add_batch(**batch(range(6)))
+    buf.add_batch(**batch(range(4)))
+    buf.add_batch(**batch(range(4, 18)))  # longer than the ring: items 12 ... 17 kept, in slots 0 ... 5
     drawn = buf.sample(64, beta=0.4)
     assert set(drawn["indices"].tolist()) == set(range(6))  # 64 draws of 6 equal items reach every slot
-    buf.add_batch(**batch(range(6, 9)))  # items 6, 7, 8 replace 0, 1, 2 in slots 0, 1, 2
+    np.testing.assert_array_equal(sorted(set(zip(drawn["indices"].tolist(), drawn["generations"].tolist()))),
+                                  [(slot, 3) for slot in range(6)])  # items 0 ... 17: three times round the ring
+    buf.add_batch(**batch(range(18, 21)))  # items 18, 19, 20 replace 12, 13, 14 in slots 0, 1, 2
     buf.update_priorities(drawn["indices"], np.full(64, 5.0), drawn["generations"])
     if kind == "per":  # tree leaves are priority ** 0.6
         np.testing.assert_allclose(buf.sampler.tree.get(np.arange(6)), [1.0] * 3 + [5.0 ** 0.6] * 3, rtol=1e-12)
