@@ -9,7 +9,7 @@ given the draw's generations, slots written again since (another item now lives 
 
     buffer.add(...)     --> sampler.place(slots, alive)           uniform | proportional | rank
     buffer.sample(B)    --> sampler.sample(uniforms [B], beta)    --> slots [B], weights [B]
-                            sampler.generation[slots]             --> generations [B]
+                            sampler.generations_of(slots)         --> generations [B]
     update_priorities   --> sampler.update(slots, priorities, generations)
 
 * ``"uniform"``: every live item equally likely; weights 1; priorities validated and ignored.
