@@ -125,10 +125,11 @@ class SequenceBuilder:
         states = self._check_state(state)
         extras = self._check_extras(extras)
         self._ensure_templates(obs, action, states)
-        final_rows = self._check_final(terminated | truncated, obs, final_obs, final_extras)
+        done = terminated | truncated
+        final_rows = self._check_final(done, obs, final_obs, final_extras)
 
         reset_only = self._resets.pending.copy()  # "next_step": these envs' obs is their final observation
-        _, ended = self._resets.advance(terminated | truncated)
+        _, ended = self._resets.advance(done)
         windows: list[dict[str, Any]] = []
         for env in range(self.num_envs):
             episode = self._episodes[env]

@@ -49,7 +49,7 @@ def shipped_configs() -> dict[str, ShippedConfig]:
 def find_shipped(argument: str) -> Path | None:
     """The shipped config ``argument`` names (``breakout`` alone if unique, ``minatar/breakout``, or the
     documented ``configs/minatar/breakout.yaml``), else None."""
-    name = argument.replace("\\", "/").removeprefix("./").removeprefix("configs/").removesuffix(".yaml")
+    name = _shipped_name(argument)
     configs = shipped_configs()
     if name in configs:
         return configs[name].path
@@ -59,9 +59,13 @@ def find_shipped(argument: str) -> Path | None:
 
 def nearest_shipped(argument: str) -> str | None:
     """The shipped name closest to ``argument`` (for a 'did you mean'), or None."""
-    name = argument.removeprefix("configs/").removesuffix(".yaml")
-    close = difflib.get_close_matches(name, list(shipped_configs()), n=1, cutoff=0.6)
+    close = difflib.get_close_matches(_shipped_name(argument), list(shipped_configs()), n=1, cutoff=0.6)
     return close[0] if close else None
+
+
+def _shipped_name(argument: str) -> str:
+    """``argument`` as a shipped name: the documented ``configs/...yaml`` path loses its folder and suffix."""
+    return argument.replace("\\", "/").removeprefix("./").removeprefix("configs/").removesuffix(".yaml")
 
 
 def _describe(name: str, path: Path) -> ShippedConfig:
