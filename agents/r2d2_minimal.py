@@ -22,6 +22,7 @@ import r2d2kit.envs  # noqa: F401  (registers CartPoleNoVel-v1, CueMemory-v0, Bi
 from r2d2kit.agent.learner import R2D2Config, R2D2Learner
 from r2d2kit.agent.policies import apex_epsilons, epsilon_greedy
 from r2d2kit.models import MLPModel, QNetwork
+from r2d2kit.models.cores import state_fields
 from r2d2kit.models.tf_setup import setup_tensorflow
 from r2d2kit.replay import SequenceBuilder, SequenceReplayBuffer
 from r2d2kit.runners.evaluation import evaluate
@@ -63,17 +64,18 @@ def main(argv=None) -> dict:
     print("R2D2 config:\n" + config.describe())
 
     # --- network, learner, actor: one set of weights
-    network = QNetwork(obs_space.shape, num_actions, MLPModel((args.units,)), lstm_units=args.units,
+    network = QNetwork(obs_space.shape, num_actions, MLPModel((args.units,)), core_units=args.units,
                        head_units=args.units)
     learner = R2D2Learner(network, config)
     actor = network.actor(args.num_envs)
     epsilons = apex_epsilons(args.num_envs, epsilon=0.4, alpha=7.0)
 
     # --- replay: steps stored once, windows reference them
-    builder = SequenceBuilder(args.num_envs, config.burn_in, config.trace_length, config.n_step, config.period)
+    state = state_fields(network.state_spec())  # the LSTM's h and c, stored with every window as state_h, state_c
+    builder = SequenceBuilder(args.num_envs, config.burn_in, config.trace_length, config.n_step, config.period,
+                              state_names=tuple(state))
     replay = SequenceReplayBuffer(
-        100_000, {"obs": (obs_space.shape, "float32"), "action": ((), "int64")},
-        {"state_h": ((args.units,), "float32"), "state_c": ((args.units,), "float32")},
+        100_000, {"obs": (obs_space.shape, "float32"), "action": ((), "int64")}, state,
         burn_in=config.burn_in, trace_length=config.trace_length, n_step=config.n_step, period=config.period,
         alpha=config.priority_exponent, seed=args.seed)
 

@@ -123,7 +123,7 @@ def actor_setup() -> dict:
     return dict(env_id=settings.env.id, envs=settings.env.num_envs,
                 weights=sum(int(np.prod(v.shape)) for v in network.variables),
                 network=(f"MLP {list(model.hidden)}" if model.encoder == "mlp" else f"{model.encoder} encoder")
-                + f" -> LSTM {model.lstm_units} -> dueling head {model.head_units}")
+                + f" -> LSTM {model.core_units} -> dueling head {model.head_units}")
 
 
 def spawned_children_cpu() -> dict[int, float]:

@@ -97,7 +97,7 @@ def run_peer(job: dict) -> dict:
         n_envs, algorithm = 1, "DQN"
     else:
         hp = dict(RECURRENT_PPO, **{k: type(RECURRENT_PPO[k])(v) for k, v in job["peer_set"].items()})
-        units = config.model.lstm_units
+        units = config.model.core_units
         kwargs = dict(hp, policy="CnnLstmPolicy", policy_kwargs=dict(
             features_extractor_class=torch_encoder(torch, game), normalize_images=False, lstm_hidden_size=units,
             enable_critic_lstm=True, net_arch=dict(pi=[config.model.head_units], vf=[config.model.head_units])))

@@ -1,6 +1,8 @@
-"""Learning benchmark on six POPGym tasks: r2d2kit's R2D2 beside sb3-contrib's RecurrentPPO, scored by MMER.
+"""Learning benchmark on six POPGym tasks: r2d2kit's R2D2 (LSTM and GRU cores) beside sb3-contrib's RecurrentPPO,
+scored by MMER.
 
     python benchmarks/bench_popgym.py --json benchmarks/results/popgym.json --png benchmarks/results/popgym.png
+    python benchmarks/bench_popgym.py --json out.json --resume --cores gru --without recurrent-ppo  # one core only
     python benchmarks/bench_popgym.py --json out.json --resume         # skip the runs out.json already holds
     python benchmarks/bench_popgym.py --without recurrent-ppo --set learner.learning_rate=5e-4
     python benchmarks/bench_popgym.py --quick                          # smoke run: every env, seed 0, 2,048 steps
@@ -24,6 +26,10 @@ ENVS = ("RepeatFirstEasy", "RepeatPreviousEasy", "RepeatPreviousMedium", "CountR
         "PositionOnlyCartPoleEasy", "NoisyPositionOnlyCartPoleEasy")
 AGENTS = ("r2d2", "recurrent-ppo")
 AGENT_NAMES = {"r2d2": "r2d2kit R2D2", "recurrent-ppo": "sb3-contrib RecurrentPPO"}
+CORES = ("lstm", "gru")  # R2D2's model.core; a run made before there was a choice is an LSTM run
+SERIES = (("r2d2", "lstm"), ("r2d2", "gru"), ("recurrent-ppo", None))  # what the tables compare
+SERIES_NAMES = {("r2d2", "lstm"): "r2d2kit R2D2 (LSTM)", ("r2d2", "gru"): "r2d2kit R2D2 (GRU)",
+                ("recurrent-ppo", None): "sb3-contrib RecurrentPPO"}
 DISTS = ("numpy", "tensorflow", "keras", "gymnasium", "popgym", "r2d2kit", "torch", "stable_baselines3", "sb3_contrib")
 
 # The targets for R2D2's MMER (mean over seeds): (comparison, threshold) ...
@@ -40,7 +46,7 @@ QUOTED_PAPER_BEST = {"CountRecallEasy": 0.51, "RepeatPreviousMedium": -0.32}
 RECURRENT_PPO = dict(policy="MlpLstmPolicy", n_envs=8, n_steps=128, batch_size=256, n_epochs=10,
                      learning_rate=3e-4, gamma="<learner.gamma>", gae_lambda=0.95, clip_range=0.2, ent_coef=0.01,
                      vf_coef=0.5, max_grad_norm=0.5, normalize=False, prev_action=True,
-                     policy_kwargs="dict(lstm_hidden_size=<model.lstm_units>, n_lstm_layers=1, "
+                     policy_kwargs="dict(lstm_hidden_size=<model.core_units>, n_lstm_layers=1, "
                                    "enable_critic_lstm=True, net_arch=dict(pi=[<model.head_units>], "
                                    "vf=[<model.head_units>]), activation_fn=Tanh, ortho_init=True)")
 # What --ppo-set may change: the numeric settings but n_envs (8: both agents evaluate at the same env steps)
@@ -76,7 +82,7 @@ def config_digest(env: str, agent: str) -> str:
         config.get("run", {}).pop("total_env_steps", None)
     else:
         model = config.get("model", {})
-        config = {"lstm_units": model.get("lstm_units"), "head_units": model.get("head_units"),
+        config = {"core_units": model.get("core_units"), "head_units": model.get("head_units"),
                   "gamma": config.get("learner", {}).get("gamma")}
     return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -89,7 +95,7 @@ def ppo_hyperparameters(env: str, overrides: dict | None = None) -> dict:
         raise ValueError(f"{config_path(env)} sets no learner.gamma; RecurrentPPO takes its discount from there "
                          "(or pass --ppo-set gamma=VALUE)")
     model = config["model"]
-    return {**RECURRENT_PPO, **overrides, "gamma": float(gamma), "lstm_hidden_size": int(model["lstm_units"]),
+    return {**RECURRENT_PPO, **overrides, "gamma": float(gamma), "lstm_hidden_size": int(model["core_units"]),
             "head_units": int(model["head_units"])}
 
 
@@ -109,6 +115,15 @@ def parse_ppo_overrides(items: list[str]) -> dict:
     return overrides
 
 
+def core_of(run: dict) -> str | None:
+    """The memory core of an R2D2 run (LSTM for runs stored before the core was a choice); None for PPO."""
+    return run.get("core", "lstm") if run["agent"] == "r2d2" else None
+
+
+def series_of(run: dict) -> tuple[str, str | None]:
+    return run["agent"], core_of(run)
+
+
 def same_settings(run: dict, steps: int, args) -> bool:
     """Whether a stored run was made with this sweep's budget, schedule, agent settings and config."""
     agent_settings = (run.get("overrides") == list(args.set) if run["agent"] == "r2d2"
@@ -121,14 +136,16 @@ def same_settings(run: dict, steps: int, args) -> bool:
 # --- one run (child process)
 def run_r2d2(job: dict) -> dict:
     env, seed = job["env"], job["seed"]
-    line = (f"  R2D2 {env} seed {seed} " "{steps:>7,} env steps: eval {mean:+.3f} +- {std:.3f}, "
+    line = (f"  R2D2 ({job['core']}) {env} seed {seed} " "{steps:>7,} env steps: eval {mean:+.3f} +- {std:.3f}, "
             "training episodes {train_return:+.3f}, {updates:,} updates, {seconds:.0f} s")
     evaluations = harness.evaluation_callback(line)
-    run_dir = Path(job["runs_dir"]) / f"{env}-seed{seed}" if job["runs_dir"] else None
+    core = job["core"]
+    named = "" if core == "lstm" else f"-{core}"  # the LSTM runs' directories keep their names
+    run_dir = Path(job["runs_dir"]) / f"{env}{named}-seed{seed}" if job["runs_dir"] else None
     trainer, summary, fit_seconds = harness.fit(config_path(env), [
         f"run.total_env_steps={job['steps']}", f"run.eval_every={job['eval_every']}", f"run.seed={seed}",
-        f"run.eval_episodes={job['eval_episodes']}", "checkpoints.keep=1", *job["overrides"]], [evaluations],
-        run_dir)
+        f"run.eval_episodes={job['eval_episodes']}", "checkpoints.keep=1", f"model.core={core}", *job["overrides"]],
+        [evaluations], run_dir)
     train_seconds = float(summary["train_seconds"])
     return dict(evaluations=evaluations.rows, env_steps=int(summary["env_steps"]), train_seconds=train_seconds,
                 eval_seconds=fit_seconds - train_seconds, updates=int(summary["updates"]),
@@ -173,70 +190,80 @@ def child(job: dict) -> dict:
 
 # --- report
 def report(runs: list[dict], envs: list[str], markdown: bool) -> str:
-    s = {env: {} for env in envs}  # per env and agent: the seeds that finished, their mean MMER, failures
+    """Tables of MMER per env and series (R2D2 per core, RecurrentPPO); the targets are judged on R2D2's LSTM."""
+    s = {env: {} for env in envs}  # per env and series: the seeds that finished, their mean MMER, failures
     for env in envs:
-        for agent in AGENTS:
-            mine = [r for r in runs if r["env"] == env and r["agent"] == agent]
+        for series in SERIES:
+            mine = [r for r in runs if r["env"] == env and series_of(r) == series]
             done = [r for r in mine if r.get("error") is None]
             mmer = harness.mean_std([r["mmer"] for r in done])
-            s[env][agent] = dict(done=done, mmer=mmer[0] if mmer else None, steps=done[0]["steps"] if done else None,
-                                 failed=len(mine) - len(done))
-    header = ["env", "env steps", "R2D2 MMER (seeds)", "RecurrentPPO MMER (seeds)", "R2D2 >= PPO",
-              "paper PPO-GRU", "paper PPO-LSTM", "target (R2D2)", "met"]
-    rows, beats = [], []
+            s[env][series] = dict(done=done, mmer=mmer[0] if mmer else None, steps=done[0]["steps"] if done else None,
+                                  failed=len(mine) - len(done))
+    lstm, gru, ppo = SERIES
+    header = ["env", "env steps", "R2D2 LSTM MMER (seeds)", "R2D2 GRU MMER (seeds)", "RecurrentPPO MMER (seeds)",
+              "LSTM >= PPO", "GRU >= PPO", "paper PPO-GRU", "paper PPO-LSTM", "target (R2D2 LSTM)", "met"]
+    rows, beats = [], {lstm: [], gru: []}
     for env in envs:
-        r2, ppo = s[env]["r2d2"], s[env]["recurrent-ppo"]
-        beat = r2["mmer"] >= ppo["mmer"] if r2["mmer"] is not None and ppo["mmer"] is not None else None
-        beats += [] if beat is None else [beat]
-        met = target_met(env, r2["mmer"])
+        judged = {}
+        for series in (lstm, gru):
+            mine, theirs = s[env][series]["mmer"], s[env][ppo]["mmer"]
+            judged[series] = mine >= theirs if mine is not None and theirs is not None else None
+            beats[series] += [] if judged[series] is None else [judged[series]]
+        met = target_met(env, s[env][lstm]["mmer"])
         quoted = " (quoted paper best)" if env in QUOTED_PAPER_BEST else ""
-        mmers = [harness.fmt_mean_std([r["mmer"] for r in a["done"]], "+.3f") for a in (r2, ppo)]
-        rows.append([env, fmt(r2["steps"] or ppo["steps"], ","), *mmers, {None: "-", True: "yes", False: "no"}[beat],
+        mmers = [harness.fmt_mean_std([r["mmer"] for r in s[env][series]["done"]], "+.3f") for series in SERIES]
+        steps = next((s[env][series]["steps"] for series in SERIES if s[env][series]["steps"]), None)
+        rows.append([env, fmt(steps, ","), *mmers, *({None: "-", True: "yes", False: "no"}[judged[series]]
+                                                     for series in (lstm, gru)),
                      *("not found" if value is None else fmt(value) for value in PAPER_MMER[env].values()),
                      f"{TARGETS[env][0]} {TARGETS[env][1]:+.2f}{quoted}",
                      {None: "-", True: "met", False: "not met"}[met]])
     lines = [table(header, rows, markdown, right=range(1, 5)), ""]
     rows = []
     for env in envs:
-        for agent, a in s[env].items():
+        for series, a in s[env].items():
             done = a["done"]
             if done:
-                rows.append([env, AGENT_NAMES[agent], harness.fmt_mean_std([r["final"] for r in done], "+.3f"),
+                rows.append([env, SERIES_NAMES[series], harness.fmt_mean_std([r["final"] for r in done], "+.3f"),
                              harness.fmt_mean_std([r["train_seconds"] for r in done], ".0f", count=False) + " s",
                              f"{np.mean([r['wall_seconds'] for r in done]):.0f} s",
                              f"{max(r['peak_rss_mb'] for r in done):,.0f} MB", str(a["failed"])])
             elif a["failed"]:
-                rows.append([env, AGENT_NAMES[agent], "-", "-", "-", "-", str(a["failed"])])
+                rows.append([env, SERIES_NAMES[series], "-", "-", "-", "-", str(a["failed"])])
     lines += [table(["env", "agent", "final mean return (seeds)", "training wall time", "process wall time",
                      "peak RSS (max over seeds)", "failed runs"], rows, markdown, right=range(2, 7)), ""]
     rows = []
-    for r in sorted((r for r in runs if r["env"] in envs), key=lambda r: (envs.index(r["env"]), r["agent"], r["seed"])):
+    order = {series: i for i, series in enumerate(SERIES)}
+    for r in sorted((r for r in runs if r["env"] in envs),
+                    key=lambda r: (envs.index(r["env"]), order[series_of(r)], r["seed"])):
         if r.get("error"):
-            rows.append([AGENT_NAMES[r["agent"]], r["env"], str(r["seed"]), "failed"] + ["-"] * 7)
+            rows.append([SERIES_NAMES[series_of(r)], r["env"], str(r["seed"]), "failed"] + ["-"] * 7)
             continue
         best = max(r["evaluations"], key=lambda e: e[1])[0] if r["evaluations"] else None
         rate = r["env_steps"] / max(r["train_seconds"], 1e-9)
-        rows.append([AGENT_NAMES[r["agent"]], r["env"], str(r["seed"]), fmt(r["mmer"], "+.3f"), fmt(r["final"], "+.3f"),
-                     fmt(best, ","), f"{r['train_seconds']:.0f}", f"{rate:.0f}", f"{r['updates']:,}",
-                     f"{r['process_seconds']:.0f}", f"{r['peak_rss_mb']:,.0f} MB"])
+        rows.append([SERIES_NAMES[series_of(r)], r["env"], str(r["seed"]), fmt(r["mmer"], "+.3f"),
+                     fmt(r["final"], "+.3f"), fmt(best, ","), f"{r['train_seconds']:.0f}", f"{rate:.0f}",
+                     f"{r['updates']:,}", f"{r['process_seconds']:.0f}", f"{r['peak_rss_mb']:,.0f} MB"])
     lines += [table(["agent", "env", "seed", "MMER", "final", "best at (env steps)", "training s", "env steps/s",
                      "updates", "process s", "peak RSS"], rows, markdown, right=range(2, 11)), ""]
-    wins = sum(beats)
-    judged = (" (met)" if wins >= BEATS_PPO_ON else " (not met)" if len(beats) == len(ENVS)
-              else " (not judged: fewer envs)")
     lines.append("- MMER: max over evaluations of the mean greedy return (POPGym's metric, in [-1, 1]); mean +- std "
                  "over seeds (count). Training wall time excludes evaluations; process wall time and peak RSS "
                  "(ru_maxrss): the run's subprocess, imports and evaluations included.")
-    lines.append(f"- target: R2D2's MMER >= RecurrentPPO's on >= {BEATS_PPO_ON} of 6 envs: {wins} of {len(beats)} "
-                 f"envs with both agents here{judged}")
+    for series in (lstm, gru):
+        wins, judged_envs = sum(beats[series]), len(beats[series])
+        verdict = (" (met)" if wins >= BEATS_PPO_ON else " (not met)" if judged_envs == len(ENVS)
+                   else " (not judged: fewer envs)")
+        lines.append(f"- target: {SERIES_NAMES[series]}'s MMER >= RecurrentPPO's on >= {BEATS_PPO_ON} of 6 envs: "
+                     f"{wins} of {judged_envs} envs with both here{verdict}")
     lines.append("- paper: the POPGym paper's appendix MMER table (PPO + GRU / LSTM, 15M env steps) could not be read "
                  "here ('not found'); the targets on CountRecallEasy and RepeatPreviousMedium are quoted from it.")
     return "\n".join(lines)
 
 
 def plot(runs: list[dict], envs: list[str], path: str) -> None:
-    panels = {env: {AGENT_NAMES[a]: [r["evaluations"] for r in runs if r["env"] == env and r["agent"] == a
-                                     and r.get("error") is None] for a in AGENTS} for env in envs}
+    panels = {env: {SERIES_NAMES[series]: [r["evaluations"] for r in runs if r["env"] == env
+                                           and series_of(r) == series and r.get("error") is None]
+                    for series in SERIES} for env in envs}
     harness.panel_plot(path, panels, "POPGym: mean over seeds (line), min-max over seeds (band); dashed: the target",
                        guides={env: [(TARGETS[env][1], "--")] for env in envs}, ylim=(-1.05, 1.05))
 
@@ -257,6 +284,8 @@ def parse_args(argv=None):
     p.add_argument("--ppo-set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a numeric RecurrentPPO hyper-parameter, e.g. gamma=0.5 (repeatable; keys: "
                         + ", ".join(PPO_TUNABLE) + "; gamma defaults to the R2D2 config's learner.gamma)")
+    p.add_argument("--cores", action="extend", nargs="+", choices=CORES, default=None, metavar="CORE",
+                   help=f"R2D2's memory cores (model.core): {' '.join(CORES)} (default both)")
     p.add_argument("--runs-dir", default=None, help="keep each R2D2 run (metrics with the training-health "
                                                     "columns, checkpoint) in DIR/ENV-seedN")
     args = p.parse_args(argv)
@@ -265,6 +294,7 @@ def parse_args(argv=None):
     except ValueError as error:
         p.error(str(error))
     args.seeds = args.seeds if args.seeds is not None else ([0] if args.quick else [0, 1, 2])
+    args.cores = list(dict.fromkeys(args.cores or CORES))
     if args.quick:
         args.steps = args.steps or 2048
         args.set = ["run.warmup_steps=512", *args.set]
@@ -284,23 +314,27 @@ def main(argv=None) -> dict:
     agents = [a for a in AGENTS if a not in args.without]
     print(f"POPGym: {', '.join(f'{env} {budgets[env]:,}' for env in args.envs)} env steps per agent; greedy "
           f"evaluation of {args.eval_episodes} episodes every {args.eval_every:,} steps; seeds "
-          f"{' '.join(map(str, args.seeds))}; agents {', '.join(AGENT_NAMES[a] for a in agents)}"
+          f"{' '.join(map(str, args.seeds))}; agents {', '.join(AGENT_NAMES[a] for a in agents)}; R2D2 cores "
+          f"{' '.join(args.cores)}"
           + (f"; R2D2 overrides {' '.join(args.set)}" if args.set else "")
           + (f"; RecurrentPPO overrides {' '.join(args.ppo_set)}" if args.ppo_set else ""), flush=True)
     for env, steps in budgets.items():
         if steps % args.eval_every:
             print(f"note: {env}'s budget {steps:,} is not a multiple of --eval-every; the final evaluation is at "
                   f"{steps // args.eval_every * args.eval_every:,}", flush=True)
-    results = Results(args.json, lambda run: (run["agent"], run["env"], run["seed"]), args.resume, lambda: dict(
+    results = Results(args.json, lambda run: (*series_of(run), run["env"], run["seed"]), args.resume, lambda: dict(
         machine=harness.machine_line(DISTS), args=vars(args), recurrent_ppo=RECURRENT_PPO, targets=TARGETS,
         paper_mmer=PAPER_MMER, quoted_paper_best=QUOTED_PAPER_BEST))
     # both agents of a seed one after the other: a partial sweep compares like with like
     runs = [dict(agent=agent, env=env, seed=seed, steps=budgets[env], eval_every=args.eval_every,
-                 eval_episodes=args.eval_episodes, overrides=list(args.set), ppo_overrides=list(args.ppo_set))
-            for env in args.envs for seed in args.seeds for agent in agents]
+                 eval_episodes=args.eval_episodes, overrides=list(args.set), ppo_overrides=list(args.ppo_set),
+                 **({"core": core} if agent == "r2d2" else {}))
+            for env in args.envs for seed in args.seeds for agent in agents
+            for core in (args.cores if agent == "r2d2" else [None])]
     for run, result in harness.sweep(
-            __file__, runs, results, lambda r: f"{AGENT_NAMES[r['agent']]} {r['env']} seed {r['seed']} ({r['steps']:,} "
-            "env steps)", extras=dict(torch_threads=args.torch_threads, runs_dir=args.runs_dir),
+            __file__, runs, results,
+            lambda r: f"{SERIES_NAMES[series_of(r)]} {r['env']} seed {r['seed']} ({r['steps']:,} env steps)",
+            extras=dict(torch_threads=args.torch_threads, runs_dir=args.runs_dir),
             same=lambda stored, run: same_settings(stored, run["steps"], args),
             before=lambda run: dict(run, config_digest=config_digest(run["env"], run["agent"]))):  # just before it runs
         if result.get("error"):
@@ -310,7 +344,8 @@ def main(argv=None) -> dict:
                   f"{result['train_seconds']:.0f} s, process {result['wall_seconds']:.0f} s, peak RSS "
                   f"{result['peak_rss_mb']:,.0f} MB", flush=True)
         results.add(dict(result, **run))
-    shown = [r for r in results.runs if r["env"] in args.envs and r["seed"] in args.seeds and r["agent"] in agents]
+    shown = [r for r in results.runs if r["env"] in args.envs and r["seed"] in args.seeds and r["agent"] in agents
+             and (r["agent"] != "r2d2" or core_of(r) in args.cores)]
     harness.finish(report(shown, args.envs, args.markdown), began, load_start, shown and args.png,
                    lambda png: plot(shown, args.envs, png))
     if args.json:

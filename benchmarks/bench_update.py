@@ -41,7 +41,7 @@ BEFORE_SECONDS, RSS_GIB, SPEEDUP = 7.4, 3.0, 2.0
 def fill_replay(replay: Any, spec: dict, windows: int, seed: int) -> None:
     """Add ``windows`` random windows, each its own (env, episode), no padding; one in four terminates inside."""
     rng = np.random.default_rng(seed)
-    learner, length, units = spec["learner"], spec["length"], spec["model"]["lstm_units"]
+    learner, length, units = spec["learner"], spec["length"], spec["model"]["core_units"]
     shape, dtype = tuple(spec["obs_shape"]), spec["obs_dtype"]
     for start in range(0, windows, 16):  # a few windows per call keeps the temporary arrays small
         count = min(16, windows - start)
@@ -84,7 +84,7 @@ def forward_macs(spec: dict) -> list[int]:
     else:
         sizes = [int(np.prod(shape)), *model["hidden"]]
     layers += [i * o for i, o in zip(sizes, sizes[1:])]
-    lstm_in, units = sizes[-1] + (actions + 1 if model["prev_action_reward"] else 0), model["lstm_units"]
+    lstm_in, units = sizes[-1] + (actions + 1 if model["prev_action_reward"] else 0), model["core_units"]
     layers.append(4 * units * (lstm_in + units))
     head, hidden = model["head_units"], units
     if head:
@@ -130,7 +130,7 @@ def build_keras(config: str | Path, overrides: list[str]) -> tuple[Any, dict]:
     network = build_network(settings)
     encoder, learner = network.config["encoder"], settings.learner
     scale = getattr(encoder, "input_scale", None)
-    model = {"encoder": settings.model.encoder, "lstm_units": network.lstm_units,
+    model = {"encoder": settings.model.encoder, "core_units": network.core_units,
              "head_units": settings.model.head_units, "dueling": network.dueling,
              "prev_action_reward": network.prev_action_reward, "layer_norm": network.layer_norm,
              "dense_units": getattr(encoder, "dense_units", None), "hidden": list(getattr(encoder, "units", ())),
@@ -192,7 +192,7 @@ def make_twin(spec: dict):
                 sizes = [int(np.prod(shape)), *model["hidden"]]
             # Keras' layer order, each layer followed by a ReLU
             self.encoder = nn.ModuleList(layers + [nn.Linear(i, o) for i, o in zip(sizes, sizes[1:])])
-            units, head = model["lstm_units"], model["head_units"]
+            units, head = model["core_units"], model["head_units"]
             self.lstm = nn.LSTM(sizes[-1] + (actions + 1 if model["prev_action_reward"] else 0), units,
                                 batch_first=True)
             self.value_hidden = nn.Linear(units, head) if head and self.dueling else None
@@ -327,7 +327,7 @@ def twin_replay(spec: dict, capacity: int):
     """The replay ``make_sequence_replay`` builds, made without importing TensorFlow."""
     from r2d2kit.replay import SequenceReplayBuffer
 
-    lrn, units = spec["learner"], spec["model"]["lstm_units"]
+    lrn, units = spec["learner"], spec["model"]["core_units"]
     return SequenceReplayBuffer(
         capacity, {"obs": (tuple(spec["obs_shape"]), spec["obs_dtype"]), "action": ((), "int64")},
         {"state_h": ((units,), "float32"), "state_c": ((units,), "float32")}, alpha=lrn["priority_exponent"], seed=0,
@@ -406,7 +406,7 @@ def twin_measured_macs(twin: Any, spec: dict) -> int:
             total[0] += 4 * module.hidden_size * (module.input_size + module.hidden_size)
 
     handles = [m.register_forward_hook(count) for m in twin.modules() if isinstance(m, (nn.Conv2d, nn.Linear, nn.LSTM))]
-    units = spec["model"]["lstm_units"]
+    units = spec["model"]["core_units"]
     obs = torch.zeros((1, 1, *spec["obs_shape"]), dtype=getattr(torch, spec["obs_dtype"]))
     with torch.no_grad():
         twin(obs, torch.zeros(1, 1, dtype=torch.long), torch.zeros(1, 1), torch.zeros(1, units), torch.zeros(1, units))

@@ -392,7 +392,7 @@ def atari_windows(steps: int, envs: int = 4, units: int = 512):
     """``SequenceBuilder`` windows of ``steps`` vector steps of ``envs`` synthetic episodes of 84x84 uint8 frames."""
     from r2d2kit.replay import SequenceBuilder
 
-    builder = SequenceBuilder(envs, *ATARI_LAYOUT.values())
+    builder = SequenceBuilder(envs, *ATARI_LAYOUT.values(), state_names=("state_h", "state_c"))
     rng = np.random.default_rng(0)
     frames = rng.integers(0, 255, size=(64, 84, 84), dtype=np.uint8)
     lengths = rng.integers(200, 2000, size=(envs, 10_000))

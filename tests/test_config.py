@@ -99,11 +99,11 @@ def test_resolved_config_round_trips(tmp_path):
 
 
 @pytest.mark.parametrize("sections, gpu, named", [
-    ("env: {id: CueMemory-v0}\n", False, ["model.lstm_units=512", ("125-row windows (learner.burn_in=40 + "
+    ("env: {id: CueMemory-v0}\n", False, ["model.core_units=512", ("125-row windows (learner.burn_in=40 + "
                                                                     "trace_length=80 + n_step=5)")]),
-    ("model: {lstm_units: 64}\n", False, ["125-row windows"]),
-    ("learner: {burn_in: 10, trace_length: 20, period: 10}\n", False, ["model.lstm_units=512"]),
-    ("model: {lstm_units: 64}\nlearner: {burn_in: 10, trace_length: 20, period: 10}\n", False, None),
+    ("model: {core_units: 64}\n", False, ["125-row windows"]),
+    ("learner: {burn_in: 10, trace_length: 20, period: 10}\n", False, ["model.core_units=512"]),
+    ("model: {core_units: 64}\nlearner: {burn_in: 10, trace_length: 20, period: 10}\n", False, None),
     ("env: {id: CueMemory-v0}\n", True, None),
 ], ids=["no learner section", "paper windows", "paper lstm", "small", "gpu"])
 def test_paper_sizes_without_a_gpu_are_warned_about_naming_the_overrides(tmp_path, sections, gpu, named):
@@ -115,7 +115,7 @@ def test_paper_sizes_without_a_gpu_are_warned_about_naming_the_overrides(tmp_pat
         return
     for part in named:
         assert part in warning
-    assert "no GPU is visible" in warning and "--set model.lstm_units=64" in warning
+    assert "no GPU is visible" in warning and "--set model.core_units=64" in warning
     assert "--set learner.burn_in=10 --set learner.trace_length=20" in warning
 
 

@@ -93,7 +93,7 @@ def test_popgym_configs_build_their_network(path):
 
     config = load_config(path)
     # small-task sizes, not the paper's 512-unit LSTM and 125-row windows (RepeatPreviousMedium: 105 rows)
-    assert config.env.id.startswith("popgym-") and config.model.lstm_units <= 128 and config.learner.length <= 105
+    assert config.env.id.startswith("popgym-") and config.model.core_units <= 128 and config.learner.length <= 105
     space, code_shape, dtype, actions = POPGYM_SPACES[path.name]
     env = make_env(config)
     assert str(env.unwrapped.observation_space).startswith(space)

@@ -71,14 +71,14 @@ def network(seed):
     import keras
 
     keras.utils.set_random_seed(seed)
-    return QNetwork((2,), 3, MLPModel(units=(5,)), lstm_units=UNITS, head_units=6)
+    return QNetwork((2,), 3, MLPModel(units=(5,)), core_units=UNITS, head_units=6)
 
 
 def fill_replay(net, steps=40, seed=0):
     """One env of short episodes acted by ``net``'s numpy actor; the builder stores the actor's states."""
     rng = np.random.default_rng(seed)
     actor = net.actor(1, backend="numpy")
-    builder = SequenceBuilder(1, BURN_IN, TRACE, N_STEP, PERIOD)
+    builder = SequenceBuilder(1, BURN_IN, TRACE, N_STEP, PERIOD, state_names=("state_h", "state_c"))
     replay = SequenceReplayBuffer(500, {"obs": ((2,), "float32"), "action": ((), "int64")},
                                   {"state_h": ((UNITS,), "float32"), "state_c": ((UNITS,), "float32")},
                                   burn_in=BURN_IN, trace_length=TRACE, n_step=N_STEP, period=PERIOD, seed=seed)
@@ -111,7 +111,7 @@ def fill_replay(net, steps=40, seed=0):
 def numpy_q(net, rows, h, c):
     """Q of every row of one window, stepping the numpy actor from ``(h, c)``; padding rows keep the state."""
     actor = net.actor(1, backend="numpy")
-    actor.set_state(h[None], c[None])
+    actor.set_state((h[None], c[None]))
     q = np.zeros((rows["obs"].shape[0], net.num_actions))
     for t in range(rows["obs"].shape[0]):
         if rows["obs_mask"][t]:
@@ -235,9 +235,9 @@ def test_dead_units_and_saturated_gates_by_construction(stale_setup):
         encoder_dead = int((pre.max(axis=0) <= 0.0).sum())
         assert encoder_dead >= 2
         assert values["health/dead_relu_share"] == pytest.approx((encoder_dead + 6) / 17)
-        assert values["health/lstm_gate_saturation"] == pytest.approx(1.0)
+        assert values["health/gate_saturation"] == pytest.approx(1.0)
         net.cell.set_weights([np.zeros_like(w) for w in cell_weights])  # gates at sigmoid(0) = 0.5, tanh(0) = 0
-        assert health.measure_batch(replay, batch)["health/lstm_gate_saturation"] == pytest.approx(0.0)
+        assert health.measure_batch(replay, batch)["health/gate_saturation"] == pytest.approx(0.0)
     finally:
         encoder_dense.set_weights(saved[0])
         advantage.set_weights(saved[1])

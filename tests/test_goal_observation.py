@@ -38,7 +38,7 @@ def test_the_network_input_is_observation_then_desired_goal(env_id, kwargs):
 
 def test_point_mass_goal_hides_the_velocity_from_the_network():
     config = build_config({"env": {"id": "PointMassGoal-v0"},
-                           "model": {"hidden": [16], "lstm_units": 8, "head_units": 8}})
+                           "model": {"hidden": [16], "core_units": 8, "head_units": 8}})
     network = build_network(config)
     assert network.obs_shape == (2 + 4,)  # position (2) and desired goal (position 2 + velocity 2), no achieved goal
     q = network.actor(2).q_values(np.zeros((2, 6), np.float32), [0, 0], [0.0, 0.0])

@@ -184,3 +184,66 @@ def test_new_rooms_re_export_without_starting_tensorflow():
         from r2d2kit.agent import R2D2Learner
         from r2d2kit.agent.learner import R2D2Learner as same
     assert R2D2Learner is same
+
+
+# --- the window record and the recurrent state, each described in one place
+RECORD_NAMES = {"reward", "prev_reward", "terminated", "truncated", "mask", "obs_mask", "prev_action", "env",
+                "episode", "start"}
+RECORD_MODULE = PACKAGE / "replay" / "window_record.py"
+STATE_MODULE = PACKAGE / "models" / "cores.py"
+
+
+def declarations(tree: ast.Module) -> list[ast.AST]:
+    """The values assigned at module and class level: where a module declares what it knows."""
+    scopes = [tree.body] + [node.body for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]
+    return [statement.value for body in scopes for statement in body
+            if isinstance(statement, (ast.Assign, ast.AnnAssign)) and statement.value is not None]
+
+
+def record_listings(path: Path) -> list[int]:
+    """Lines of module- or class-level constants in ``path`` (literal tuples, lists, sets, dict keys) naming three
+    or more of the window record's fields: a restatement of the record (reading fields by name is not)."""
+    lines = []
+    for node in (inner for value in declarations(ast.parse(path.read_text())) for inner in ast.walk(value)):
+        items = node.keys if isinstance(node, ast.Dict) else node.elts if isinstance(node, (ast.Tuple, ast.List,
+                                                                                             ast.Set)) else []
+        names = {item.value for item in items if isinstance(item, ast.Constant) and isinstance(item.value, str)}
+        if len(names & RECORD_NAMES) >= 3:
+            lines.append(node.lineno)
+    return lines
+
+
+def state_restatements(path: Path) -> list[int]:
+    """Lines in ``path`` (outside docstrings and comments) that name a core's state fields or the LSTM's two
+    tensors in code: ``"state_h"``, ``"state_c"``, ``lstm_units``, ``h, c = ...``."""
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Constant) and node.value in ("state_h", "state_c", "h0", "c0"):
+            lines.append(node.lineno)
+        elif isinstance(node, (ast.Name, ast.Attribute)) and "lstm_units" in ast.unparse(node):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Tuple) and [ast.unparse(e) for e in t.elts] ==
+                                                  ["h", "c"] for t in node.targets):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_the_restatement_checks_catch_examples(tmp_path):
+    planted = tmp_path / "planted.py"
+    planted.write_text('KEYS = ("obs", "reward", "terminated", "obs_mask")\nh, c = state\nkey = "state_h"\n'
+                       'read = batch["reward"], batch["mask"]\nclass Learner:\n    ROWS = ["mask", "reward", "env"]\n'
+                       'def inputs(batch):\n    return {"reward": 0, "mask": 1, "obs_mask": 2}\n')
+    assert record_listings(planted) == [1, 6]  # constants; a function's own dict is not a declaration
+    assert state_restatements(planted) == [2, 3]
+
+
+def test_the_window_record_and_the_recurrent_state_are_each_described_once():
+    """Only ``replay/window_record.py`` lists the window's fields, and only ``models/cores.py`` says what the
+    recurrent state is; every other module reads them from there."""
+    for path in sorted(PACKAGE.rglob("*.py")):
+        where = path.relative_to(ROOT)
+        if path != RECORD_MODULE:
+            assert record_listings(path) == [], f"{where} lists window-record fields: read replay/window_record.py"
+        if path != STATE_MODULE:
+            assert state_restatements(path) == [], f"{where} names the LSTM's state: read the network's state_spec()"
+    assert record_listings(RECORD_MODULE) and "state_spec" in STATE_MODULE.read_text()

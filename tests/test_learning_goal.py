@@ -18,7 +18,7 @@ from r2d2kit.training.trainer import Trainer
 pytestmark = pytest.mark.slow  # every test here trains, spawns processes or starts Ray
 
 ROOT = Path(__file__).resolve().parents[1]
-SMALL = ["env.kwargs={dims: 1, max_steps: 20, radius: 0.04}", "model.hidden=[64]", "model.lstm_units=64",
+SMALL = ["env.kwargs={dims: 1, max_steps: 20, radius: 0.04}", "model.hidden=[64]", "model.core_units=64",
          "model.head_units=64", "run.total_env_steps=12000", "run.warmup_steps=1000", "run.eval_every=1000",
          "run.updates_per_env_step=0.25", "learner.target_update_period=100", "logging.progress=false",
          "logging.tensorboard=false", "checkpoints.every_env_steps=0", "run.seed=0"]

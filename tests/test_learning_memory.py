@@ -45,7 +45,7 @@ def test_r2d2_reaches_the_optimum_on_cue_memory(tmp_path):
 
 def test_without_memory_the_task_is_a_coin_flip():
     """Reset the LSTM state before every step: the network is then feed-forward and must guess."""
-    network = QNetwork((2,), 2, MLPModel((32,)), lstm_units=32, head_units=32)
+    network = QNetwork((2,), 2, MLPModel((32,)), core_units=32, head_units=32)
     actor = network.actor(8)
     rng = np.random.default_rng(0)
     env_returns = []

@@ -134,7 +134,7 @@ def test_observations_round_trip_through_actors_replay_and_network(case):
     assert (layout is None) == isinstance(case.observation_space, S.Box)
     encoder = pass_through() if layout is None else CodeEncoder(layout, pass_through())
     network = QNetwork(env.observation_space.shape, int(env.action_space.n), encoder,
-                       obs_dtype=str(env.observation_space.dtype), lstm_units=4, head_units=0)
+                       obs_dtype=str(env.observation_space.dtype), core_units=4, head_units=0)
     config = R2D2Config(burn_in=1, trace_length=4, period=2, n_step=1, batch_size=8)
     replay = make_sequence_replay(network, config, capacity=500, seed=0)
     actors = LocalActors(lambda: wrap_spaces(LoggingEnv(case.observation_space, case.action_space, log)), network,
@@ -329,7 +329,7 @@ for _env_id in ENV_IDS:
         gym.register(_env_id, entry_point=make_test_env, kwargs={"env_id": _env_id})
 
 
-def write_config(tmp_path, env_id: str, extra: str = "", model: str = "{lstm_units: 8, head_units: 8, hidden: [8]}"):
+def write_config(tmp_path, env_id: str, extra: str = "", model: str = "{core_units: 8, head_units: 8, hidden: [8]}"):
     path = tmp_path / "c.yaml"
     path.write_text(f"env: {{id: {env_id}, num_envs: 2}}\nmodel: {model}\n"
                     "learner: {burn_in: 1, trace_length: 4, period: 2, n_step: 1, batch_size: 4}\n"

@@ -217,7 +217,7 @@ def test_health_csv_has_a_row_per_log_interval_across_a_resume(finished_run):
     most_rows = config.run.updates_per_env_step * config.learner.batch_size * config.learner.trace_length
     for row in learning[1:]:  # the first interval with updates started mid-way
         for name in ("learner/gradient_norm", "learner/td_p90", "replay/is_weight_min", "health/priority_spread",
-                     "health/dead_relu_share", "health/lstm_gate_saturation", "health/cost_share",
+                     "health/dead_relu_share", "health/gate_saturation", "health/cost_share",
                      "health/return_known_share"):
             assert np.isfinite(row[name]), (name, row)
         assert 0.0 < row["replay/replay_ratio"] <= 1.5 * most_rows

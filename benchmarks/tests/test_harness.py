@@ -179,7 +179,7 @@ def test_popgym_targets(env, value, met):
 
 def test_resume_reruns_a_run_whose_config_changed_but_not_for_comments_or_budget(tmp_path, monkeypatch):
     config = tmp_path / "RepeatFirstEasy.yaml"
-    base = "model:\n  lstm_units: 64\n  head_units: 64\nlearner:\n  gamma: 0.99\n"
+    base = "model:\n  core_units: 64\n  head_units: 64\nlearner:\n  gamma: 0.99\n"
     config.write_text("# a comment\n" + base + "run:\n  total_env_steps: 200000\n")
     monkeypatch.setattr(popgym, "CONFIG_DIR", tmp_path)
     args = popgym.parse_args(["--envs", "RepeatFirstEasy"])
@@ -199,7 +199,7 @@ def test_resume_reruns_a_run_whose_config_changed_but_not_for_comments_or_budget
     assert kept() == {"r2d2": True, "recurrent-ppo": True}
     config.write_text(base + "  learning_rate: 0.002\n")  # an R2D2-only setting
     assert kept() == {"r2d2": False, "recurrent-ppo": True}
-    for changed in (base.replace("lstm_units: 64", "lstm_units: 128"), base.replace("0.99", "0.5")):
+    for changed in (base.replace("core_units: 64", "core_units: 128"), base.replace("0.99", "0.5")):
         config.write_text(changed)  # a model size or the discount: RecurrentPPO takes both from the config
         assert kept() == {"r2d2": False, "recurrent-ppo": False}
     assert not popgym.same_settings(dict(runs["r2d2"], config_digest=None), 100_000, args)  # made before digests
@@ -213,7 +213,7 @@ def test_ppo_takes_the_r2d2_configs_discount_unless_overridden(tmp_path, monkeyp
         assert popgym.ppo_hyperparameters(env)["gamma"] == gamma
     hp = popgym.ppo_hyperparameters("CountRecallEasy", {"gamma": 0.99, "n_epochs": 4})
     assert (hp["gamma"], hp["n_epochs"], hp["batch_size"]) == (0.99, 4, popgym.RECURRENT_PPO["batch_size"])
-    (tmp_path / "RepeatFirstEasy.yaml").write_text("model:\n  lstm_units: 64\n  head_units: 64\n")  # no gamma
+    (tmp_path / "RepeatFirstEasy.yaml").write_text("model:\n  core_units: 64\n  head_units: 64\n")  # no gamma
     monkeypatch.setattr(popgym, "CONFIG_DIR", tmp_path)
     with pytest.raises(ValueError, match="learner.gamma"):
         popgym.ppo_hyperparameters("RepeatFirstEasy")

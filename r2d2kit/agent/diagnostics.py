@@ -7,7 +7,7 @@ Two parts, both cheap:
 * :class:`HealthCheck` draws one extra batch per log interval and measures, without updating:
   the R2D2 paper's stale-state discrepancy delta-Q, the online Q of taken actions against the
   discounted return actually obtained, the action gap and how often the online and target
-  networks disagree on the greedy action (policy churn), dead ReLU units, LSTM gate saturation and
+  networks disagree on the greedy action (policy churn), dead ReLU units, LSTM/GRU gate saturation and
   how far prioritisation concentrates the draws.
 
 ``docs/training.md`` ("Reading a run") explains each value and what a bad one looks like.
@@ -25,6 +25,7 @@ import tensorflow as tf
 from r2d2kit.agent.learner import R2D2Learner
 from r2d2kit.agent.rescale import tf_inverse_value_rescale
 from r2d2kit.replay.sequence import SequenceReplayBuffer
+from r2d2kit.replay.window_record import NETWORK_ROWS
 
 SATURATION_MARGIN = 0.01  # a gate is saturated when its output is within 1% of its range's edge
 
@@ -111,17 +112,17 @@ class HealthCheck:
         relu_layers = [layer for layer in encoder.layers if _is_relu(layer)]
         self._encoder_units = (keras.Model(encoder.inputs, [layer.output for layer in relu_layers],
                                            name="health_encoder") if relu_layers else None)
-        self._rnn = keras.layers.RNN(network.cell, return_sequences=True, name="health_lstm")
+        self._rnn = keras.layers.RNN(network.cell, return_sequences=True, name="health_core")
         self._measure = tf.function(self._forward)
 
     # ------------------------------------------------------------------ the compiled part
     def _forward(self, batch, context):
         """Every measurement of one batch, in one compiled call."""
         learner, network = self.learner, self.learner.online
-        h, c = batch["state_h"], batch["state_c"]
-        q_stored, _, _ = learner._unroll(network, batch, slice(0, None), h, c)  # [B, L, A]
+        state = learner.stored_state(batch)
+        q_stored, _ = learner._unroll(network, batch, slice(0, None), state)  # [B, L, A]
         features = network._features(batch["obs"], batch["prev_action"], batch["prev_reward"])  # [B, L, F]
-        hidden = self._rnn(features, mask=batch["obs_mask"], initial_state=[h, c])  # [B, L, U]
+        hidden = self._rnn(features, mask=batch["obs_mask"], initial_state=state)  # [B, L, U]
         outputs = {"difference": self._stale_state_difference(batch, context, q_stored),
                    "scale": tf.reduce_max(tf.abs(q_stored), axis=-1),
                    "dead_share": self._dead_relu_share(batch, hidden),
@@ -133,10 +134,10 @@ class HealthCheck:
         """``||Q(stored state) - Q(recomputed state)||`` per row ``[B, L]``; the recomputed state unrolls the
         context rows from a zero state with the current weights."""
         learner, network = self.learner, self.learner.online
-        zeros = tf.zeros_like(batch["state_h"])
-        _, fresh_h, fresh_c = network.model([context["obs"], context["prev_action"], context["prev_reward"],
-                                             context["obs_mask"], zeros, tf.zeros_like(batch["state_c"])])
-        q_fresh, _, _ = learner._unroll(network, batch, slice(0, None), fresh_h, fresh_c)
+        zeros = [tf.zeros_like(part) for part in learner.stored_state(batch)]
+        _, *fresh = network.model([context["obs"], context["prev_action"], context["prev_reward"],
+                                   context["obs_mask"], *zeros])
+        q_fresh, _ = learner._unroll(network, batch, slice(0, None), fresh)
         return tf.norm(q_stored - q_fresh, axis=-1)
 
     def _taken_actions(self, batch, q_stored):
@@ -154,7 +155,7 @@ class HealthCheck:
             action_gap = top[..., 0] - top[..., 1]
         else:
             action_gap = tf.zeros_like(q_taken)
-        q_target, _, _ = learner._unroll(learner.target, batch, slice(0, None), batch["state_h"], batch["state_c"])
+        q_target, _ = learner._unroll(learner.target, batch, slice(0, None), learner.stored_state(batch))
         differs = tf.argmax(q_stored[:, trace], axis=-1) != tf.argmax(q_target[:, trace], axis=-1)
         return {"q_taken": q_taken, "action_gap": action_gap, "disagree": tf.cast(differs, tf.float32)}
 
@@ -170,7 +171,7 @@ class HealthCheck:
                 unit_activity.append(tf.reduce_max(tf.reshape(rows, [-1, rows.shape[-1]]), axis=0) > 0.0)
         streams = [network.advantage_layers] + ([network.value_layers] if network.dueling else [])
         for stream in streams:
-            x = network.lstm_norm(hidden) if network.lstm_norm is not None else hidden
+            x = network.core_norm(hidden) if network.core_norm is not None else hidden
             for layer in stream[:-1]:
                 x = layer(x)
                 if _is_relu(layer):
@@ -181,18 +182,29 @@ class HealthCheck:
         return 1.0 - tf.reduce_mean(tf.cast(tf.concat(unit_activity, axis=0), tf.float32))
 
     def _gate_saturation(self, batch, features, hidden):
-        """Share of LSTM gate outputs within ``SATURATION_MARGIN`` of their range's edge on present rows,
-        from each row's input and the previous row's hidden state."""
-        cell = self.learner.online.cell
-        previous = tf.concat([batch["state_h"][:, tf.newaxis], hidden[:, :-1]], axis=1)
-        z = (tf.matmul(tf.cast(features, tf.float32), cell.kernel) + tf.matmul(previous, cell.recurrent_kernel)
-             + cell.bias)
-        z_input, z_forget, z_candidate, z_output = tf.split(z, 4, axis=-1)  # Keras' gate order
-        unit_range = tf.concat([tf.sigmoid(z_input), tf.sigmoid(z_forget), (tf.tanh(z_candidate) + 1.0) / 2.0,
-                                tf.sigmoid(z_output)], axis=-1)  # every gate on [0, 1]
+        """Share of the core's gate outputs within ``SATURATION_MARGIN`` of their range's edge on present rows,
+        from each row's input and the previous row's output (an LSTM's or GRU's h); NaN for a user's core."""
+        network = self.learner.online
+        cell = network.cell
+        if network.core not in ("lstm", "gru"):  # a user's cell: its gates are its own
+            return tf.constant(math.nan, tf.float32)
+        previous = tf.concat([self.learner.stored_state(batch)[0][:, tf.newaxis], hidden[:, :-1]], axis=1)
+        from_input = tf.matmul(tf.cast(features, tf.float32), cell.kernel)
+        if network.core == "lstm":
+            z = from_input + tf.matmul(previous, cell.recurrent_kernel) + cell.bias
+            z_input, z_forget, z_candidate, z_output = tf.split(z, 4, axis=-1)  # Keras' gate order
+            unit_range = tf.concat([tf.sigmoid(z_input), tf.sigmoid(z_forget), (tf.tanh(z_candidate) + 1.0) / 2.0,
+                                    tf.sigmoid(z_output)], axis=-1)  # every gate on [0, 1]
+        else:  # Keras' GRU, reset_after: the reset gate scales the recurrent candidate term
+            x_update, x_reset, x_candidate = tf.split(from_input + cell.bias[0], 3, axis=-1)
+            r_update, r_reset, r_candidate = tf.split(tf.matmul(previous, cell.recurrent_kernel) + cell.bias[1], 3,
+                                                      axis=-1)
+            reset = tf.sigmoid(x_reset + r_reset)
+            unit_range = tf.concat([tf.sigmoid(x_update + r_update), reset,
+                                    (tf.tanh(x_candidate + reset * r_candidate) + 1.0) / 2.0], axis=-1)
         saturated = tf.cast((unit_range < SATURATION_MARGIN) | (unit_range > 1.0 - SATURATION_MARGIN), tf.float32)
         row_mask = tf.cast(batch["obs_mask"], tf.float32)[..., tf.newaxis]
-        return tf.reduce_sum(saturated * row_mask) / tf.maximum(tf.reduce_sum(row_mask) * z.shape[-1], 1.0)
+        return tf.reduce_sum(saturated * row_mask) / tf.maximum(tf.reduce_sum(row_mask) * unit_range.shape[-1], 1.0)
 
     # ------------------------------------------------------------------ public
     def measure(self, replay: SequenceReplayBuffer) -> dict[str, float]:
@@ -205,13 +217,11 @@ class HealthCheck:
         indices = batch["indices"]
         context = replay.preceding_rows(indices, self.context_rows)
         inputs = self.learner._inputs(batch)
-        context_inputs = {"obs": tf.convert_to_tensor(context["obs"]),
-                          "prev_action": tf.convert_to_tensor(context["prev_action"].astype(np.int32)),
-                          "prev_reward": tf.convert_to_tensor(context["prev_reward"]),
-                          "obs_mask": tf.convert_to_tensor(context["obs_mask"])}
+        context_inputs = {name: tf.convert_to_tensor(context[name]) for name in NETWORK_ROWS}
+        context_inputs["prev_action"] = tf.cast(context_inputs["prev_action"], tf.int32)
         out = {key: value.numpy() for key, value in self._measure(inputs, context_inputs).items()}
         values = {"health/dead_relu_share": float(out["dead_share"]),
-                  "health/lstm_gate_saturation": float(out["saturation"]),
+                  "health/gate_saturation": float(out["saturation"]),
                   "health/priority_spread": replay.sampler.probability_spread()}
         cfg = self.learner.config
         trained = batch["mask"][:, cfg.burn_in:cfg.burn_in + cfg.trace_length]

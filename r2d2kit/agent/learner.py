@@ -18,6 +18,7 @@ from r2d2kit.agent.config import R2D2Config
 from r2d2kit.agent.targets import tf_nstep_targets
 from r2d2kit.models.qnetwork import QNetwork
 from r2d2kit.replay.sequence import SequenceReplayBuffer
+from r2d2kit.replay.window_record import LEARNER_ROWS, NETWORK_ROWS
 
 
 def tf_sequence_priorities(abs_td, mask, eta: float):
@@ -39,8 +40,7 @@ class R2D2Learner:
             ``final_learning_rate`` over that many updates and then stays there.
     """
 
-    BATCH_KEYS = ("obs", "action", "reward", "prev_action", "prev_reward", "terminated", "mask", "obs_mask",
-                  "state_h", "state_c", "weights")
+    ROW_KEYS = (*LEARNER_ROWS, "weights")  # the window rows it trains on and the sample's importance weights
 
     def __init__(self, network: QNetwork, config: R2D2Config | None = None,
                  optimizer: keras.optimizers.Optimizer | None = None) -> None:
@@ -48,6 +48,7 @@ class R2D2Learner:
         self.online = network
         self.target = network.clone(name=f"{network.name}_target")
         self.target.copy_weights_from(self.online)
+        self.state_keys = tuple(field.key for field in network.state_spec())  # the windows' stored state, in order
         self.optimizer = optimizer or keras.optimizers.Adam(
             learning_rate=self.learning_rate_schedule(self.config), epsilon=self.config.adam_epsilon,
             global_clipnorm=self.config.max_gradient_norm)
@@ -66,17 +67,22 @@ class R2D2Learner:
             power=1.0)
 
     # ------------------------------------------------------------------ the step
-    def _unroll(self, network: QNetwork, batch, rows: slice, h, c):
-        return network.model([batch["obs"][:, rows], batch["prev_action"][:, rows], batch["prev_reward"][:, rows],
-                              batch["obs_mask"][:, rows], h, c])
+    def _unroll(self, network: QNetwork, batch, rows: slice, state):
+        """Q ``[B, rows, A]`` and the state after ``rows`` (a list), unrolled from ``state``."""
+        q, *final = network.model([*(batch[name][:, rows] for name in NETWORK_ROWS), *state])
+        return q, final
+
+    def stored_state(self, batch: Mapping[str, tf.Tensor]) -> list[tf.Tensor]:
+        """The recurrent state stored with each window, in the network's state-spec order."""
+        return [batch[key] for key in self.state_keys]
 
     def _forward(self, batch: Mapping[str, tf.Tensor]):
         """Loss and per-row TD for a batch; call under a GradientTape to differentiate it."""
         cfg = self.config
         burn, rest = slice(0, cfg.burn_in), slice(cfg.burn_in, None)
-        h, c = batch["state_h"], batch["state_c"]
-        q_target = self._target_q(batch, burn, rest, h, c)  # [B, T + n, A]
-        q_online = self._unroll_after_burn_in(self.online, batch, burn, rest, h, c)  # [B, T + n, A], with gradient
+        state = self.stored_state(batch)
+        q_target = self._target_q(batch, burn, rest, state)  # [B, T + n, A]
+        q_online = self._unroll_after_burn_in(self.online, batch, burn, rest, state)  # [B, T + n, A], with gradient
         targets = tf.stop_gradient(self._targets(batch, rest, tf.stop_gradient(q_online), q_target))  # [B, T]
 
         # --- importance-weighted loss over the rows that hold transitions
@@ -99,18 +105,18 @@ class R2D2Learner:
             "weights": batch["weights"],
         }
 
-    def _unroll_after_burn_in(self, network: QNetwork, batch, burn: slice, rest: slice, h, c):
-        """Q ``[B, T + n, A]`` of ``network`` over the rows after burn-in: the LSTM starts from the stored
+    def _unroll_after_burn_in(self, network: QNetwork, batch, burn: slice, rest: slice, state):
+        """Q ``[B, T + n, A]`` of ``network`` over the rows after burn-in: the core starts from the stored
         state and is warmed up over the burn-in rows, which get no gradient."""
         if self.config.burn_in > 0:
-            _, h, c = self._unroll(network, batch, burn, h, c)
-            h, c = tf.stop_gradient(h), tf.stop_gradient(c)
-        q, _, _ = self._unroll(network, batch, rest, h, c)
+            _, state = self._unroll(network, batch, burn, state)
+            state = [tf.stop_gradient(part) for part in state]
+        q, _ = self._unroll(network, batch, rest, state)
         return q
 
-    def _target_q(self, batch: Mapping[str, tf.Tensor], burn: slice, rest: slice, h, c):
+    def _target_q(self, batch: Mapping[str, tf.Tensor], burn: slice, rest: slice, state):
         """Target-network Q ``[B, T + n, A]`` over the rows after burn-in (a subclass may vary the network)."""
-        return self._unroll_after_burn_in(self.target, batch, burn, rest, h, c)
+        return self._unroll_after_burn_in(self.target, batch, burn, rest, state)
 
     def _targets(self, batch: Mapping[str, tf.Tensor], rest: slice, q_online, q_target):
         """Value-rescaled n-step double-Q targets ``[B, T]`` for the rows after burn-in (a subclass may vary them)."""
@@ -140,11 +146,13 @@ class R2D2Learner:
 
     # ------------------------------------------------------------------ public
     def _inputs(self, batch: Mapping[str, Any]) -> dict[str, tf.Tensor]:
-        missing = [key for key in self.BATCH_KEYS if key not in batch]
+        keys = self.ROW_KEYS + self.state_keys
+        missing = [key for key in keys if key not in batch]
         if missing:
-            raise ValueError(f"batch is missing {missing}; pass SequenceReplayBuffer.sample() output with "
-                             "state fields named state_h and state_c")
-        inputs = {key: tf.convert_to_tensor(batch[key]) for key in self.BATCH_KEYS}
+            raise ValueError(f"batch is missing {missing}; pass SequenceReplayBuffer.sample() output of a replay "
+                             f"whose windows store the network's state as {list(self.state_keys)} "
+                             "(training.builders.make_sequence_replay makes one)")
+        inputs = {key: tf.convert_to_tensor(batch[key]) for key in keys}
         inputs["prev_action"] = tf.cast(inputs["prev_action"], tf.int32)
         return inputs
 

@@ -6,7 +6,7 @@ few tens of microseconds. :class:`NumpyForward` runs that arithmetic for the net
 it knows, and :class:`~r2d2kit.models.StatefulActor` falls back to one compiled Keras call for the
 rest (image encoders, custom :class:`~r2d2kit.models.ImageModel` subclasses).
 
-One step, for ``E`` envs (``U`` LSTM units, ``A`` actions)::
+One step, for ``E`` envs (``U`` core units, ``A`` actions), with an LSTM core::
 
     obs [E, *obs] --(uint8: /255)--(* input_scale)--flatten--> Dense ... Dense --> f [E, F]
         (coded observations, CodeEncoder(MLPModel): obs = codes [E, code_size], first one-hot
@@ -16,11 +16,13 @@ One step, for ``E`` envs (``U`` LSTM units, ``A`` actions)::
          the kernel is a row gather, so nothing is concatenated)
     i, f, g, o = sigmoid(z_i), sigmoid(z_f), tanh(z_g), sigmoid(z_o)             (Keras' gate order)
     c' = f * c + i * g;   h' = o * tanh(c')
+      (a GRU core, Keras' reset_after form: x_z, x_r, x_h = f K + b_in;  r_z, r_r, r_h = h R + b_rec
+       z = sigmoid(x_z + r_z);  r = sigmoid(x_r + r_r);  h' = z * h + (1 - z) * tanh(x_h + r * r_h))
     x = LayerNorm(h') if layer_norm else h'
     A(x), V(x): each stream its hidden layers, then its output layer
     Q = V + A - mean(A)  (dueling)   or   Q = A
 
-The weights are read from the Keras layers by role (the encoder's Dense layers, the LSTM cell, the
+The weights are read from the Keras layers by role (the encoder's Dense layers, the core's cell, the
 norm, each head stream's layers), checked against the network's config, and the whole step is then
 compared once with the Keras sequence model on random inputs: a network this module misreads is
 refused (:class:`UnsupportedNetwork`), never run with wrong numbers.
@@ -200,7 +202,7 @@ def _walk(layer: Any):
 
 
 class NumpyForward:
-    """One step of a :class:`~r2d2kit.models.QNetwork` in numpy: Q-values and the next LSTM state.
+    """One step of a :class:`~r2d2kit.models.QNetwork` in numpy: Q-values and the next recurrent state.
 
     Built only for what it implements (see the module docstring); anything else raises
     :class:`UnsupportedNetwork`, and the actor runs the compiled Keras step instead.
@@ -215,7 +217,8 @@ class NumpyForward:
     def __init__(self, network: Any, check: bool = True) -> None:
         self.network = network
         self.obs_shape, self.obs_dtype = tuple(network.obs_shape), np.dtype(network.obs_dtype)
-        self.num_actions, self.units = int(network.num_actions), int(network.lstm_units)
+        self.num_actions = int(network.num_actions)
+        self.units = int(network.core_units)
         self._weights = weights = _Weights()
         try:
             self._read_layers(network, weights)
@@ -233,21 +236,27 @@ class NumpyForward:
         self._input_scale = None if spec.input_scale is None else np.asarray(spec.input_scale, np.float32)
         inputs = self._code_plan[0].size if self._code_plan is not None else int(np.prod(self.obs_shape))
         self._features = int(spec.units[-1]) if spec.units else int(inputs)
-        self._lstm = self._lstm_slots(network.cell, weights)
-        self._norm = _stack([network.lstm_norm], weights) if network.lstm_norm is not None else []
+        self._cell_slots = self._core_slots(network.cell, weights)
+        self._norm = _stack([network.core_norm], weights) if network.core_norm is not None else []
         self._advantage = _stack(list(network.advantage_layers), weights)
         self._value = _stack(list(network.value_layers), weights) if network.dueling else []
 
-    def _lstm_slots(self, cell: Any, weights: _Weights) -> tuple[int, int, int]:
-        if type(cell) is not keras.layers.LSTMCell or not cell.use_bias:
-            raise UnsupportedNetwork(f"the recurrent cell {cell.name!r} is not a Keras LSTMCell with a bias")
+    def _core_slots(self, cell: Any, weights: _Weights) -> tuple[int, int, int]:
+        kind = type(cell)
+        if kind not in (keras.layers.LSTMCell, keras.layers.GRUCell) or not cell.use_bias:
+            raise UnsupportedNetwork(f"the recurrent cell {cell.name!r} ({kind.__name__}) is not a Keras LSTMCell "
+                                     "or GRUCell with a bias")
         if _activation(cell) is not np.tanh or _activation(cell, "recurrent_activation") is not _sigmoid:
-            raise UnsupportedNetwork(f"LSTMCell {cell.name!r}: only activation='tanh', recurrent_activation="
+            raise UnsupportedNetwork(f"{kind.__name__} {cell.name!r}: only activation='tanh', recurrent_activation="
                                      "'sigmoid' (the Keras defaults) are supported")
+        self._gru = kind is keras.layers.GRUCell
+        if self._gru and not cell.reset_after:
+            raise UnsupportedNetwork(f"GRUCell {cell.name!r}: only reset_after=True (the Keras default) is supported")
+        gates = 3 if self._gru else 4
         extra = self.num_actions + 1 if self.network.prev_action_reward else 0
-        if tuple(cell.kernel.shape) != (self._features + extra, 4 * self.units):
-            raise UnsupportedNetwork(f"LSTMCell {cell.name!r}: kernel {tuple(cell.kernel.shape)}, expected "
-                                     f"{(self._features + extra, 4 * self.units)} from the encoder and prev "
+        if tuple(cell.kernel.shape) != (self._features + extra, gates * self.units):
+            raise UnsupportedNetwork(f"{kind.__name__} {cell.name!r}: kernel {tuple(cell.kernel.shape)}, expected "
+                                     f"{(self._features + extra, gates * self.units)} from the encoder and prev "
                                      "action/reward")
         return weights.add(cell.kernel), weights.add(cell.recurrent_kernel), weights.add(cell.bias)
 
@@ -261,9 +270,10 @@ class NumpyForward:
         """Read the network's current weights again (one compiled call)."""
         self._weights.refresh()
 
-    def step(self, obs: np.ndarray, prev_action: np.ndarray, prev_reward: np.ndarray, h: np.ndarray,
-             c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Q-values ``[E, A]`` and the next ``(h, c)``, each ``[E, U]``, for one step of ``E`` envs.
+    def step(self, obs: np.ndarray, prev_action: np.ndarray, prev_reward: np.ndarray,
+             state: tuple[np.ndarray, ...]) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+        """Q-values ``[E, A]`` and the next state (``(h, c)`` for an LSTM, ``(h,)`` for a GRU, each ``[E, U]``)
+        for one step of ``E`` envs.
 
         Inputs are taken as given (the actor validates them): ``obs`` ``[E, *obs_shape]`` of the
         network's dtype, ``prev_action`` int ``[E]`` in ``[0, A)``, ``prev_reward`` float32 ``[E]``.
@@ -279,21 +289,45 @@ class NumpyForward:
         if self._input_scale is not None:
             x = x * self._input_scale
         x = _run(self._encoder, w, x.reshape(len(x), -1))  # [E, F]
-        kernel, recurrent, bias = (w[slot] for slot in self._lstm)
-        features = self._features
-        z = x @ kernel[:features] + h @ recurrent + bias  # [E, 4U]
-        if self.network.prev_action_reward:
-            z = z + kernel[features + prev_action] + prev_reward[:, None] * kernel[features + self.num_actions]
-        u = self.units
-        gates = _sigmoid(z)  # i, f, o used; g is tanh'd below
-        c_next = gates[:, u:2 * u] * c + gates[:, :u] * np.tanh(z[:, 2 * u:3 * u])  # [E, U]
-        h_next = gates[:, 3 * u:] * np.tanh(c_next)  # [E, U]
-        hidden = _run(self._norm, w, h_next)
+        kernel, recurrent, bias = (w[slot] for slot in self._cell_slots)
+        if self._gru:
+            next_state = self._gru_step(x, prev_action, prev_reward, state[0], kernel, recurrent, bias)
+        else:
+            next_state = self._lstm_step(x, prev_action, prev_reward, state, kernel, recurrent, bias)
+        hidden = _run(self._norm, w, next_state[0])
         advantage = _run(self._advantage, w, hidden)  # [E, A]
         if not self._value:
-            return advantage, h_next, c_next
+            return advantage, next_state
         value = _run(self._value, w, hidden)  # [E, 1]
-        return value + advantage - advantage.mean(axis=-1, keepdims=True), h_next, c_next
+        return value + advantage - advantage.mean(axis=-1, keepdims=True), next_state
+
+    def _with_previous(self, z, prev_action, prev_reward, kernel):
+        """``z`` plus the kernel's share of ``[one_hot(prev_action), prev_reward]``: a row gather, nothing
+        concatenated."""
+        if not self.network.prev_action_reward:
+            return z
+        features = self._features
+        return z + kernel[features + prev_action] + prev_reward[:, None] * kernel[features + self.num_actions]
+
+    def _lstm_step(self, x, prev_action, prev_reward, state, kernel, recurrent, bias):
+        h_prev, c_prev = state
+        z = x @ kernel[:self._features] + h_prev @ recurrent + bias  # [E, 4U]
+        z = self._with_previous(z, prev_action, prev_reward, kernel)
+        u = self.units
+        gates = _sigmoid(z)  # i, f, o used; g is tanh'd below
+        c_next = gates[:, u:2 * u] * c_prev + gates[:, :u] * np.tanh(z[:, 2 * u:3 * u])  # [E, U]
+        h_next = gates[:, 3 * u:] * np.tanh(c_next)  # [E, U]
+        return h_next, c_next
+
+    def _gru_step(self, x, prev_action, prev_reward, h, kernel, recurrent, bias):
+        u = self.units
+        from_input = self._with_previous(x @ kernel[:self._features] + bias[0], prev_action, prev_reward,
+                                         kernel)  # [E, 3U]
+        from_state = h @ recurrent + bias[1]  # [E, 3U]
+        gates = _sigmoid(from_input[:, :2 * u] + from_state[:, :2 * u])  # z, r
+        update, reset = gates[:, :u], gates[:, u:]
+        candidate = np.tanh(from_input[:, 2 * u:] + reset * from_state[:, 2 * u:])  # [E, U]
+        return (update * h + (np.float32(1.0) - update) * candidate,)
 
     def check_against_keras(self, batch: int = 3, seed: int = 0) -> None:
         """Compare one step with the Keras sequence model on random inputs; :class:`UnsupportedNetwork` if they
@@ -308,12 +342,15 @@ class NumpyForward:
             obs = rng.normal(size=(batch,) + self.obs_shape).astype(self.obs_dtype)
         prev_action = rng.integers(0, self.num_actions, batch).astype(np.int32)
         prev_reward = rng.normal(size=batch).astype(np.float32)
-        h, c = (rng.normal(size=(batch, self.units)).astype(np.float32) for _ in range(2))
-        mine = self.step(obs, prev_action, prev_reward, h, c)
-        q, h_k, c_k = self.network.model([obs[:, None], prev_action[:, None], prev_reward[:, None],
-                                          np.ones((batch, 1), bool), h, c])
-        theirs = (keras.ops.convert_to_numpy(q)[:, 0], keras.ops.convert_to_numpy(h_k), keras.ops.convert_to_numpy(c_k))
-        for name, a, b in zip(("Q-values", "h", "c"), mine, theirs, strict=True):
+        spec = self.network.state_spec()
+        state = tuple(rng.normal(size=(batch,) + field.shape).astype(np.float32) for field in spec)
+        q_mine, state_mine = self.step(obs, prev_action, prev_reward, state)
+        q, *state_keras = self.network.model([obs[:, None], prev_action[:, None], prev_reward[:, None],
+                                              np.ones((batch, 1), bool), *state])
+        mine = (q_mine, *state_mine)
+        theirs = (keras.ops.convert_to_numpy(q)[:, 0], *(keras.ops.convert_to_numpy(part) for part in state_keras))
+        names = ("Q-values", *(f"state {field.name!r}" for field in spec))
+        for name, a, b in zip(names, mine, theirs, strict=True):
             finite = np.abs(b[np.isfinite(b)])
             scale = max(1.0, float(finite.max())) if finite.size else 1.0  # diverged (NaN) weights: NaN both ways
             if a.shape != b.shape or not np.allclose(a, b, rtol=1e-4, atol=1e-4 * scale, equal_nan=True):

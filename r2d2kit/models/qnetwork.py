@@ -1,13 +1,15 @@
-"""Recurrent Q-network: encoder -> [prev action one-hot, prev reward] -> LSTM -> dueling head.
+"""Recurrent Q-network: encoder -> [prev action one-hot, prev reward] -> memory core -> dueling head.
 
-One set of layers serves two Keras models:
+The core is an LSTM (R2D2's), a GRU or a user's Keras cell (``models/cores.py``); its recurrent
+state is a tuple of tensors described once by :meth:`QNetwork.state_spec`. One set of layers serves
+two Keras models:
 
-* the **sequence model** (learner): any batch, any length; explicit initial LSTM state and a row
+* the **sequence model** (learner): any batch, any length; explicit initial state and a row
   mask, so stored states from replay go straight in and padded rows leave the state untouched;
-* the **actor** (:class:`StatefulActor`): one step for a static batch of ``num_envs``, the LSTM
-  state of each env kept in numpy arrays between calls; a numpy forward of the same weights for
-  the built-in MLP encoder (``models/numpy_actor.py``), else one compiled Keras call over the
-  same ``LSTMCell`` and head layers.
+* the **actor** (:class:`StatefulActor`): one step for a static batch of ``num_envs``, the state
+  of each env kept in numpy arrays between calls; a numpy forward of the same weights for the
+  built-in MLP encoder with an LSTM or GRU core (``models/numpy_actor.py``), else one compiled
+  Keras call over the same cell and head layers.
 
 The Keras models call the very same weights (no copies), which ``tests/models`` checks, together
 with the equality of a step-by-step actor unroll (numpy and Keras) and a sequence-model unroll
@@ -17,19 +19,21 @@ from the same state.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import keras
 import numpy as np
+import numpy.typing as npt
 import tensorflow as tf
 
+from r2d2kit.models.cores import BUILT_IN_CORES, Core, StateField, make_cell, state_spec, zero_state
 from r2d2kit.models.encoders import ImageModel, MLPModel
 from r2d2kit.models.numpy_actor import NumpyForward, UnsupportedNetwork
 
 
 def _float32(x):
-    """``x`` as float32: the LSTM state leaves the models in float32 under any dtype policy (no-op in float32)."""
+    """``x`` as float32: the recurrent state leaves the models in float32 under any dtype policy (no-op in float32)."""
     return x if x.dtype == "float32" else keras.ops.cast(x, "float32")
 
 
@@ -41,43 +45,50 @@ class QNetwork:
         num_actions: discrete actions.
         encoder: an :class:`ImageModel`; default :class:`MLPModel` (vector observations).
         obs_dtype: dtype of observations (``"uint8"`` images are scaled to [0, 1] by the encoders).
-        lstm_units: LSTM width (R2D2: 512).
+        core: the memory core: ``"lstm"`` (R2D2's), ``"gru"``, ``"package.module:factory"`` or the factory
+            itself (a function ``factory(units)`` returning a Keras RNN cell; see ``models/cores.py``).
+        core_units: the core's width (R2D2: 512); a user's factory gets it as ``units``.
         dueling: use a dueling head, ``Q = V + A - mean(A)`` (R2D2: yes).
         head_units: hidden units of each head stream (0: linear head).
-        prev_action_reward: feed the previous action (one-hot) and reward to the LSTM, as R2D2 does.
-        layer_norm: layer-normalise the LSTM output and each head's hidden layer (before its ReLU), which
+        prev_action_reward: feed the previous action (one-hot) and reward to the core, as R2D2 does.
+        layer_norm: layer-normalise the core's output and each head's hidden layer (before its ReLU), which
             bounds the features TD targets chase (as in PQN, Gallici et al. 2024; not in R2D2). Off by
             default: on ``CartPoleNoVel-v1`` it learned slower (benchmarks/experiments/README.md).
         name: prefix of the Keras names (e.g. "online", "target").
 
     The layers by role are public, so other forwards of the same weights (the actors' numpy step,
     :class:`~r2d2kit.models.numpy_actor.NumpyForward`) read them without knowing how they were built:
-    ``encoder`` (Keras model, time folded into the batch), ``cell`` (the LSTM cell), ``lstm_norm``
-    (LayerNormalization of the LSTM output, or None), ``value_layers`` and ``advantage_layers`` (each
+    ``encoder`` (Keras model, time folded into the batch), ``cell`` (the core's Keras cell), ``core_norm``
+    (LayerNormalization of the core's output, or None), ``value_layers`` and ``advantage_layers`` (each
     head stream's layers in call order, the last one the output; ``value_layers`` unused without
     ``dueling``).
     """
 
     def __init__(self, obs_shape: tuple[int, ...], num_actions: int, encoder: ImageModel | None = None, *,
-                 obs_dtype: str = "float32", lstm_units: int = 512, dueling: bool = True, head_units: int = 512,
+                 obs_dtype: str = "float32", core: Core = "lstm", core_units: int = 512, dueling: bool = True,
+                 head_units: int = 512,
                  prev_action_reward: bool = True, layer_norm: bool = False, name: str = "online") -> None:
         if not isinstance(num_actions, (int, np.integer)) or num_actions < 1:
             raise ValueError(f"num_actions must be a positive int, got {num_actions!r}")
         self.config = dict(obs_shape=tuple(obs_shape), num_actions=int(num_actions), encoder=encoder or MLPModel(),
-                           obs_dtype=str(np.dtype(obs_dtype)), lstm_units=int(lstm_units), dueling=bool(dueling),
+                           obs_dtype=str(np.dtype(obs_dtype)), core=core, core_units=int(core_units),
+                           dueling=bool(dueling),
                            head_units=int(head_units), prev_action_reward=bool(prev_action_reward),
                            layer_norm=bool(layer_norm))
         self.obs_shape = tuple(obs_shape)
         self.obs_dtype = str(np.dtype(obs_dtype))
         self.num_actions = int(num_actions)
-        self.lstm_units = int(lstm_units)
+        self.core = core
+        self.core_units = int(core_units)
         self.dueling = bool(dueling)
         self.prev_action_reward = bool(prev_action_reward)
         self.name = name
         self.encoder = self.config["encoder"].build(self.obs_shape, self.obs_dtype)
-        self.cell = keras.layers.LSTMCell(self.lstm_units, name=f"{name}_lstm_cell")
+        self.cell = make_cell(core, self.core_units, name)
+        self._state_spec = state_spec(self.cell, core)
         self.layer_norm = bool(layer_norm)
-        self.lstm_norm = keras.layers.LayerNormalization(name=f"{name}_lstm_norm") if self.layer_norm else None
+        # (the LSTM's layer names are kept from before there were other cores: same seed, same weights)
+        self.core_norm = keras.layers.LayerNormalization(name=f"{name}_lstm_norm") if self.layer_norm else None
         # hidden layers first, then the outputs: Keras draws each initializer's seed when the layer is
         # made, so this order keeps the weights (and recorded runs) of a given seed unchanged
         self.value_layers = self._hidden(int(head_units), f"{name}_value")
@@ -107,8 +118,8 @@ class QNetwork:
         return keras.ops.concatenate([features, one_hot, reward], axis=-1)
 
     def _head(self, hidden):
-        if self.lstm_norm is not None:
-            hidden = self.lstm_norm(hidden)
+        if self.core_norm is not None:
+            hidden = self.core_norm(hidden)
         advantage = hidden
         for layer in self.advantage_layers:
             advantage = layer(advantage)  # [B, T, A]
@@ -128,13 +139,23 @@ class QNetwork:
     def _build_sequence_model(self) -> keras.Model:
         obs, prev_action, prev_reward = self._inputs(None, None)
         obs_mask = keras.Input(shape=(None,), dtype="bool", name="obs_mask")
-        h0 = keras.Input(shape=(self.lstm_units,), name="h0")
-        c0 = keras.Input(shape=(self.lstm_units,), name="c0")
-        rnn = keras.layers.RNN(self.cell, return_sequences=True, return_state=True, name=f"{self.name}_lstm")
-        hidden, h, c = rnn(self._features(obs, prev_action, prev_reward), mask=obs_mask, initial_state=[h0, c0])
-        q = self._head(hidden)
-        h, c = _float32(h), _float32(c)
-        return keras.Model([obs, prev_action, prev_reward, obs_mask, h0, c0], [q, h, c], name=f"{self.name}_sequence")
+        initial = [keras.Input(shape=field.shape, name=f"{field.name}0") for field in self._state_spec]
+        q, final = self._unroll(self._rnn(f"{self.name}_{self._rnn_label()}"), obs, prev_action, prev_reward,
+                                initial, obs_mask)
+        return keras.Model([obs, prev_action, prev_reward, obs_mask, *initial], [q, *final],
+                           name=f"{self.name}_sequence")
+
+    def _rnn_label(self) -> str:
+        return self.core if self.core in BUILT_IN_CORES else "core"
+
+    def _rnn(self, name: str) -> keras.layers.RNN:
+        return keras.layers.RNN(self.cell, return_sequences=True, return_state=True, name=name)
+
+    def _unroll(self, rnn, obs, prev_action, prev_reward, initial, obs_mask=None):
+        """Q ``[B, T, A]`` and the final state (a list in :meth:`state_spec` order, float32) from ``initial``."""
+        outputs = rnn(self._features(obs, prev_action, prev_reward), mask=obs_mask, initial_state=list(initial))
+        hidden, final = outputs[0], outputs[1:]
+        return self._head(hidden), [_float32(part) for part in final]
 
     # ------------------------------------------------------------------ public
     @property
@@ -142,10 +163,14 @@ class QNetwork:
         """All weights (the sequence model's; the actor model uses the same objects)."""
         return self.model.weights
 
-    def zero_state(self, batch: int) -> tuple[np.ndarray, np.ndarray]:
-        """LSTM state at an episode start: zeros ``[batch, units]`` for h and c."""
-        zeros = np.zeros((batch, self.lstm_units), dtype=np.float32)
-        return zeros, zeros.copy()
+    def state_spec(self) -> tuple[StateField, ...]:
+        """The recurrent state, one :class:`~r2d2kit.models.cores.StateField` per tensor in the core's order:
+        what actors keep, windows store (as ``state_<name>``) and the learner starts from."""
+        return self._state_spec
+
+    def zero_state(self, batch: int) -> tuple[np.ndarray, ...]:
+        """The state at an episode start: zeros ``[batch, *shape]`` for every tensor of :meth:`state_spec`."""
+        return zero_state(self._state_spec, batch)
 
     def clone(self, name: str = "target") -> QNetwork:
         """A network of the same architecture with its own weights (e.g. the target network)."""
@@ -172,23 +197,24 @@ class QNetwork:
 
 
 class StatefulActor:
-    """One-step Q-values for a batch of envs, with the LSTM state of each env kept between calls.
+    """One-step Q-values for a batch of envs, with the recurrent state of each env kept between calls.
 
-    The state is two numpy arrays ``[num_envs, units]`` owned here: :meth:`get_state` /
-    :meth:`set_state` copy them out and in (SequenceBuilder stores them at window starts) and
+    The state is a tuple of numpy arrays ``[num_envs, *shape]`` (the network's :meth:`QNetwork.state_spec`)
+    owned here: :meth:`get_state` / :meth:`set_state` copy it out and in (SequenceBuilder stores it at
+    window starts) and
     :meth:`reset` zeroes the rows of envs whose episode ended, doing nothing when none did.
 
     Two ways to compute a step (``backend`` picks, ``self.backend`` says which runs):
 
     * ``"numpy"``: :class:`~r2d2kit.models.numpy_actor.NumpyForward`, for the built-in MLP
-      encoder and the standard head; tens of microseconds for small nets where a Keras call costs
+      encoder, an LSTM or GRU core and the standard head; tens of microseconds for small nets where a Keras call costs
       about a millisecond of fixed overhead. It acts on a numpy copy of the weights, read again
       (one compiled call) before every step when ``follow_weights`` (nothing can go stale), else
       only before the first step after :meth:`refresh_weights`, which whoever changes the weights
       calls (actor processes after loading published weights, the local pool's ``publish``).
     * ``"keras"``: one ``tf.function`` of fixed shape over the same layers (the sequence model's
       RNN with one step, the state passed in and returned), for everything else, e.g. image
-      encoders; it always reads the live variables.
+      encoders or a user's core; it always reads the live variables.
 
     ``"auto"`` (the default) takes numpy when the network is supported, else keras; the reason is in
     ``backend_reason``.
@@ -205,7 +231,7 @@ class StatefulActor:
         self.num_envs = int(num_envs)
         self.follow_weights = bool(follow_weights)
         self._obs_shape = (self.num_envs,) + tuple(network.obs_shape)
-        self._h, self._c = network.zero_state(self.num_envs)  # [E, U] each
+        self._state = network.zero_state(self.num_envs)  # [E, *shape] per state tensor
         self._numpy: NumpyForward | None = None
         self._model: keras.Model | None = None
         self._step: Any = None
@@ -225,37 +251,36 @@ class StatefulActor:
     # ------------------------------------------------------------------ keras path
     @property
     def model(self) -> keras.Model:
-        """The Keras one-step model ``[obs, prev_action, prev_reward, h, c] -> [Q, h, c]`` (built on first use)."""
+        """The Keras one-step model ``[obs, prev_action, prev_reward, *state] -> [Q, *state]`` (built on first use)."""
         if self._model is None:
             network, envs = self.network, self.num_envs
             obs, prev_action, prev_reward = network._inputs(envs, 1)
-            h0 = keras.Input(batch_shape=(envs, network.lstm_units), name="h0")
-            c0 = keras.Input(batch_shape=(envs, network.lstm_units), name="c0")
-            rnn = keras.layers.RNN(network.cell, return_sequences=True, return_state=True,
-                                   name=f"{network.name}_actor_lstm")
-            hidden, h, c = rnn(network._features(obs, prev_action, prev_reward), initial_state=[h0, c0])
-            self._model = keras.Model([obs, prev_action, prev_reward, h0, c0],
-                                      [network._head(hidden), _float32(h), _float32(c)],
+            initial = [keras.Input(batch_shape=(envs,) + field.shape, name=f"{field.name}0")
+                       for field in network.state_spec()]
+            q, final = network._unroll(network._rnn(f"{network.name}_actor_{network._rnn_label()}"), obs,
+                                       prev_action, prev_reward, initial)
+            self._model = keras.Model([obs, prev_action, prev_reward, *initial], [q, *final],
                                       name=f"{network.name}_actor")
         return self._model
 
     def _compile_keras_step(self) -> Any:
-        model, units = self.model, self.network.lstm_units
-        signature = [tf.TensorSpec(self._obs_shape, self.network.obs_dtype), tf.TensorSpec((self.num_envs,), tf.int32),
-                     tf.TensorSpec((self.num_envs,), tf.float32),
-                     tf.TensorSpec((self.num_envs, units), tf.float32),
-                     tf.TensorSpec((self.num_envs, units), tf.float32)]
+        model = self.model
+        envs = self.num_envs
+        state_signature = tuple(tf.TensorSpec((envs,) + field.shape, field.dtype)
+                                for field in self.network.state_spec())
+        signature = [tf.TensorSpec(self._obs_shape, self.network.obs_dtype), tf.TensorSpec((envs,), tf.int32),
+                     tf.TensorSpec((envs,), tf.float32), state_signature]
 
         @tf.function(input_signature=signature)
-        def step(obs, prev_action, prev_reward, h, c):
-            q, h, c = model([obs[:, None], prev_action[:, None], prev_reward[:, None], h, c])
-            return q[:, 0], h, c  # [E, A], [E, U], [E, U]
+        def step(obs, prev_action, prev_reward, state):
+            q, *final = model([obs[:, None], prev_action[:, None], prev_reward[:, None], *state])
+            return q[:, 0], tuple(final)  # [E, A], the next state
 
         return step
 
     # ------------------------------------------------------------------ public
     def q_values(self, obs: Any, prev_action: Any, prev_reward: Any) -> np.ndarray:
-        """Q-values ``[num_envs, A]`` for one step; advances the LSTM state of every env."""
+        """Q-values ``[num_envs, A]`` for one step; advances the recurrent state of every env."""
         obs = np.asarray(obs, dtype=self.network.obs_dtype)
         prev_action = np.asarray(prev_action).astype(np.int32, copy=False)
         prev_reward = np.asarray(prev_reward).astype(np.float32, copy=False)
@@ -267,13 +292,13 @@ class StatefulActor:
         if prev_action.min() < 0 or prev_action.max() >= self.network.num_actions:
             raise ValueError(f"q_values: prev_action {prev_action.tolist()} outside [0, {self.network.num_actions})")
         if self._numpy is None:
-            q, h, c = self._step(obs, prev_action, prev_reward, self._h, self._c)
-            self._h, self._c = h.numpy(), c.numpy()
+            q, state = self._step(obs, prev_action, prev_reward, self._state)
+            self._state = tuple(part.numpy() for part in state)
             return q.numpy()
         if self.follow_weights or self._stale:
             self._numpy.refresh()
             self._stale = False
-        q, self._h, self._c = self._numpy.step(obs, prev_action, prev_reward, self._h, self._c)
+        q, self._state = self._numpy.step(obs, prev_action, prev_reward, self._state)
         return q
 
     def refresh_weights(self) -> None:
@@ -295,26 +320,34 @@ class StatefulActor:
         finally:
             self.follow_weights = follow
 
-    def get_state(self) -> tuple[np.ndarray, np.ndarray]:
-        """Current (h, c), each ``[num_envs, units]`` (copies)."""
-        return self._h.copy(), self._c.copy()
+    def get_state(self) -> tuple[np.ndarray, ...]:
+        """The current state (copies), one ``[num_envs, *shape]`` array per tensor of the network's state spec."""
+        return tuple(part.copy() for part in self._state)
 
-    def set_state(self, h: Any, c: Any) -> None:
-        """Overwrite the LSTM state (e.g. with stored states), each ``[num_envs, units]``."""
-        shape = (self.num_envs, self.network.lstm_units)
-        h, c = np.array(h, np.float32), np.array(c, np.float32)
-        if h.shape != shape or c.shape != shape:
-            raise ValueError(f"set_state: h {h.shape}, c {c.shape}; expected {shape} each")
-        self._h, self._c = h, c
+    def set_state(self, state: Sequence[npt.ArrayLike]) -> None:
+        """Overwrite the recurrent state (e.g. with stored states): one ``[num_envs, *shape]`` array per tensor
+        of the network's state spec, in its order."""
+        spec = self.network.state_spec()
+        if isinstance(state, np.ndarray) or len(state) != len(spec):
+            names = [field.name for field in spec]
+            raise ValueError(f"set_state: expected a sequence of {len(spec)} arrays ({names}, the network's "
+                             f"state_spec()), got {type(state).__name__}"
+                             f"{'' if isinstance(state, np.ndarray) else ' of ' + str(len(state))}")
+        parts = tuple(np.array(part, field.dtype) for part, field in zip(state, spec, strict=True))
+        for part, field in zip(parts, spec, strict=True):
+            if part.shape != (self.num_envs,) + field.shape:
+                raise ValueError(f"set_state: state {field.name!r} has shape {part.shape}; expected "
+                                 f"{(self.num_envs,) + field.shape}")
+        self._state = parts
 
     def reset(self, mask: Any = None) -> None:
         """Zero the state of envs where ``mask`` is true (all envs if ``mask`` is None); no work if none is."""
         if mask is None:
-            self._h, self._c = self.network.zero_state(self.num_envs)
+            self._state = self.network.zero_state(self.num_envs)
             return
         mask = np.asarray(mask, bool)
         if mask.shape != (self.num_envs,):
             raise ValueError(f"reset: mask of shape {mask.shape}, expected ({self.num_envs},) (one flag per env)")
         if mask.any():
-            self._h[mask] = 0.0
-            self._c[mask] = 0.0
+            for part in self._state:
+                part[mask] = 0.0

@@ -33,10 +33,9 @@ from r2d2kit.replay.fields import FieldSpec, check_cast, fields_from_json, field
 from r2d2kit.replay.persistence import MAX_COUNT, ArraySpec, SavedLayout, meta_field, meta_int, meta_mapping
 from r2d2kit.replay.protocol import DEFAULT_BETA
 from r2d2kit.replay.samplers import Sampler, make_sampler
+from r2d2kit.replay.window_record import ROW_FLAGS, ROW_MASK, WINDOW_IDS
 
 LOST_ROW = -2  # a row link to a step of the same episode that the ring no longer holds (-1: no such step)
-ROW_FLAGS = {"reward": ((), "float32"), "prev_reward": ((), "float32"), "terminated": ((), "bool"),
-             "truncated": ((), "bool"), "mask": ((), "bool")}
 
 
 def sequence_priorities(abs_td: Any, mask: Any, eta: float = 0.9) -> np.ndarray:
@@ -408,7 +407,7 @@ class SequenceReplayBuffer(BufferCore):
 
     # ------------------------------------------------------------------ checks
     def _check_windows(self, windows: Mapping[str, np.ndarray]) -> int:
-        needed = set(self._row_specs) | set(self._state_specs) | {"obs_mask", "env", "episode", "start"}
+        needed = set(self._row_specs) | set(self._state_specs) | {ROW_MASK, *WINDOW_IDS}
         missing = sorted(needed - set(windows))
         if missing:
             raise ValueError(f"windows are missing {missing}; pass the dict SequenceBuilder.step returns")

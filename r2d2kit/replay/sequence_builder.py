@@ -38,9 +38,10 @@ import numpy as np
 
 from r2d2kit._validation import as_per_env, check_positive_int
 from r2d2kit.replay.autoreset import ResetSteps
+from r2d2kit.replay.window_record import EPISODE_ROW, ROW_FLAGS, STATE_PREFIX, record_names
 
-_ROW_KEYS = ("obs", "action", "reward", "prev_action", "prev_reward", "terminated", "truncated")
-_OUTPUT_KEYS = frozenset(_ROW_KEYS) | {"mask", "obs_mask", "env", "episode", "start"}
+_ROW_KEYS = EPISODE_ROW  # the order of a kept row's tuple
+_OUTPUT_KEYS = record_names()
 
 
 class _Episode:
@@ -66,8 +67,9 @@ class SequenceBuilder:
 
     Call :meth:`step` once per ``envs.step`` with the observation the action was taken in, the
     action, the step's reward/terminated/truncated and the recurrent state *before* the step
-    (e.g. ``(h, c)``, each ``[num_envs, units]``). It returns the windows completed by that step as
-    a dict of dense arrays ``[W, L, ...]`` (see the module docstring for the layout), or ``None``.
+    (a tuple of ``[num_envs, ...]`` arrays, e.g. an LSTM's ``(h, c)``, stored under ``state_names``).
+    It returns the windows completed by that step as a dict of dense arrays ``[W, L, ...]`` (see the
+    module docstring for the layout), or ``None``.
 
     Args:
         num_envs: environments in the vector env.
@@ -78,10 +80,14 @@ class SequenceBuilder:
         autoreset_mode: the vector env's (``"next_step"``, gymnasium's default; ``"same_step"`` or
             ``"disabled"``: pass ``final_obs`` to :meth:`step`). A wrong mode builds wrong windows
             silently, so it is asked for rather than guessed.
+        state_names: the window field of each part of the recurrent state, in the state's order, each
+            ``state_<name>`` (a network's: ``tuple(state_fields(network.state_spec()))`` from
+            ``r2d2kit.models.cores``; an LSTM's ``("state_h", "state_c")``). Needed when :meth:`step`
+            gets a state; they must be the replay's state fields.
     """
 
     def __init__(self, num_envs: int, burn_in: int, trace_length: int, n_step: int, period: int,
-                 autoreset_mode: Any = "next_step") -> None:
+                 autoreset_mode: Any = "next_step", state_names: Sequence[str] = ()) -> None:
         self.num_envs = check_positive_int("num_envs", num_envs)
         self.burn_in = check_positive_int("burn_in", burn_in, minimum=0)
         self.trace_length = check_positive_int("trace_length", trace_length)
@@ -97,6 +103,8 @@ class SequenceBuilder:
         self._episodes_started = self.num_envs
         self._resets = ResetSteps(self.num_envs, autoreset_mode)
         self.autoreset_mode = self._resets.mode
+        self.state_names = self._check_state_names(state_names)
+        self._state_given: bool | None = None  # whether steps pass a state, fixed by the first step
         self._templates: dict[str, np.ndarray] | None = None  # zero rows for padding
         self._extra_templates: dict[str, np.ndarray] = {}  # zero rows of the extras, fixed by the first step
 
@@ -124,7 +132,7 @@ class SequenceBuilder:
                 raise ValueError(f"{name} must have a leading axis of num_envs={self.num_envs}, got {array.shape}")
         states = self._check_state(state)
         extras = self._check_extras(extras)
-        self._ensure_templates(obs, action, states)
+        self._ensure_templates(obs, action)
         done = terminated | truncated
         final_rows = self._check_final(done, obs, final_obs, final_extras)
 
@@ -264,23 +272,40 @@ class SequenceBuilder:
         out["episode"] = np.array([w["episode"] for w in windows], dtype=np.int64)
         out["start"] = np.array([w["start"] for w in windows], dtype=np.int64)
         if "state" in windows[0]:
-            for part, name in enumerate(self._state_names):
+            for part, name in enumerate(self.state_names):
                 out[name] = np.stack([w["state"][part] for w in windows])
         return out
 
     # ------------------------------------------------------------------ checks
+    @staticmethod
+    def _check_state_names(names: Sequence[str]) -> tuple[str, ...]:
+        if isinstance(names, str):
+            raise TypeError(f"state_names must be a sequence of field names, got the string {names!r}; write "
+                            f"({names!r},)")
+        names = tuple(names)
+        bad = [name for name in names if not isinstance(name, str) or not name.startswith(STATE_PREFIX)
+               or not name.isidentifier()]
+        if bad or len(set(names)) != len(names):
+            raise ValueError(f"state_names {names} must be distinct identifiers starting with 'state_' (the replay's "
+                             f"state fields, e.g. ('state_h', 'state_c')); {'bad: ' + str(bad) if bad else 'repeated'}")
+        return names
+
     def _check_state(self, state: Sequence[Any] | None) -> tuple[np.ndarray, ...] | None:
-        expected = None if self._templates is None else len(self._state_names)
+        given = state is not None
+        if self._state_given is not None and given != self._state_given:
+            raise ValueError("state is None but earlier steps passed a recurrent state; pass it every step" if
+                             self._state_given else "a state was passed, but earlier steps passed none")
+        self._state_given = given
         if state is None:
-            if expected:
-                raise ValueError("state is None but earlier steps passed a recurrent state; pass it every step")
             return None
         if isinstance(state, np.ndarray) or not isinstance(state, (tuple, list)):
             raise TypeError("state must be a tuple of arrays such as (h, c), each [num_envs, units]; "
                             f"got {type(state).__name__} (wrap a single array as (state,))")
         parts = tuple(np.asarray(part) for part in state)
-        if expected is not None and len(parts) != expected:
-            raise ValueError(f"state has {len(parts)} parts but earlier steps passed {expected}")
+        if len(parts) != len(self.state_names):
+            raise ValueError(f"state has {len(parts)} parts but the builder's state_names are {self.state_names}; "
+                             "pass SequenceBuilder(..., state_names=...) naming each part's window field, e.g. "
+                             "tuple(state_fields(network.state_spec())) (r2d2kit.models.cores)")
         for i, part in enumerate(parts):
             if part.ndim == 0 or part.shape[0] != self.num_envs:
                 raise ValueError(f"state[{i}] must have a leading axis of num_envs={self.num_envs}, got {part.shape}")
@@ -295,7 +320,7 @@ class SequenceBuilder:
                             f"got {type(extras).__name__}")
         arrays = {}
         for name, value in extras.items():
-            reserved = name in _OUTPUT_KEYS or str(name).startswith("state_")
+            reserved = name in _OUTPUT_KEYS or str(name).startswith(STATE_PREFIX)
             if not isinstance(name, str) or not name.isidentifier() or reserved:
                 raise ValueError(f"extras name {name!r} must be an identifier other than the builder's own output "
                                  f"keys {sorted(_OUTPUT_KEYS)} and the state_* keys; rename it")
@@ -314,19 +339,15 @@ class SequenceBuilder:
                              f"{given}; pass the same extras on every step")
         return arrays
 
-    def _ensure_templates(self, obs: np.ndarray, action: np.ndarray, states) -> None:
+    def _ensure_templates(self, obs: np.ndarray, action: np.ndarray) -> None:
         if self._templates is None:
+            flags = {name: np.zeros(shape, dtype) for name, (shape, dtype) in ROW_FLAGS.items() if name in _ROW_KEYS}
             self._templates = {
                 "obs": np.zeros(obs.shape[1:], obs.dtype),
                 "action": np.zeros(action.shape[1:], action.dtype),
-                "reward": np.zeros((), np.float32),
                 "prev_action": np.zeros(action.shape[1:], action.dtype),
-                "prev_reward": np.zeros((), np.float32),
-                "terminated": np.zeros((), bool),
-                "truncated": np.zeros((), bool),
+                **flags,
             }
-            count = 0 if states is None else len(states)
-            self._state_names = ("state_h", "state_c") if count == 2 else tuple(f"state_{i}" for i in range(count))
         elif obs.shape[1:] != self._templates["obs"].shape or action.shape[1:] != self._templates["action"].shape:
             raise ValueError(
                 f"obs/action shapes changed from {self._templates['obs'].shape}/{self._templates['action'].shape} "

@@ -154,7 +154,8 @@ class SequenceHerReplayBuffer(HindsightBase, SequenceReplayBuffer):
         ...                               state={"state_h": ((64,), "float32"), "state_c": ((64,), "float32")},
         ...                               compute_reward=env.unwrapped.compute_reward,
         ...                               burn_in=4, trace_length=8, n_step=2, period=4, seed=0)
-        >>> builder = SequenceBuilder(4, burn_in=4, trace_length=8, n_step=2, period=4)
+        >>> builder = SequenceBuilder(4, burn_in=4, trace_length=8, n_step=2, period=4,
+        ...                           state_names=("state_h", "state_c"))
         >>> windows = builder.step(buf.flatten_obs(obs), action, reward, terminated, truncated, (h, c),
         ...                        extras={"achieved_goal": obs["achieved_goal"]})   # obs: the vector env's dict
         >>> buf.add_sequences(windows)

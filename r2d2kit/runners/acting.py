@@ -58,9 +58,12 @@ class ActingLoop:
         again only after :meth:`refresh_weights` or :meth:`load_weights` (acting never changes them)."""
         import gymnasium as gym
 
+        from r2d2kit.models.cores import state_fields
+
         num_envs = len(epsilons)
         envs = gym.vector.SyncVectorEnv([make_env] * num_envs)
-        builder = SequenceBuilder(num_envs, config.burn_in, config.trace_length, config.n_step, config.period)
+        builder = SequenceBuilder(num_envs, config.burn_in, config.trace_length, config.n_step, config.period,
+                                  state_names=tuple(state_fields(network.state_spec())))
         actor = network.actor(num_envs, follow_weights=False)
         return cls(envs, actor, builder, epsilons, seed, extras, actor_id=actor_id, callbacks=callbacks)
 

@@ -158,8 +158,10 @@ class ProcessActors:
         self.extras = dict(extras or {})
         self.stall_timeout = stall_timeout
         self._last_heard = time.monotonic()
-        self._layout = window_layout(config.length, network.obs_shape, network.obs_dtype, np.int64, network.lstm_units,
-                                     self.extras)
+        from r2d2kit.models.cores import state_fields  # the network is built: Keras is loaded already
+
+        self._layout = window_layout(config.length, network.obs_shape, network.obs_dtype, np.int64,
+                                     state_fields(network.state_spec()), self.extras)
         initial = flatten_weights(network.variables)
         self._weights = WeightBroadcast.create(initial.size)
         self._rings: list[RecordRing] = []

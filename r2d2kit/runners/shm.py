@@ -236,29 +236,18 @@ class RecordLayout:
 
 
 def window_layout(length: int, obs_shape: tuple[int, ...], obs_dtype: Any, action_dtype: Any = np.int64,
-                  state_units: int | None = None,
+                  state: Mapping[str, tuple[tuple[int, ...], Any]] | None = None,
                   extras: Mapping[str, tuple[tuple[int, ...], Any]] | None = None) -> RecordLayout:
     """The record of one :class:`~r2d2kit.replay.SequenceBuilder` window (the learner gives it the max priority).
 
+    ``state``: the recurrent state stored per window, ``{state_<name>: (shape, dtype)}``
+    (:func:`r2d2kit.training.builders.state_fields`).
     ``extras``: per-row fields stored beside the observations, ``{name: (row shape, dtype)}`` (a goal
     env's ``{"achieved_goal": ((goal_size,), "float32")}``), each ``[length, *shape]`` in the record.
     """
-    spec = {
-        "obs": ((length,) + tuple(obs_shape), obs_dtype),
-        "action": ((length,), action_dtype), "prev_action": ((length,), action_dtype),
-        "reward": ((length,), np.float32), "prev_reward": ((length,), np.float32),
-        "terminated": ((length,), np.bool_), "truncated": ((length,), np.bool_),
-        "mask": ((length,), np.bool_), "obs_mask": ((length,), np.bool_),
-        "env": ((), np.int64), "episode": ((), np.int64), "start": ((), np.int64),
-    }
-    if state_units:
-        spec["state_h"] = ((state_units,), np.float32)
-        spec["state_c"] = ((state_units,), np.float32)
-    for name, (shape, dtype) in (extras or {}).items():
-        if name in spec:
-            raise ValueError(f"extra row field {name!r} clashes with a window field of that name")
-        spec[name] = ((length,) + tuple(shape), dtype)
-    return RecordLayout.from_spec(spec)
+    from r2d2kit.replay.window_record import window_fields
+
+    return RecordLayout.from_spec(window_fields(length, (obs_shape, obs_dtype), ((), action_dtype), state, extras))
 
 
 class RecordRing(_Segment):

@@ -158,6 +158,7 @@ def build_network(config: TrainConfig) -> Any:
     """The online :class:`~r2d2kit.models.QNetwork` for the configured env and model; for a non-Box
     observation space the encoder is wrapped in :class:`~r2d2kit.models.code_encoding.CodeEncoder`."""
     from r2d2kit.models import QNetwork
+    from r2d2kit.models.cores import import_factory
 
     obs_space, action_space, layout = _probe(config)
     encoder = build_encoder(config)
@@ -166,19 +167,27 @@ def build_network(config: TrainConfig) -> Any:
 
         _check_encoder_for_codes(config, layout)
         encoder = CodeEncoder(layout, encoder)
+    if ":" in config.model.core:
+        try:
+            import_factory(config.model.core)
+        except ValueError as error:
+            raise ConfigError(f"model.{error}") from None
     try:
         return QNetwork(obs_space.shape, int(action_space.n), encoder, obs_dtype=str(obs_space.dtype),
-                        lstm_units=config.model.lstm_units, dueling=config.model.dueling,
+                        core=config.model.core, core_units=config.model.core_units, dueling=config.model.dueling,
                         head_units=config.model.head_units, prev_action_reward=config.model.prev_action_reward,
                         layer_norm=config.model.layer_norm)
-    except Exception as error:  # noqa: BLE001  (a user's encoder can fail in any way Keras can)
-        if ":" not in config.model.encoder:
-            raise  # a built-in encoder failing is r2d2kit's bug: keep the traceback
+    except Exception as error:  # noqa: BLE001  (a user's encoder or core can fail in any way Keras can)
+        users = [f"model.{key} {getattr(config.model, key)!r}" for key in ("encoder", "core")
+                 if ":" in getattr(config.model, key)]
+        if not users:
+            raise  # a built-in encoder or core failing is r2d2kit's bug: keep the traceback
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
-        raise ConfigError(f"model.encoder {config.model.encoder!r} failed on env.id {config.env.id!r}'s observations "
+        raise ConfigError(f"{' or '.join(users)} failed on env.id {config.env.id!r}'s observations "
                           f"(shape {tuple(obs_space.shape)}, {obs_space.dtype}): {type(error).__name__}: "
-                          f"{first_line[:300]}; check that the encoder's layers fit that input (a convolution needs "
-                          "an image)") from None
+                          f"{first_line[:300]}; check that an encoder's layers fit that input (a convolution needs "
+                          "an image) and that a core's cell takes [batch, features] inputs with the states its "
+                          "state_size declares") from None
 
 
 CONV_ENCODERS = ("dqn", "r2d3", "minatar", "minigrid")  # built-ins that convolve images
@@ -207,13 +216,14 @@ def make_sequence_replay(network: Any, config: R2D2Config, capacity: int, *, see
     """The replay an :class:`R2D2Learner` of ``network`` samples from.
 
     Windows match ``config`` (burn-in, trace, n-step, period, priority exponent) and carry the
-    fields :meth:`R2D2Learner.train` reads: ``obs`` and ``action`` per row, the LSTM's ``state_h``
-    and ``state_c`` per window.
+    fields :meth:`R2D2Learner.train` reads: ``obs`` and ``action`` per row, the core's state
+    (``network.state_spec()``, each tensor as ``state_<name>``) per window.
     """
-    units = network.lstm_units
+    from r2d2kit.models.cores import state_fields
+
     return SequenceReplayBuffer(
         capacity, {"obs": (network.obs_shape, network.obs_dtype), "action": ((), "int64")},
-        {"state_h": ((units,), "float32"), "state_c": ((units,), "float32")}, burn_in=config.burn_in,
+        state_fields(network.state_spec()), burn_in=config.burn_in,
         trace_length=config.trace_length, n_step=config.n_step, period=config.period,
         sampler=sampler, alpha=_priority_exponent(config, sampler),
         initial_state=initial_state, seed=seed)
@@ -229,13 +239,14 @@ def make_sequence_her_replay(network: Any, config: R2D2Config, capacity: int, *,
     (``goal_size``), as :class:`~r2d2kit.spaces.GoalObservation` makes it; windows must carry the
     rows' ``achieved_goal`` (``ActingLoop(..., extras=("achieved_goal",))``).
     """
+    from r2d2kit.models.cores import state_fields
+
     if tuple(network.obs_shape) != (observation_size + goal_size,):
         raise ValueError(f"the network's input {tuple(network.obs_shape)} is not observation ({observation_size}) "
                          f"+ desired goal ({goal_size}); build it from the GoalObservation-wrapped env")
-    units = network.lstm_units
     return SequenceHerReplayBuffer(
         capacity, ((observation_size,), "float32"), ((goal_size,), "float32"), ((), "int64"),
-        {"state_h": ((units,), "float32"), "state_c": ((units,), "float32")}, compute_reward=compute_reward,
+        state_fields(network.state_spec()), compute_reward=compute_reward,
         compute_terminated=compute_terminated, burn_in=config.burn_in, trace_length=config.trace_length,
         n_step=config.n_step, period=config.period,
         n_sampled_goal=n_sampled_goal, goal_selection_strategy=goal_selection_strategy,

@@ -3,7 +3,7 @@
 A config file is nested by component::
 
     env:         {id: CartPoleNoVel-v1, num_envs: 4}     # num_envs: envs per actor
-    model:       {encoder: mlp, hidden: [64], lstm_units: 64, head_units: 64}
+    model:       {encoder: mlp, hidden: [64], core: lstm, core_units: 64, head_units: 64}
     replay:      {capacity: 100000, sampler: proportional}   # sampler: proportional | uniform | rank
     learner:     {burn_in: 10, trace_length: 20, ...}   # R2D2Config; omitted keys keep the paper's values
     actors:      {runner: processes, num_actors: 2, epsilon: 0.4}
@@ -67,11 +67,19 @@ class ModelConfig:
     encoder: str = "mlp"  # mlp | dqn | r2d3 | minatar | minigrid | "package.module:ImageModelSubclass"
     hidden: list = field(default_factory=lambda: [64])  # MLP encoder widths
     input_scale: float | list | None = None  # MLP: observation times this (one number or one per (encoded) input)
-    lstm_units: int = 512  # LSTM width (R2D2: 512)
+    core: str = "lstm"  # memory core: lstm (R2D2's) | gru | "package.module:factory" (factory(units) -> Keras cell)
+    core_units: int = 512  # the core's width (R2D2: 512)
     dueling: bool = True  # dueling head: Q = V + A - mean(A)
     head_units: int = 512  # hidden units of each head stream (0: a linear head)
-    prev_action_reward: bool = True  # feed the previous action (one-hot) and reward to the LSTM, as R2D2 does
-    layer_norm: bool = False  # layer-normalise the LSTM output and the head's hidden layers (not in R2D2)
+    prev_action_reward: bool = True  # feed the previous action (one-hot) and reward to the core, as R2D2 does
+    layer_norm: bool = False  # layer-normalise the core's output and the head's hidden layers (not in R2D2)
+
+    def __post_init__(self) -> None:
+        if self.core not in ("lstm", "gru") and ":" not in self.core:
+            raise ValueError(f"core must be lstm, gru or 'package.module:factory' (a function factory(units) "
+                             f"returning a Keras RNN cell), got {self.core!r}")
+        if self.core_units < 1:
+            raise ValueError(f"core_units must be >= 1, got {self.core_units}")
 
 
 @dataclass

@@ -23,8 +23,8 @@ PANELS = (
     ("prioritisation", [("health/priority_spread", "largest / mean probability"),
                         ("replay/is_weight_mean", "mean IS weight (x10)"),
                         ("replay/is_weight_min", "smallest IS weight (x10)")]),
-    ("dead ReLU units, saturated LSTM gates (share)", [("health/dead_relu_share", "dead ReLU"),
-                                                        ("health/lstm_gate_saturation", "saturated gates")]),
+    ("dead ReLU units, saturated core gates (share)", [("health/dead_relu_share", "dead ReLU"),
+                                                        ("health/gate_saturation", "saturated gates")]),
     ("trained rows per inserted row", [("replay/replay_ratio", "")]),
 )
 SCALED = {"replay/is_weight_min": 10.0, "replay/is_weight_mean": 10.0}  # drawn x10 to share its panel's axis

@@ -22,9 +22,12 @@ def startup_summary(trainer: Trainer) -> str:
     epsilons = trainer.epsilons  # one per env of every actor
     actors = len(epsilons) // cfg.env.num_envs
     replay = trainer.replay
+    core = network.core.upper() if network.core in ("lstm", "gru") else cfg.model.core
+    state = ", ".join(f"{field.name}{list(field.shape)}" for field in network.state_spec())
     return "\n".join([
         f"env: {cfg.env.id}, observation {network.obs_shape} {network.obs_dtype}, {network.num_actions} actions",
-        f"network: {type(encoder).__module__}.{type(encoder).__qualname__} encoder, LSTM {network.lstm_units}, "
+        f"network: {type(encoder).__module__}.{type(encoder).__qualname__} encoder, {core} {network.core_units} "
+        f"(state {state}), "
         f"{'dueling ' if cfg.model.dueling else ''}head {cfg.model.head_units}: "
         f"{network.model.count_params():,} weights (online; the target network holds as many)",
         f"replay: {type(replay).__name__} of {cfg.replay.capacity:,} steps in {replay.nbytes / 2 ** 20:,.1f} MiB, "

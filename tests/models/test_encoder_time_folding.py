@@ -83,7 +83,7 @@ def test_folded_encoder_equals_the_per_frame_reference(name, make, obs_shape, ob
 
 def test_the_gradient_graph_has_one_conv_per_layer_not_one_per_frame():
     keras.utils.set_random_seed(0)
-    network = QNetwork((36, 36), 3, DQNImageModel(dense_units=16), obs_dtype="uint8", lstm_units=8, head_units=8)
+    network = QNetwork((36, 36), 3, DQNImageModel(dense_units=16), obs_dtype="uint8", core_units=8, head_units=8)
     obs = tf.TensorSpec((2, 40, 36, 36), tf.uint8)
 
     @tf.function
@@ -102,7 +102,7 @@ def test_the_gradient_graph_has_one_conv_per_layer_not_one_per_frame():
 
 def test_encoder_shapes_for_actor_steps_and_windows():
     keras.utils.set_random_seed(0)
-    network = QNetwork((9, 9, 2), 4, UserConv(), obs_dtype="uint8", lstm_units=8, head_units=8)
+    network = QNetwork((9, 9, 2), 4, UserConv(), obs_dtype="uint8", core_units=8, head_units=8)
     assert network.encoder.output_shape == (None, None, 6)
     q = network.actor(2).q_values(np.zeros((2, 9, 9, 2), np.uint8), [0, 1], [0.0, 1.0])
     assert q.shape == (2, 4)

@@ -75,7 +75,7 @@ def test_grid_encoders_act_on_steps_and_windows():
     """Both encoders under the recurrent Q-network: one actor step of [E] frames, one window of [B, T] frames."""
     for encoder, shape, dtype in ((MinAtarImageModel(), (10, 10, 4), "bool"), (MiniGridImageModel(), (7, 7, 3),
                                                                                    "uint8")):
-        network = QNetwork(shape, 3, encoder, obs_dtype=dtype, lstm_units=8, head_units=8)
+        network = QNetwork(shape, 3, encoder, obs_dtype=dtype, core_units=8, head_units=8)
         assert network.actor(2).q_values(np.zeros((2,) + shape, dtype), [0, 1], [0.0, 1.0]).shape == (2, 3)
         h0, c0 = network.zero_state(3)
         q, _, _ = network.model([np.zeros((3, 5) + shape, dtype), np.zeros((3, 5), np.int32),

@@ -29,7 +29,7 @@ def randomize(network: QNetwork, seed: int, scale: float = 0.4) -> None:
 def make_network(seed: int = 0, obs_shape=(3,), obs_dtype="float32", actions=3, units=(8,), input_scale=None,
                  **kwargs) -> QNetwork:
     network = QNetwork(obs_shape, actions, MLPModel(units, input_scale=input_scale), obs_dtype=obs_dtype,
-                       lstm_units=UNITS, head_units=kwargs.pop("head_units", 5), **kwargs)
+                       core_units=UNITS, head_units=kwargs.pop("head_units", 5), **kwargs)
     randomize(network, seed)
     return network
 
@@ -72,7 +72,7 @@ def test_numpy_actor_equals_the_sequence_model_over_a_rollout(case):
     h, c = (rng.normal(size=(ENVS, UNITS)).astype(np.float32) for _ in range(2))
     actor = network.actor(ENVS, backend="numpy")
     assert actor.backend == "numpy"
-    actor.set_state(h, c)
+    actor.set_state((h, c))
     stepped = np.stack([actor.q_values(obs[:, t], prev_action[:, t], prev_reward[:, t]) for t in range(STEPS)], 1)
     q, h_end, c_end = network.model([obs, prev_action, prev_reward, np.ones((ENVS, STEPS), bool), h, c])
     np.testing.assert_allclose(stepped, keras.ops.convert_to_numpy(q), rtol=1e-5, atol=1e-5)
@@ -98,7 +98,7 @@ def test_numpy_actor_equals_the_keras_actor_with_resets_and_state_reloads(case):
     for t in range(STEPS):
         for name, actor in actors.items():
             if t == 8:
-                actor.set_state(*stored)
+                actor.set_state(stored)
             seen[name].append((actor.q_values(obs[:, t], prev_action[:, t], prev_reward[:, t]), *actor.get_state()))
             actor.reset(resets[t])
     for t, (mine, theirs) in enumerate(zip(seen["numpy"], seen["keras"], strict=True)):
@@ -121,7 +121,7 @@ def test_coded_observations_run_in_numpy_too(space):
     layout = observation_layout(space)
     space.seed(22)
     network = QNetwork(layout.code_space.shape, 3, CodeEncoder(layout, MLPModel((8,), input_scale=2.0)),
-                       obs_dtype=str(layout.code_space.dtype), lstm_units=UNITS, head_units=5)
+                       obs_dtype=str(layout.code_space.dtype), core_units=UNITS, head_units=5)
     randomize(network, 23)
     actor = network.actor(ENVS, backend="numpy")
     _, prev_action, prev_reward = rollout_inputs(network, seed=24)
@@ -138,10 +138,10 @@ def test_reset_with_no_env_ended_does_no_state_work():
     for backend in ("numpy", "keras"):
         actor = network.actor(ENVS, backend=backend)
         actor.q_values(*(x[:, 0] for x in rollout_inputs(network, seed=7)))
-        before = actor._h, actor._c  # the arrays the actor owns (white box: "no work" means no write)
+        before = actor._state  # the arrays the actor owns (white box: "no work" means no write)
         values = actor.get_state()
         actor.reset(np.zeros(ENVS, bool))
-        assert actor._h is before[0] and actor._c is before[1]
+        assert actor._state[0] is before[0] and actor._state[1] is before[1]
         np.testing.assert_array_equal(actor.get_state()[0], values[0])
         actor.reset([False, True, False])
         h, c = actor.get_state()
@@ -179,7 +179,7 @@ class ScaledMLP(MLPModel):
 @pytest.mark.parametrize("encoder", [TinyConv(), ScaledMLP((4,))], ids=["image encoder", "MLPModel subclass"])
 def test_unsupported_encoders_fall_back_to_the_compiled_keras_step(encoder):
     obs_shape, dtype = ((6, 6), "uint8") if isinstance(encoder, TinyConv) else ((3,), "float32")
-    network = QNetwork(obs_shape, 2, encoder, obs_dtype=dtype, lstm_units=UNITS, head_units=4)
+    network = QNetwork(obs_shape, 2, encoder, obs_dtype=dtype, core_units=UNITS, head_units=4)
     randomize(network, 8)
     actor = network.actor(2)
     assert actor.backend == "keras" and type(encoder).__name__ in actor.backend_reason
@@ -195,14 +195,14 @@ def test_unsupported_encoders_fall_back_to_the_compiled_keras_step(encoder):
 def test_a_misread_network_is_refused_by_the_check_against_keras():
     """If a layer the Keras model runs were skipped, the construction-time comparison refuses the network."""
     network = make_network(layer_norm=True)
-    norm = network.lstm_norm
-    network.lstm_norm = None  # the numpy forward no longer sees the norm; the Keras model still runs it
+    norm = network.core_norm
+    network.core_norm = None  # the numpy forward no longer sees the norm; the Keras model still runs it
     try:
         with pytest.raises(UnsupportedNetwork, match="disagrees with the Keras model"):
             NumpyForward(network)
         assert network.actor(2).backend == "keras"
     finally:
-        network.lstm_norm = norm
+        network.core_norm = norm
 
 
 # ------------------------------------------------------------------ stale weights
@@ -272,7 +272,7 @@ def test_local_pool_publish_and_evaluate_read_the_new_weights():
     from r2d2kit.runners.local import LocalActors
     from r2d2kit.runners.pool import ActorPool, Incarnations
 
-    network = QNetwork((4,), 2, MLPModel((8,)), lstm_units=UNITS, head_units=5)
+    network = QNetwork((4,), 2, MLPModel((8,)), core_units=UNITS, head_units=5)
     randomize(network, 19)
     config = R2D2Config(burn_in=1, trace_length=3, period=2, n_step=1)
     pool = LocalActors(lambda: gym.make("CartPole-v1"), network, config, np.zeros(2), Incarnations(seed=0))
@@ -311,7 +311,7 @@ def test_bad_inputs_are_named():
     with pytest.raises(ValueError, match=r"prev_action \[0, 3, 0\] outside \[0, 3\)"):
         actor.q_values(good[0], np.array([0, 3, 0]), good[2])
     with pytest.raises(ValueError, match="set_state"):
-        actor.set_state(np.zeros((ENVS, UNITS + 1)), np.zeros((ENVS, UNITS)))
+        actor.set_state((np.zeros((ENVS, UNITS + 1)), np.zeros((ENVS, UNITS))))
     with pytest.raises(ValueError, match="one flag per env"):
         actor.reset([True])
     with pytest.raises(ValueError, match="backend must be one of"):

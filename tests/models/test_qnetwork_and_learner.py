@@ -10,12 +10,14 @@ from r2d2kit.models import ImageModel, MLPModel, QNetwork
 from r2d2kit.replay import SequenceBuilder
 from r2d2kit.training.builders import make_sequence_replay
 
+STATE_NAMES = ("state_h", "state_c")  # the windows' fields of an LSTM's (h, c)
+
 UNITS = 8
 
 
 def small_network(obs_shape=(3,), actions=2, encoder=None, **kwargs):
     keras.utils.set_random_seed(0)
-    return QNetwork(obs_shape, actions, encoder or MLPModel((8,)), lstm_units=UNITS, head_units=8, **kwargs)
+    return QNetwork(obs_shape, actions, encoder or MLPModel((8,)), core_units=UNITS, head_units=8, **kwargs)
 
 
 def random_batch(rng, config, batch=4, obs_shape=(3,), actions=2, obs_dtype=np.float32):
@@ -65,7 +67,7 @@ def test_stateful_actor_receives_exactly_the_stored_state():
     obs = rng.normal(size=(2, 5, 3)).astype(np.float32)
     prev_action = rng.integers(0, 2, (2, 5)).astype(np.int32)
     prev_reward = rng.normal(size=(2, 5)).astype(np.float32)
-    actor.set_state(h, c)
+    actor.set_state((h, c))
     stepped = np.stack([actor.q_values(obs[:, t], prev_action[:, t], prev_reward[:, t]) for t in range(5)], axis=1)
     explicit, h_end, c_end = network.model([obs, prev_action, prev_reward, np.ones((2, 5), bool), h, c])
     np.testing.assert_allclose(stepped, explicit.numpy(), rtol=1e-5, atol=1e-6)
@@ -95,7 +97,7 @@ def test_layer_norm_head_equals_a_numpy_reference_and_the_actor_shares_it():
     q = network.model(inputs)[0].numpy()
 
     lstm_out = keras.Model(network.model.inputs, network.model.get_layer("online_lstm").output[0])(inputs).numpy()
-    x = numpy_layer_norm(lstm_out, network.lstm_norm)
+    x = numpy_layer_norm(lstm_out, network.core_norm)
 
     def stream(layers):
         dense, norm, _, out = layers
@@ -107,7 +109,7 @@ def test_layer_norm_head_equals_a_numpy_reference_and_the_actor_shares_it():
 
     # the stateful actor runs the very same normalised head
     actor = network.actor(2)
-    actor.set_state(h, c)
+    actor.set_state((h, c))
     stepped = np.stack([actor.q_values(obs[:, t], prev_action[:, t], prev_reward[:, t]) for t in range(5)], axis=1)
     np.testing.assert_allclose(stepped, q, rtol=1e-5, atol=1e-6)
     # and a clone (the target network) copies the normalisation weights too
@@ -122,7 +124,7 @@ def test_model_layer_norm_in_a_config_reaches_the_network(tmp_path):
     from r2d2kit.training.config import load_config
 
     path = tmp_path / "c.yaml"
-    path.write_text("env: {id: CartPoleNoVel-v1}\nmodel: {lstm_units: 4, head_units: 4, hidden: [4]}\n")
+    path.write_text("env: {id: CartPoleNoVel-v1}\nmodel: {core_units: 4, head_units: 4, hidden: [4]}\n")
     norms = [sorted(layer.name for layer in build_network(config).model.layers
                     if isinstance(layer, keras.layers.LayerNormalization))
              for config in (load_config(path, ["model.layer_norm=true"]), load_config(path))]
@@ -132,7 +134,7 @@ def test_model_layer_norm_in_a_config_reaches_the_network(tmp_path):
 def test_actor_reset_zeroes_only_the_masked_envs():
     network = small_network()
     actor = network.actor(3)
-    actor.set_state(np.ones((3, UNITS)), np.full((3, UNITS), 2.0))
+    actor.set_state((np.ones((3, UNITS)), np.full((3, UNITS), 2.0)))
     actor.reset(np.array([False, True, False]))
     h, c = actor.get_state()
     np.testing.assert_array_equal(h[:, 0], [1.0, 0.0, 1.0])
@@ -260,7 +262,8 @@ def test_train_returns_td_and_priorities_of_the_right_shape_and_mixing():
 def filled_replay(network, config, seed):
     """A replay of make_sequence_replay filled with two random episodes per env."""
     replay = make_sequence_replay(network, config, 200, seed=seed)
-    builder = SequenceBuilder(2, config.burn_in, config.trace_length, config.n_step, config.period)
+    builder = SequenceBuilder(2, config.burn_in, config.trace_length, config.n_step, config.period,
+                              state_names=STATE_NAMES)
     rng = np.random.default_rng(1)
     for t in range(30):
         ended = np.array([t % 13 == 12, t % 17 == 16])
@@ -278,7 +281,8 @@ def test_make_sequence_replay_matches_the_config_and_the_network():
     assert replay.capacity == 100
     batch = filled_replay(small_network(), config, seed=0).sample(3, beta=0.6)
     assert batch["obs"].shape == (3, 8, 3) and batch["state_h"].shape == (3, UNITS)
-    assert set(R2D2Learner.BATCH_KEYS) <= set(batch)
+    learner = R2D2Learner(small_network(), config)
+    assert set(learner.ROW_KEYS + learner.state_keys) <= set(batch)
 
 
 @pytest.mark.slow
@@ -376,7 +380,7 @@ def test_mlp_input_scale_multiplies_the_observation_before_the_first_layer():
     obs = np.random.default_rng(8).normal(size=(3, 5, 2)).astype(np.float32)
     np.testing.assert_allclose(keras.ops.convert_to_numpy(scaled(obs)),
                                keras.ops.convert_to_numpy(plain(obs * np.float32([2.0, 20.0]))), rtol=1e-6)
-    network = QNetwork((2,), 2, MLPModel((8,), input_scale=3.0), lstm_units=UNITS, head_units=8)
+    network = QNetwork((2,), 2, MLPModel((8,), input_scale=3.0), core_units=UNITS, head_units=8)
     assert network.actor(2).q_values(np.ones((2, 2)), np.zeros(2), np.zeros(2)).shape == (2, 2)
     with pytest.raises(ValueError, match="input_scale"):
         MLPModel(input_scale=[[1.0, 2.0]])

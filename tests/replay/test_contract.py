@@ -109,7 +109,7 @@ def fill_her(buffer: HerReplayBuffer, n: int) -> np.ndarray:
 def fill_windows(buffer: Any, n: int, goals: bool) -> np.ndarray:
     """``n`` windows of one env's fixed episodes, built by ``SequenceBuilder`` (goal rows with ``goals``)."""
     reference = ReferenceSequenceHer(fixed_episodes([[5, 3, 7]], 400), **WINDOW)
-    builder = SequenceBuilder(1, *WINDOW.values())
+    builder = SequenceBuilder(1, *WINDOW.values(), state_names=("state_h", "state_c"))
     slots: list[int] = []
     step = 0
     while len(slots) < n:

@@ -16,7 +16,7 @@ from r2d2kit.replay.sequence_builder import SequenceBuilder
 def fill(num_envs, burn_in, trace, n_step, period, capacity, steps, seed, max_length):
     """Random episodes through builder -> buffer; returns the buffer and {(episode id): (rewards, ended)}."""
     rng = np.random.default_rng(seed)
-    builder = SequenceBuilder(num_envs, burn_in, trace, n_step, period)
+    builder = SequenceBuilder(num_envs, burn_in, trace, n_step, period, state_names=("state_h", "state_c"))
     buffer = SequenceReplayBuffer(capacity, {"obs": ((3,), "float32"), "action": ((), "int64")},
                                   {"state_h": ((2,), "float32"), "state_c": ((2,), "float32")},
                                   burn_in=burn_in, trace_length=trace, n_step=n_step, period=period, seed=seed)
@@ -140,7 +140,7 @@ def test_context_and_returns_match_the_record_across_ring_wraps(num_envs, burn_i
 
 def test_returns_of_a_hand_checked_episode():
     """One env, one episode of 4 transitions with rewards 1, 2, 3, 4, gamma 0.5, then a second episode."""
-    builder = SequenceBuilder(1, 0, 2, 1, 1)
+    builder = SequenceBuilder(1, 0, 2, 1, 1, state_names=("state_h", "state_c"))
     buffer = SequenceReplayBuffer(100, {"obs": ((1,), "float32"), "action": ((), "int64")}, {},
                                   burn_in=0, trace_length=2, n_step=1, period=1, seed=0)
     rewards = [1.0, 2.0, 3.0, 4.0, 0.0, 7.0]

@@ -109,7 +109,7 @@ def her(sampler: str) -> tuple[Any, Callable, Callable]:
 def windows(sampler: str, goals: bool) -> tuple[Any, Callable, Callable]:
     """Two envs' fixed episodes through ``SequenceBuilder``: about 70 windows into 12 slots, 140 rows into 40."""
     reference = ReferenceSequenceHer(fixed_episodes([[5, 3, 7], [4, 6]], 400), **WINDOW)
-    builder = SequenceBuilder(2, *WINDOW.values())
+    builder = SequenceBuilder(2, *WINDOW.values(), state_names=("state_h", "state_c"))
     outputs = []
     for step in range(75):
         s = reference.vector_step(step)

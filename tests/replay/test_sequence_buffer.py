@@ -19,7 +19,7 @@ def drive(num_envs, burn_in, trace, n_step, period, capacity, steps, seed, check
     ``"out"``: one ``out`` dict reused for every sample, filled with junk bytes before each.
     """
     rng = np.random.default_rng(seed)
-    builder = SequenceBuilder(num_envs, burn_in, trace, n_step, period)
+    builder = SequenceBuilder(num_envs, burn_in, trace, n_step, period, state_names=("state_h", "state_c"))
     buffer = SequenceReplayBuffer(
         capacity, {"obs": ((3,), "float32"), "action": ((), "int64")},
         {"state_h": ((2,), "float32"), "state_c": ((2,), "float32")},
@@ -121,7 +121,7 @@ def test_save_load_round_trip_continues_identically(tmp_path):
     buffer.save(path)
     copy = type(buffer).load(path)
     assert len(copy) == len(buffer) and copy.steps_stored == buffer.steps_stored
-    builder = SequenceBuilder(3, 2, 4, 1, 2)
+    builder = SequenceBuilder(3, 2, 4, 1, 2, state_names=("state_h", "state_c"))
     rng = np.random.default_rng(5)
     for _step in range(60):
         obs = rng.random((3, 3)).astype(np.float32)
@@ -183,7 +183,7 @@ def test_as_dataset_yields_batches_with_the_sample_spec():
 def test_zero_priority_windows_have_no_mass_at_alpha_zero_on_add_and_update():
     """The documented contract (eps = 0: a zero priority is never sampled) holds at alpha = 0 too,
     where 0 ** 0 would be 1, and the same whether the priority came with the window or later."""
-    builder = SequenceBuilder(1, 1, 2, 1, 2)
+    builder = SequenceBuilder(1, 1, 2, 1, 2, state_names=("state_h", "state_c"))
     buffer = SequenceReplayBuffer(50, {"obs": ((1,), "float32"), "action": ((), "int64")},
                                   {"state_h": ((1,), "float32"), "state_c": ((1,), "float32")},
                                   burn_in=1, trace_length=2, n_step=1, period=2, alpha=0.0, eps=0.0, seed=0)
@@ -229,7 +229,7 @@ def test_random_sample_hold_drop_programs_match_a_saved_twin(tmp_path_factory, p
     path = tmp_path_factory.mktemp("twin") / "twin.npz"
     buffer.save(path)
     twin = SequenceReplayBuffer.load(path)
-    builder = SequenceBuilder(2, 1, 3, 1, 2)
+    builder = SequenceBuilder(2, 1, 3, 1, 2, state_names=("state_h", "state_c"))
     rng = np.random.default_rng(seed)
     out_arrays = buffer.sample_buffers(batch_size)
     held = []
@@ -293,7 +293,7 @@ def test_sample_into_out_with_the_wrong_arrays_names_the_field():
 
 def test_zero_initial_state_is_written_into_reused_memory():
     """``initial_state="zero"``: the state arrays of reused memory are zeroed, not left from an earlier batch."""
-    builder = SequenceBuilder(1, 1, 2, 1, 2)
+    builder = SequenceBuilder(1, 1, 2, 1, 2, state_names=("state_h", "state_c"))
     buffer = SequenceReplayBuffer(30, {"obs": ((1,), "float32"), "action": ((), "int64")},
                                   {"state_h": ((2,), "float32"), "state_c": ((2,), "float32")}, burn_in=1,
                                   trace_length=2, n_step=1, period=2, initial_state="zero", seed=0)
@@ -341,7 +341,7 @@ def test_reused_memory_samples_match_the_reference_windows(num_envs, burn_in, tr
             span += T + 1
         episodes.append(mine)
     reference = {(w.env, w.episode, w.start): w for w in expected_windows(episodes, burn_in, trace, n_step, period)}
-    builder = SequenceBuilder(num_envs, burn_in, trace, n_step, period)
+    builder = SequenceBuilder(num_envs, burn_in, trace, n_step, period, state_names=("state_h", "state_c"))
     buffer = SequenceReplayBuffer(capacity, {"obs": ((3,), "float32"), "action": ((), "int64")},
                                   {"state_h": ((4,), "float32"), "state_c": ((3,), "float32")}, burn_in=burn_in,
                                   trace_length=trace, n_step=n_step, period=period, seed=seed)
@@ -380,7 +380,7 @@ def test_reused_memory_samples_match_the_reference_windows(num_envs, burn_in, tr
 def test_windows_of_the_wrong_dtype_or_row_shape_are_refused_by_name():
     """A float action used to be truncated into the int64 field; a wrong observation width was blamed on
     burn_in + trace_length + n_step."""
-    builder = SequenceBuilder(1, 0, 2, 1, 1)
+    builder = SequenceBuilder(1, 0, 2, 1, 1, state_names=("state_h", "state_c"))
     buffer = SequenceReplayBuffer(50, {"obs": ((3,), "float32"), "action": ((), "int64")}, {},
                                   burn_in=0, trace_length=2, n_step=1, period=1, seed=0)
     windows = None

@@ -36,6 +36,8 @@ from reference_sequences import (
 
 from r2d2kit.replay.sequence_builder import SequenceBuilder
 
+STATE_NAMES = ("state_h", "state_c")  # the windows' fields of an LSTM's (h, c)
+
 # =====================================================================================================
 # Episodes whose every value says where it came from
 # =====================================================================================================
@@ -176,7 +178,7 @@ def run_and_check(specs, burn_in, trace_length, n_step, period, num_steps=None, 
     episodes = episodes_from_specs(specs, **episode_kwargs)
     if num_steps is None:
         num_steps = min(sum(e.span for e in mine) for mine in episodes)
-    builder = SequenceBuilder(len(specs), burn_in, trace_length, n_step, period)
+    builder = SequenceBuilder(len(specs), burn_in, trace_length, n_step, period, state_names=STATE_NAMES)
     outputs = drive(builder, vector_steps(episodes, num_steps))
     assert_matches_reference(outputs, episodes, burn_in, trace_length, n_step, period)
     assert_well_formed(outputs, burn_in, trace_length)
@@ -336,7 +338,7 @@ def test_docstring_example_literal_windows() -> None:
         window 0:   [p   p | 0   1   2 | 3 ]            emitted at step 3 (its last row)
         window 1:           [0   1 | 2   3   4f| p ]    emitted at step 4 (the final obs)
     """
-    builder = SequenceBuilder(1, burn_in=2, trace_length=3, n_step=1, period=2)
+    builder = SequenceBuilder(1, burn_in=2, trace_length=3, n_step=1, period=2, state_names=STATE_NAMES)
     outputs = drive(builder, vector_steps([[literal_episode(4, "T")]], 5, ignored_action=99))
     assert outputs[:3] == [None, None, None]
     F, T_ = False, True
@@ -382,7 +384,7 @@ def test_literal_window_after_start_carries_its_own_state() -> None:
         row:         2   3   4   5   6   7
         window 2:   [2   3 | 4   5U  6f| p ]
     """
-    builder = SequenceBuilder(1, burn_in=2, trace_length=3, n_step=1, period=2)
+    builder = SequenceBuilder(1, burn_in=2, trace_length=3, n_step=1, period=2, state_names=STATE_NAMES)
     outputs = drive(builder, vector_steps([[literal_episode(6, "U")]], 7))
     assert [None if out is None else out["start"].tolist() for out in outputs] == \
         [None, None, None, [-2], None, [0], [2]]  # window 2 waits for the final obs (step 6)
@@ -407,7 +409,7 @@ def test_prev_action_survives_windows_that_do_not_overlap() -> None:
     prev_action/prev_reward of row t are action/reward of row t - 1 whenever t >= 1, even when no
     pending window still holds row t - 1.
     """
-    builder = SequenceBuilder(1, burn_in=0, trace_length=2, n_step=0, period=2)
+    builder = SequenceBuilder(1, burn_in=0, trace_length=2, n_step=0, period=2, state_names=STATE_NAMES)
     outputs = [builder.step(np.array([[float(t)]]), np.array([t + 1]), np.array([10.0 * (t + 1)]),
                             np.array([False]), np.array([False])) for t in range(4)]
     assert outputs[0] is None and outputs[2] is None
@@ -425,7 +427,7 @@ def test_prev_action_survives_windows_that_do_not_overlap() -> None:
 def test_inputs_mutated_after_step_do_not_change_windows() -> None:
     episodes = episodes_from_specs([["5T", "4U"], ["3U", "6T"]])
     steps = vector_steps(episodes, 11)
-    builder = SequenceBuilder(2, burn_in=2, trace_length=2, n_step=1, period=1)
+    builder = SequenceBuilder(2, burn_in=2, trace_length=2, n_step=1, period=1, state_names=STATE_NAMES)
     buffers = {key: np.zeros_like(steps[0][key]) for key in ("obs", "action", "reward", "terminated", "truncated")}
     h, c = np.zeros_like(steps[0]["state"][0]), np.zeros_like(steps[0]["state"][1])
     outputs = []
@@ -481,7 +483,7 @@ def test_gymnasium_vector_env_next_step_autoreset() -> None:
     burn_in, trace_length, n_step, period = 2, 3, 1, 2
     envs = gym.vector.SyncVectorEnv([lambda i=i: ScriptedEnv(i, specs[i]) for i in range(3)])
     assert envs.metadata["autoreset_mode"] == gym.vector.AutoresetMode.NEXT_STEP
-    builder = SequenceBuilder(3, burn_in, trace_length, n_step, period)
+    builder = SequenceBuilder(3, burn_in, trace_length, n_step, period, state_names=STATE_NAMES)
     obs, _ = envs.reset(seed=0)
     outputs = []
     for _ in range(16):
@@ -504,7 +506,7 @@ def scripted_windows(mode: str, steps: int) -> dict[str, np.ndarray]:
     gym_mode = {"next_step": gym.vector.AutoresetMode.NEXT_STEP, "same_step": gym.vector.AutoresetMode.SAME_STEP,
                 "disabled": gym.vector.AutoresetMode.DISABLED}[mode]
     envs = gym.vector.SyncVectorEnv([lambda i=i: ScriptedEnv(i, specs[i]) for i in range(3)], autoreset_mode=gym_mode)
-    builder = SequenceBuilder(3, 2, 3, 1, 2, autoreset_mode=gym_mode)
+    builder = SequenceBuilder(3, 2, 3, 1, 2, autoreset_mode=gym_mode, state_names=STATE_NAMES)
     obs, _ = envs.reset(seed=0)
     outputs = []
     for _ in range(steps):
@@ -628,13 +630,13 @@ GOOD = {"obs": np.zeros((3, 2), np.float32), "action": np.zeros(3, np.int64), "r
 ], ids=["reward_len", "reward_2d", "terminated_len", "truncated_scalar", "obs_envs", "obs_scalar", "action_envs",
         "state_c_envs"])
 def test_step_rejects_wrong_shapes(name, bad, match) -> None:
-    builder = SequenceBuilder(3, burn_in=1, trace_length=2, n_step=1, period=2)
+    builder = SequenceBuilder(3, burn_in=1, trace_length=2, n_step=1, period=2, state_names=STATE_NAMES)
     with pytest.raises(ValueError, match=match):
         builder.step(**(GOOD | {name: bad}))
 
 
 def test_step_rejects_obs_shape_change() -> None:
-    builder = SequenceBuilder(3, burn_in=1, trace_length=2, n_step=1, period=2)
+    builder = SequenceBuilder(3, burn_in=1, trace_length=2, n_step=1, period=2, state_names=STATE_NAMES)
     builder.step(**GOOD)
     with pytest.raises(ValueError, match="shapes changed"):
         builder.step(**(GOOD | {"obs": np.zeros((3, 5), np.float32)}))

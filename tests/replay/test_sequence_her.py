@@ -38,6 +38,8 @@ from reference_sequence_her import (
 import r2d2kit.envs  # noqa: F401  (registers BitFlip-v0)
 from r2d2kit.replay import SequenceBuilder, SequenceHerReplayBuffer, SequenceReplayBuffer
 
+STATE_NAMES = ("state_h", "state_c")  # the windows' fields of an LSTM's (h, c)
+
 STATE = {"state_h": ((2,), "float32"), "state_c": ((2,), "float32")}
 UNCHANGED = ("achieved_goal", "action", "prev_action", "terminated", "truncated", "mask", "obs_mask")
 
@@ -54,7 +56,7 @@ class Rig:
                  seed: int = 0, **kwargs) -> None:
         kwargs.setdefault("compute_reward", distance_reward)
         self.reference = ReferenceSequenceHer(episodes, burn_in, trace_length, n_step, period)
-        self.builder = SequenceBuilder(len(episodes), burn_in, trace_length, n_step, period)
+        self.builder = SequenceBuilder(len(episodes), burn_in, trace_length, n_step, period, state_names=STATE_NAMES)
         self.buffer = SequenceHerReplayBuffer(capacity, ((3,), "float32"), ((3,), "float32"), ((), "int64"), STATE,
                                               burn_in=burn_in, trace_length=trace_length, n_step=n_step,
                                               period=period, seed=seed, **kwargs)
@@ -313,8 +315,8 @@ def test_two_actors_share_the_buffer():
     """Two builders (sources 0 and 1) whose env indices and episode ids collide feed one buffer in lockstep."""
     episodes = fixed_episodes([[7, 3], [12], [4, 9], [2, 6, 5]], 120)  # envs 0, 1: actor 0; envs 2, 3: actor 1
     rig = Rig(episodes, 61, 2, 3, 1, 2, seed=8)
-    actors = [(ReferenceSequenceHer(episodes[:2], 2, 3, 1, 2), SequenceBuilder(2, 2, 3, 1, 2)),
-              (ReferenceSequenceHer(episodes[2:], 2, 3, 1, 2), SequenceBuilder(2, 2, 3, 1, 2))]
+    actors = [(ReferenceSequenceHer(episodes[:2], 2, 3, 1, 2), SequenceBuilder(2, 2, 3, 1, 2, state_names=STATE_NAMES)),
+              (ReferenceSequenceHer(episodes[2:], 2, 3, 1, 2), SequenceBuilder(2, 2, 3, 1, 2, state_names=STATE_NAMES))]
     seen = Counter()
     for step in range(110):
         for source, (reference, builder) in enumerate(actors):
@@ -438,7 +440,7 @@ def test_bitflip_final_goals_make_the_last_transition_a_success():
     num_envs, n_bits = 3, 5
     envs = gym.make_vec("BitFlip-v0", num_envs=num_envs, n_bits=n_bits, vectorization_mode="sync")
     compute_reward = envs.envs[0].unwrapped.compute_reward
-    builder = SequenceBuilder(num_envs, 2, 4, 1, 2)
+    builder = SequenceBuilder(num_envs, 2, 4, 1, 2, state_names=STATE_NAMES)
     buffer = SequenceHerReplayBuffer(500, ((n_bits,), "float32"), ((n_bits,), "float32"), state=STATE,
                                      compute_reward=compute_reward, burn_in=2, trace_length=4, n_step=1, period=2,
                                      goal_selection_strategy="final", seed=0)
@@ -576,7 +578,7 @@ def test_builder_extras_follow_the_observation_rows():
     """Row t holds the extras given with o_t, row T those of the final observation, padding zeros."""
     episodes = [[GoalEpisode(0, 0, 3, "terminated"), GoalEpisode(0, 1, 9, "truncated")]]
     reference = ReferenceSequenceHer(episodes, 1, 2, 1, 2)
-    builder = SequenceBuilder(1, 1, 2, 1, 2)
+    builder = SequenceBuilder(1, 1, 2, 1, 2, state_names=STATE_NAMES)
     windows = []
     for step in range(4):
         s = reference.vector_step(step)
@@ -598,7 +600,7 @@ def test_builder_extras_follow_the_observation_rows():
     ([np.zeros((2, 3))], None, TypeError, "extras must be a dict"),
 ])
 def test_builder_extras_validation(first, later, error, pattern):
-    builder = SequenceBuilder(2, 1, 2, 1, 2)
+    builder = SequenceBuilder(2, 1, 2, 1, 2, state_names=STATE_NAMES)
     args = (np.zeros((2, 4)), np.zeros(2, np.int64), np.zeros(2), np.zeros(2, bool), np.zeros(2, bool))
     with pytest.raises(error, match=pattern):
         builder.step(*args, extras=first)
@@ -634,7 +636,7 @@ def test_constructor_validation(kwargs, error, pattern):
 def test_windows_without_achieved_goal_explain_the_fix():
     buffer = SequenceHerReplayBuffer(10, ((3,), "float32"), ((3,), "float32"), compute_reward=distance_reward,
                                      burn_in=1, trace_length=2, n_step=1)
-    builder = SequenceBuilder(1, 1, 2, 1, 2)
+    builder = SequenceBuilder(1, 1, 2, 1, 2, state_names=STATE_NAMES)
     out = None
     for t in range(4):
         out = builder.step(np.zeros((1, 6)), [0], [0.0], [t == 2], [False]) or out

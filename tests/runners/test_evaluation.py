@@ -28,7 +28,7 @@ class FixedLength(gym.Env):
 
 def network():
     keras.utils.set_random_seed(0)
-    return QNetwork((1,), 2, MLPModel((4,)), lstm_units=4, head_units=4)
+    return QNetwork((1,), 2, MLPModel((4,)), core_units=4, head_units=4)
 
 
 def test_evaluate_takes_each_envs_first_episodes_not_the_first_to_finish():

@@ -24,7 +24,7 @@ from tests.runners.goal_trace_env import UNREACHED, transitions
 ROOT = Path(__file__).resolve().parents[2]
 TRACE = {
     "env": {"id": "tests.runners.goal_trace_env:TraceGoal-v0", "num_envs": 3},
-    "model": {"encoder": "mlp", "hidden": [8], "lstm_units": 8, "head_units": 8},
+    "model": {"encoder": "mlp", "hidden": [8], "core_units": 8, "head_units": 8},
     "replay": {"capacity": 4000, "her": {"goal_selection_strategy": "future", "n_sampled_goal": 4}},
     "learner": {"burn_in": 2, "trace_length": 4, "period": 2, "n_step": 2, "batch_size": 8,
                 "target_update_period": 10},
@@ -162,7 +162,7 @@ def test_resuming_with_the_other_replay_kind_is_refused(tmp_path):
 
 def test_her_on_an_env_without_goals_is_a_config_error(tmp_path):
     config = build_config({"env": {"id": "CartPoleNoVel-v1"}, "replay": {"her": True},
-                           "model": {"lstm_units": 8, "head_units": 8}})
+                           "model": {"core_units": 8, "head_units": 8}})
     with pytest.raises(ConfigError, match="not a goal env.*remove replay.her"):
         Trainer(config, tmp_path)
 

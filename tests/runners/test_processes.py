@@ -19,7 +19,7 @@ from r2d2kit.training.trainer import Trainer
 
 pytestmark = pytest.mark.slow  # every test here trains, spawns processes or starts Ray
 
-SMALL = {"model": {"hidden": [16], "lstm_units": 16, "head_units": 16},
+SMALL = {"model": {"hidden": [16], "core_units": 16, "head_units": 16},
          "learner": {"burn_in": 1, "trace_length": 6, "period": 6, "n_step": 1, "gamma": 0.9, "batch_size": 16,
                      "target_update_period": 50, "learning_rate": 1e-3, "adam_epsilon": 1e-6},
          "logging": {"progress": False, "tensorboard": False}, "checkpoints": {"every_env_steps": 0}}
@@ -125,7 +125,7 @@ def test_actors_that_stop_delivering_while_alive_are_an_error_not_a_hang():
     from r2d2kit.runners.processes import ProcessActors
     from tests.runners.shm_workers import HangingCueMemory
 
-    make_network = functools.partial(QNetwork, (2,), 2, MLPModel((16,)), lstm_units=16, head_units=16)
+    make_network = functools.partial(QNetwork, (2,), 2, MLPModel((16,)), core_units=16, head_units=16)
     config = R2D2Config(burn_in=1, trace_length=6, period=6, n_step=1)
     start = time.monotonic()
     with ProcessActors(make_network, HangingCueMemory, config, make_network(), num_actors=1, envs_per_actor=1,

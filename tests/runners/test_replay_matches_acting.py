@@ -14,14 +14,16 @@ from r2d2kit.models import MLPModel, QNetwork
 from r2d2kit.replay import SequenceBuilder
 from r2d2kit.runners.acting import ActingLoop
 
+STATE_NAMES = ("state_h", "state_c")  # the windows' fields of an LSTM's (h, c)
+
 NUM_ENVS = 3
 
 
 def test_replayed_windows_give_the_actors_q_values_row_for_row():
     keras.utils.set_random_seed(0)
-    network = QNetwork((2,), 2, MLPModel((8,)), lstm_units=8, head_units=8)
+    network = QNetwork((2,), 2, MLPModel((8,)), core_units=8, head_units=8)
     envs = gym.vector.SyncVectorEnv([lambda: gym.make("CartPoleNoVel-v1")] * NUM_ENVS)
-    builder = SequenceBuilder(NUM_ENVS, burn_in=3, trace_length=5, n_step=2, period=4)
+    builder = SequenceBuilder(NUM_ENVS, burn_in=3, trace_length=5, n_step=2, period=4, state_names=STATE_NAMES)
     loop = ActingLoop(envs, network.actor(NUM_ENVS), builder, epsilons=np.array([0.5, 0.1, 0.0]), seed=0)
 
     seen: dict[tuple[int, int, int], np.ndarray] = {}  # (env, episode of that env, time) -> actor Q

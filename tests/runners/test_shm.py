@@ -18,6 +18,8 @@ from r2d2kit.runners.shm import PREFIX, RecordLayout, RecordRing, WeightBroadcas
 sys.path.insert(0, str(Path(__file__).parent))
 import shm_workers  # noqa: E402
 
+LSTM_STATE = {"state_h": ((4,), np.float32), "state_c": ((4,), np.float32)}  # an LSTM of 4 units
+
 SPAWN = mp.get_context("spawn")
 
 
@@ -62,7 +64,7 @@ def test_broadcast_refuses_a_wrong_size_and_reports_no_news():
 
 
 def test_ring_delivers_every_record_in_order_with_back_pressure():
-    layout = window_layout(length=5, obs_shape=(3,), obs_dtype=np.uint8, state_units=4)
+    layout = window_layout(length=5, obs_shape=(3,), obs_dtype=np.uint8, state=LSTM_STATE)
     count, capacity = 150, 7
     with RecordRing.create(layout, capacity) as ring:
         producer = SPAWN.Process(target=shm_workers.produce_records, args=(ring.name, layout, capacity, count))
@@ -89,7 +91,7 @@ def test_ring_delivers_every_record_in_order_with_back_pressure():
 def test_image_observations_cross_the_ring_unchanged_in_their_dtype(obs_shape, obs_dtype):
     """What the actor processes send: a window of bool channels (MinAtar) or uint8 indices (MiniGrid), one
     byte a cell in the record, read back bit for bit."""
-    layout = window_layout(length=6, obs_shape=obs_shape, obs_dtype=obs_dtype, state_units=4)
+    layout = window_layout(length=6, obs_shape=obs_shape, obs_dtype=obs_dtype, state=LSTM_STATE)
     assert layout.to_spec()["obs"] == ((6,) + obs_shape, np.dtype(obs_dtype).str)
     rng = np.random.default_rng(0)
     windows = [rng.integers(0, 2 if obs_dtype is np.bool_ else 11, (6,) + obs_shape).astype(obs_dtype)

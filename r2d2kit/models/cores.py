@@ -1,0 +1,113 @@
+"""Memory cores: the recurrent cell of a :class:`~r2d2kit.models.QNetwork` and the state it carries.
+
+The POPGym benchmark's finding is that the best memory model differs by task, so the core is a
+choice: ``"lstm"`` (R2D2's), ``"gru"`` (the default of Stoix's recurrent DQN and of recurrent
+PQN), or ``"package.module:factory"``, a function ``factory(units) -> keras cell`` returning any
+Keras RNN cell (a layer with ``state_size`` and ``call(inputs, states) -> (output, new_states)``).
+In Python the function itself may be given; a config names it, so that actor processes and Ray
+workers can import it.
+
+Everything that stores, ships or feeds the recurrent state (the actor, SequenceBuilder, the
+shared-memory record, the replay, the learner) reads its layout from one place,
+:func:`state_spec`: one :class:`StateField` per state tensor, in the cell's order. A window stores
+each as the field ``state_<name>``: ``state_h`` and ``state_c`` for the LSTM, ``state_h`` for the
+GRU, ``state_0``, ``state_1``, ... for a user's cell (or the names in its ``state_names``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import keras
+import numpy as np
+
+BUILT_IN_CORES = ("lstm", "gru")
+STATE_DTYPE = "float32"  # the state leaves the models in float32 under any dtype policy
+_BUILT_IN_STATE_NAMES = {"lstm": ("h", "c"), "gru": ("h",)}
+
+
+@dataclass(frozen=True)
+class StateField:
+    """One tensor of the recurrent state, per env: ``name``, ``shape`` (without the batch axis), ``dtype``."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str = STATE_DTYPE
+
+    @property
+    def key(self) -> str:
+        """The field name of this tensor in a window (``state_<name>``)."""
+        return f"state_{self.name}"
+
+
+Core = str | Callable[[int], keras.layers.Layer]  # a built-in's name, "package.module:factory", or the factory
+
+
+def check_core_name(core: Core) -> Core:
+    """``core`` if it names a built-in core, looks like ``package.module:factory`` or is a factory, else ValueError."""
+    if callable(core):
+        return core
+    if not isinstance(core, str) or (core not in BUILT_IN_CORES and ":" not in core):
+        raise ValueError(f"core must be one of {list(BUILT_IN_CORES)}, 'package.module:factory' or a function "
+                         f"factory(units) returning a Keras RNN cell, got {core!r}")
+    return core
+
+
+def import_factory(core: str) -> Callable[[int], keras.layers.Layer]:
+    """The function a ``"package.module:factory"`` core names; ValueError if it cannot be imported or called."""
+    module_name, _, attribute = core.partition(":")
+    try:
+        factory = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as error:
+        raise ValueError(f"core {core!r} cannot be imported: {error}") from None
+    if not callable(factory):
+        raise ValueError(f"core {core!r} is a {type(factory).__name__}, not a function factory(units) returning a "
+                         "Keras RNN cell")
+    return factory
+
+
+def make_cell(core: Core, units: int, name: str) -> keras.layers.Layer:
+    """The Keras RNN cell of ``core`` with ``units`` units, named after the network (``name``).
+
+    Raises:
+        ValueError: an unknown core, a factory that cannot be imported, or one that returns no RNN cell.
+    """
+    check_core_name(core)
+    if core == "lstm":
+        return keras.layers.LSTMCell(units, name=f"{name}_lstm_cell")
+    if core == "gru":
+        return keras.layers.GRUCell(units, name=f"{name}_gru_cell")
+    cell = (core if callable(core) else import_factory(core))(units)
+    if not isinstance(cell, keras.layers.Layer) or not hasattr(cell, "state_size"):
+        raise ValueError(f"core {core!r} returned {type(cell).__name__}, not a Keras RNN cell (a keras.layers.Layer "
+                         "with state_size and call(inputs, states) -> (output, new_states))")
+    return cell
+
+
+def state_spec(cell: keras.layers.Layer, core: Core) -> tuple[StateField, ...]:
+    """The recurrent state of ``cell`` (built by :func:`make_cell` for ``core``), one field per tensor."""
+    sizes = cell.state_size if isinstance(cell.state_size, (list, tuple)) else [cell.state_size]
+    shapes = []
+    for size in sizes:
+        shape = (int(size),) if isinstance(size, (int, np.integer)) else tuple(int(n) for n in size)
+        if not shape or min(shape) < 1:
+            raise ValueError(f"core {core!r}: state_size {cell.state_size!r} has an empty or zero-sized entry")
+        shapes.append(shape)
+    built_in = _BUILT_IN_STATE_NAMES.get(core) if isinstance(core, str) else None
+    names = built_in or getattr(cell, "state_names", None) or tuple(str(i) for i in range(len(shapes)))
+    names = tuple(str(name) for name in names)
+    if len(names) != len(shapes) or len(set(names)) != len(names):
+        raise ValueError(f"core {core!r}: state_names {names} must name each of its {len(shapes)} state tensors once")
+    return tuple(StateField(name, shape) for name, shape in zip(names, shapes, strict=True))
+
+
+def zero_state(spec: tuple[StateField, ...], batch: int) -> tuple[np.ndarray, ...]:
+    """The state at an episode start: zeros ``[batch, *shape]`` for every field of ``spec``."""
+    return tuple(np.zeros((batch,) + field.shape, dtype=field.dtype) for field in spec)
+
+
+def state_fields(spec: tuple[StateField, ...]) -> dict[str, tuple[tuple[int, ...], str]]:
+    """How windows store the state of ``spec``: ``{state_<name>: (shape, dtype)}``, in the spec's order."""
+    return {field.key: (field.shape, field.dtype) for field in spec}
