@@ -126,7 +126,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         print_shipped_configs()
         return 0
-    from r2d2kit.training.builders import goal_reward, observation_layout
     from r2d2kit.training.checkpoint import CheckpointError
     from r2d2kit.training.run_directory import RunDirectoryError
 
@@ -143,9 +142,6 @@ def main(argv: list[str] | None = None) -> int:
             config = load_config(run_dir / "config.yaml", args.overrides)
         elif args.config:
             config = load_config(args.config, args.overrides)
-            observation_layout(config)  # unusable spaces: a ConfigError before a run directory or network exists
-            if config.replay.her is not None:
-                goal_reward(config).close()  # replay.her without a goal env: the same
             run_dir = run_directory_path(config, args.run_dir, args.name)
             created = not run_dir.exists()
             run_dir.mkdir(parents=True, exist_ok=True)
@@ -154,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         train(config, run_dir, resume=bool(args.resume))
     except (ConfigError, CheckpointError, RunDirectoryError) as error:
         if created and run_dir is not None and run_dir.is_dir() and not any(run_dir.iterdir()):
-            run_dir.rmdir()  # nothing was written: leave no empty run behind
+            run_dir.rmdir()  # the config did not fit the env (the trainer builds before it writes): leave no empty run
         kind = ("config" if isinstance(error, ConfigError) else "checkpoint" if isinstance(error, CheckpointError)
                 else "run directory")
         print(f"{kind} error: {error}", file=sys.stderr)

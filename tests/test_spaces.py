@@ -137,8 +137,8 @@ def test_observations_round_trip_through_actors_replay_and_network(case):
                        obs_dtype=str(env.observation_space.dtype), core_units=4, head_units=0)
     config = R2D2Config(burn_in=1, trace_length=4, period=2, n_step=1, batch_size=8)
     replay = make_sequence_replay(network, config, capacity=500, seed=0)
-    actors = LocalActors(lambda: wrap_spaces(LoggingEnv(case.observation_space, case.action_space, log)), network,
-                         config, epsilons=np.ones(2), incarnations=Incarnations(seed=3))
+    actors = LocalActors(lambda: wrap_spaces(LoggingEnv(case.observation_space, case.action_space, log)), None,
+                         network, config, epsilons=np.ones(2), incarnations=Incarnations(seed=3))
     for _ in range(40):
         for windows, source in actors.collect().windows:
             replay.add_sequences(windows, source=source)

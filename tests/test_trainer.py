@@ -512,3 +512,53 @@ def test_a_users_encoder_that_cannot_be_built_is_named_and_leaves_no_run_directo
     assert error.startswith("config error: model.encoder ") and "Traceback" not in error
     assert re.search(message, error), error
     assert not run_dir.exists()
+
+
+@pytest.mark.parametrize("core, message", [
+    ("no_such_module:make", r"^config error: model\.core 'no_such_module:make' cannot be imported: No module named"),
+    ("trainer_helpers:not_there", r"^config error: model\.core 'trainer_helpers:not_there' cannot be imported"),
+    ("trainer_helpers:core_returning_a_dense_layer", r"^config error: model\.core .* failed on env\.id "
+                                                     r"'CueMemory-v0'.s observations .*not a Keras RNN cell"),
+    ("trainer_helpers:cell_with_a_wrong_state_size", r"^config error: model\.core .* failed on env\.id "
+                                                     r".*one step of its cell failed .*one tensor per state_size entry "
+                                                     r"\[\(32,\), \(3,\)\]"),
+])
+def test_a_users_core_that_cannot_be_built_is_named_and_leaves_no_run_directory(tmp_path, capsys, core, message):
+    run_dir = tmp_path / "run"
+    assert train_main([str(CUE), "--run-dir", str(run_dir), "--set", f"model.core={core}"]) == 2
+    error = capsys.readouterr().err
+    assert "Traceback" not in error and re.search(message, error), error
+    assert not run_dir.exists()
+
+
+@pytest.mark.parametrize("her", [False, True])
+def test_building_a_run_enters_the_builders_once_and_makes_one_env(tmp_path, her):
+    """``Trainer.__init__`` turns the config into its parts with one call into ``training/builders.py``
+    (``build_run``), which makes one env to read the spaces, also the goal env under ``replay.her``."""
+    import r2d2kit.training.builders as builders
+
+    builders_file = builders.__file__
+    entries, envs = [], []
+
+    def profile(frame, event, _arg):
+        if event == "call" and frame.f_code.co_filename == builders_file:
+            caller = frame.f_back.f_code.co_filename if frame.f_back else ""
+            if caller != builders_file:
+                entries.append(frame.f_code.co_name)
+            if frame.f_code.co_name == "make_env":
+                envs.append(caller)
+
+    if her:
+        config = load_config(ROOT / "configs" / "point_goal_her.yaml", TINY + ["run.total_env_steps=200"])
+    else:
+        config = tiny(200)
+    sys.setprofile(profile)
+    try:
+        trainer = Trainer(config, tmp_path / "run")
+    finally:
+        sys.setprofile(None)
+    assert entries == ["build_run"] and len(envs) == 1
+    assert (trainer.goal is not None) == her
+    if her:
+        assert trainer.goal.env is not None and trainer.goal.compute_reward is not None
+        trainer.goal.close()

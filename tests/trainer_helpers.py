@@ -69,3 +69,23 @@ class ConvolutionOnVectors(ImageModel):
         import keras
 
         return keras.layers.Flatten()(keras.layers.Conv2D(4, 3)(x))
+
+
+def core_returning_a_dense_layer(units: int):
+    """``model.core`` naming this gets a layer that is no RNN cell."""
+    import keras
+
+    return keras.layers.Dense(units)
+
+
+def cell_with_a_wrong_state_size(units: int):
+    """A cell whose declared state does not match what its ``call`` returns."""
+    import keras
+
+    class WrongState(keras.layers.Layer):
+        state_size = [units, 3]
+
+        def call(self, inputs, states):
+            return inputs, [inputs]
+
+    return WrongState()

@@ -66,15 +66,14 @@ class QNetwork:
 
     def __init__(self, obs_shape: tuple[int, ...], num_actions: int, encoder: ImageModel | None = None, *,
                  obs_dtype: str = "float32", core: Core = "lstm", core_units: int = 512, dueling: bool = True,
-                 head_units: int = 512,
-                 prev_action_reward: bool = True, layer_norm: bool = False, name: str = "online") -> None:
+                 head_units: int = 512, prev_action_reward: bool = True, layer_norm: bool = False,
+                 name: str = "online") -> None:
         if not isinstance(num_actions, (int, np.integer)) or num_actions < 1:
             raise ValueError(f"num_actions must be a positive int, got {num_actions!r}")
         self.config = dict(obs_shape=tuple(obs_shape), num_actions=int(num_actions), encoder=encoder or MLPModel(),
                            obs_dtype=str(np.dtype(obs_dtype)), core=core, core_units=int(core_units),
-                           dueling=bool(dueling),
-                           head_units=int(head_units), prev_action_reward=bool(prev_action_reward),
-                           layer_norm=bool(layer_norm))
+                           dueling=bool(dueling), head_units=int(head_units),
+                           prev_action_reward=bool(prev_action_reward), layer_norm=bool(layer_norm))
         self.obs_shape = tuple(obs_shape)
         self.obs_dtype = str(np.dtype(obs_dtype))
         self.num_actions = int(num_actions)
@@ -87,8 +86,8 @@ class QNetwork:
         self.cell = make_cell(core, self.core_units, name)
         self._state_spec = state_spec(self.cell, core)
         self.layer_norm = bool(layer_norm)
-        # (the LSTM's layer names are kept from before there were other cores: same seed, same weights)
-        self.core_norm = keras.layers.LayerNormalization(name=f"{name}_lstm_norm") if self.layer_norm else None
+        self.core_norm = (keras.layers.LayerNormalization(name=f"{name}_{self._rnn_label()}_norm") if self.layer_norm
+                          else None)
         # hidden layers first, then the outputs: Keras draws each initializer's seed when the layer is
         # made, so this order keeps the weights (and recorded runs) of a given seed unchanged
         self.value_layers = self._hidden(int(head_units), f"{name}_value")
@@ -142,8 +141,29 @@ class QNetwork:
         initial = [keras.Input(shape=field.shape, name=f"{field.name}0") for field in self._state_spec]
         q, final = self._unroll(self._rnn(f"{self.name}_{self._rnn_label()}"), obs, prev_action, prev_reward,
                                 initial, obs_mask)
-        return keras.Model([obs, prev_action, prev_reward, obs_mask, *initial], [q, *final],
-                           name=f"{self.name}_sequence")
+        model = keras.Model([obs, prev_action, prev_reward, obs_mask, *initial], [q, *final],
+                            name=f"{self.name}_sequence")
+        if self.core not in BUILT_IN_CORES:
+            self._check_user_cell(model)
+        return model
+
+    def _check_user_cell(self, model: keras.Model) -> None:
+        """One step of a user's cell on zeros: Keras builds a model whose cell's states do not match its
+        state_size, and the first update would then fail deep inside Keras."""
+        zeros = [np.zeros((1, 1) + self.obs_shape, self.obs_dtype), np.zeros((1, 1), np.int32),
+                 np.zeros((1, 1), np.float32), np.ones((1, 1), bool), *self.zero_state(1)]
+        try:
+            _, *final = model(zeros)
+        except Exception as error:  # noqa: BLE001  (a user's cell fails however Keras or TensorFlow report it)
+            first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise ValueError(f"core {self.core!r}: one step of its cell failed ({first_line[:200]}); its call(inputs, "
+                             f"states) must return (output, new_states) with one tensor per state_size entry "
+                             f"{[field.shape for field in self._state_spec]}") from None
+        returned = [tuple(part.shape[1:]) for part in final]
+        declared = [field.shape for field in self._state_spec]
+        if returned != declared:
+            raise ValueError(f"core {self.core!r}: its cell returns states of shapes {returned}, but its state_size "
+                             f"declares {declared}")
 
     def _rnn_label(self) -> str:
         return self.core if self.core in BUILT_IN_CORES else "core"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -16,17 +16,20 @@ from r2d2kit.runners.pool import Experience, Incarnations
 class LocalActors:
     """An :class:`~r2d2kit.runners.pool.ActorPool` of one actor in this process, sharing the learner's network.
 
-    The actor acts with the newest parameters: :meth:`publish` (called after every update) tells it
+    It takes the arguments the other pools take (``make_network`` unused: the actor acts with ``network``
+    itself). The actor acts with the newest parameters: :meth:`publish` (called after every update) tells it
     to read them again before its next step, and between updates it reads nothing. Each
     :meth:`collect` is one vector step.
     """
 
-    def __init__(self, make_env: Callable[[], Any], network: Any, config: Any, epsilons: np.ndarray,
-                 incarnations: Incarnations, callbacks: Callback | None = None, extras: Sequence[str] = ()) -> None:
+    def __init__(self, make_env: Callable[[], Any], make_network: Callable[[], Any] | None, network: Any, config: Any,
+                 *, epsilons: np.ndarray, incarnations: Incarnations, callbacks: Callback | None = None,
+                 extras: Mapping[str, tuple[tuple[int, ...], Any]] | None = None) -> None:
         self.incarnations = incarnations
         self.restarts = 0
         self.source, seed = incarnations.start(0)
-        self.loop = ActingLoop.build(make_env, network, config, epsilons, seed, extras, callbacks=callbacks)
+        self.loop = ActingLoop.build(make_env, network, config, epsilons, seed, tuple(extras or {}),
+                                     callbacks=callbacks)
         self._version = 0
 
     def collect(self) -> Experience:

@@ -1,7 +1,9 @@
 """The interface every actor pool has, so that :class:`~r2d2kit.training.trainer.Trainer` runs one
 loop wherever acting happens (this process, spawned processes, Ray actors).
 
-A pool is started by :func:`r2d2kit.training.builders.make_actor_pool` and driven by the trainer::
+Every pool takes the same arguments, ``Pool(make_env, make_network, network, config, *, epsilons,
+incarnations, callbacks, extras, ...)`` and then its runner's own keywords; a run's pool is started by
+:meth:`r2d2kit.training.builders.RunParts.start_actors` and driven by the trainer::
 
     experience = pool.collect()          # windows, env steps and finished episodes since the last call
     replay.add_sequences(windows, source=source) for windows, source in experience.windows

@@ -123,25 +123,25 @@ class ProcessActors:
     (learner) process through shared memory.
 
     Args:
-        make_network: picklable factory of the Q-network (each actor builds its own copy).
         make_env: picklable factory of one env (each actor runs ``envs_per_actor`` of them).
-        config: the learner's :class:`~r2d2kit.agent.learner.R2D2Config` (window layout).
+        make_network: picklable factory of the Q-network (each actor builds its own copy).
         network: the learner's online network (weight layout and the first broadcast).
+        config: the learner's :class:`~r2d2kit.agent.learner.R2D2Config` (window layout).
         epsilons: per-env epsilons over all actors' envs, actor-major.
         incarnations: source ids and seeds of every actor start (a restarted actor gets new ones).
-        callbacks: actor hooks (pickled into every actor process).
-        log: where restarts are reported (default: stderr).
+        callbacks: actor hooks (pickled into every actor).
         extras: per-row ``info`` entries the actors store with each observation, ``{name: (shape, dtype)}``
             (a goal env's ``{"achieved_goal": ((goal_size,), "float32")}`` for hindsight relabelling).
+        log: where restarts are reported (default: stderr).
         stall_timeout: seconds without any env step reported or window delivered, every actor alive,
             after which :meth:`collect` raises instead of waiting for ever (a stuck actor or queue).
     """
 
-    def __init__(self, make_network: Callable[[], Any], make_env: Callable[[], Any], config: Any, network: Any, *,
-                 num_actors: int, envs_per_actor: int, epsilons: np.ndarray, incarnations: Incarnations,
-                 ring_capacity: int = 64, publish_every: int = 10, threads: int = 1, max_restarts: int = 10,
-                 callbacks: Callback | None = None, log: Callable[[str], None] | None = None,
-                 extras: Mapping[str, tuple[tuple[int, ...], Any]] | None = None,
+    def __init__(self, make_env: Callable[[], Any], make_network: Callable[[], Any], network: Any, config: Any, *,
+                 epsilons: np.ndarray, incarnations: Incarnations, callbacks: Callback | None = None,
+                 extras: Mapping[str, tuple[tuple[int, ...], Any]] | None = None, num_actors: int,
+                 envs_per_actor: int, ring_capacity: int = 64, publish_every: int = 10, threads: int = 1,
+                 max_restarts: int = 10, log: Callable[[str], None] | None = None,
                  stall_timeout: float = STALL_TIMEOUT_S) -> None:
         self.make_network, self.make_env, self.config = make_network, make_env, config
         self.num_actors, self.envs_per_actor = num_actors, envs_per_actor

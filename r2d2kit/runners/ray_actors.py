@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -100,25 +100,27 @@ class RayActors:
     """An :class:`~r2d2kit.runners.pool.ActorPool` of ``num_actors`` Ray actors feeding this (learner) process.
 
     Args:
-        make_network, make_env: picklable factories (Ray ships them to the actors).
+        make_env: picklable factory of one env (Ray ships it to the actors).
+        make_network: picklable factory of the Q-network (each actor builds its own copy).
+        network: the learner's online network (weight layout and the first broadcast).
         config: the learner's :class:`~r2d2kit.agent.learner.R2D2Config` (window layout).
-        network: the learner's online network (weights to broadcast).
         epsilons: per-env epsilons over all actors' envs, actor-major.
         incarnations: source ids and seeds of every actor start (a restarted actor gets new ones).
+        callbacks: actor hooks (pickled into every actor).
+        extras: per-row ``info`` entries the actors store with each observation, ``{name: (shape, dtype)}``
+            (a goal env's ``{"achieved_goal": ((goal_size,), "float32")}`` for hindsight relabelling).
         steps_per_batch: vector steps an actor takes per request.
         address: Ray cluster address; None: ``RAY_ADDRESS`` if set, else a local instance.
         num_cpus: CPUs of a local instance (None: all of this machine).
         cpus_per_actor: Ray CPU resources reserved per actor (placement).
-        extras: per-row ``info`` entries the actors store with each observation (a goal env's
-            ``("achieved_goal",)`` for hindsight relabelling).
     """
 
-    def __init__(self, make_network: Callable[[], Any], make_env: Callable[[], Any], config: Any, network: Any, *,
-                 num_actors: int, envs_per_actor: int, epsilons: np.ndarray, incarnations: Incarnations,
-                 steps_per_batch: int = 50, publish_every: int = 10, threads: int = 1, max_restarts: int = 10,
-                 address: str | None = None, num_cpus: int | None = None, cpus_per_actor: float = 1.0,
-                 callbacks: Callback | None = None, log: Callable[[str], None] | None = None,
-                 extras: Sequence[str] = ()) -> None:
+    def __init__(self, make_env: Callable[[], Any], make_network: Callable[[], Any], network: Any, config: Any, *,
+                 epsilons: np.ndarray, incarnations: Incarnations, callbacks: Callback | None = None,
+                 extras: Mapping[str, tuple[tuple[int, ...], Any]] | None = None, num_actors: int,
+                 envs_per_actor: int, steps_per_batch: int = 50, publish_every: int = 10, threads: int = 1,
+                 max_restarts: int = 10, address: str | None = None, num_cpus: int | None = None,
+                 cpus_per_actor: float = 1.0, log: Callable[[str], None] | None = None) -> None:
         try:
             import ray
         except ImportError as error:
@@ -144,7 +146,7 @@ class RayActors:
                             runtime_env={"env_vars": env_vars})(ActorBody)
         n = envs_per_actor
         self._actors = [remote.remote(i, make_network, make_env, config, np.asarray(epsilons[i * n:(i + 1) * n]),
-                                      threads, callbacks, tuple(extras))
+                                      threads, callbacks, tuple(extras or {}))
                         for i in range(num_actors)]
         self._seeds = {i: incarnations.start(i)[1] for i in range(num_actors)}  # sent with each request
         self._pending: dict[Any, int] = {}

@@ -1,9 +1,12 @@
 """From a :class:`~r2d2kit.training.config.TrainConfig` to the objects a run needs: envs, encoder,
-Q-network, replay and actor pool (the learner is :class:`~r2d2kit.agent.learner.R2D2Learner` of the
-network and ``config.learner``).
+Q-network, learner, replay and actor pool.
 
-The factories are module-level functions taking the config, so ``functools.partial(make_env, config)``
-pickles into spawned actor processes, which rebuild the same env and network there.
+:func:`build_run` is the one pass the trainer makes: one env is probed for the spaces (and, for a
+goal env, kept for its reward function), then the network, the learner (restored from a checkpoint
+when resuming), the replay (new or the checkpoint's) follow, and :meth:`RunParts.start_actors`
+starts the pool. The factories are module-level functions taking the config, so
+``functools.partial(make_env, config)`` pickles into spawned actor processes, which rebuild the same
+env and network there.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from r2d2kit.agent.config import R2D2Config
@@ -99,16 +103,29 @@ def observation_layout(config: TrainConfig) -> Any:
     return layout
 
 
+@dataclass(frozen=True)
+class EnvSpaces:
+    """What the network and the replay need to know of the env, read once from a probe env."""
+
+    observation_space: Any
+    action_space: Any
+    layout: Any  # the ObservationLayout of a non-Box observation space (stored as codes), else None
+
+
+def _spaces_of(env: Any) -> EnvSpaces:
+    try:
+        layout = env.get_wrapper_attr("observation_layout")
+    except AttributeError:  # a Box observation space: no codes
+        layout = None
+    return EnvSpaces(env.observation_space, env.action_space, layout)
+
+
 def _probe(config: TrainConfig) -> tuple[Any, Any, Any]:
     """(observation space, action space, observation layout or None) of one env made and closed."""
     probe = make_env(config)
-    try:
-        layout = probe.get_wrapper_attr("observation_layout")
-    except AttributeError:  # a Box observation space: no codes
-        layout = None
-    spaces = probe.observation_space, probe.action_space
+    spaces = _spaces_of(probe)
     probe.close()
-    return (*spaces, layout)
+    return spaces.observation_space, spaces.action_space, spaces.layout
 
 
 @dataclass
@@ -127,14 +144,15 @@ class GoalReward:
         self.env.close()
 
 
-def goal_reward(config: TrainConfig) -> GoalReward:
-    """The :class:`GoalReward` of the configured env (``replay.her`` needs one).
+def goal_reward(config: TrainConfig, env: Any = None) -> GoalReward:
+    """The :class:`GoalReward` of the configured env (``replay.her`` needs one), bound to ``env`` (one made
+    from the config; a new one if None), which it keeps open.
 
     Raises:
         ConfigError: the env is not a GoalEnv (no Dict observation of ``observation``,
             ``achieved_goal``, ``desired_goal``) or has no ``compute_reward``.
     """
-    env = make_env(config)
+    env = make_env(config) if env is None else env
     try:
         observation_size = env.get_wrapper_attr("observation_size")
         goal_size = env.get_wrapper_attr("goal_size")
@@ -154,13 +172,15 @@ def goal_reward(config: TrainConfig) -> GoalReward:
                       compute_terminated if callable(compute_terminated) else None, env)
 
 
-def build_network(config: TrainConfig) -> Any:
-    """The online :class:`~r2d2kit.models.QNetwork` for the configured env and model; for a non-Box
-    observation space the encoder is wrapped in :class:`~r2d2kit.models.code_encoding.CodeEncoder`."""
+def build_network(config: TrainConfig, spaces: EnvSpaces | None = None) -> Any:
+    """The online :class:`~r2d2kit.models.QNetwork` for the configured env (its ``spaces``; probed from a new
+    env if None) and model; for a non-Box observation space the encoder is wrapped in
+    :class:`~r2d2kit.models.code_encoding.CodeEncoder`."""
     from r2d2kit.models import QNetwork
     from r2d2kit.models.cores import import_factory
 
-    obs_space, action_space, layout = _probe(config)
+    obs_space, action_space, layout = (_probe(config) if spaces is None else
+                                       (spaces.observation_space, spaces.action_space, spaces.layout))
     encoder = build_encoder(config)
     if layout is not None:
         from r2d2kit.models.code_encoding import CodeEncoder
@@ -276,41 +296,128 @@ def make_replay(config: TrainConfig, network: Any, goal: GoalReward | None, seed
         initial_state=config.replay.initial_state, sampler=config.replay.sampler, seed=seed)
 
 
-def make_actor_pool(config: TrainConfig, network: Any, epsilons: Any, incarnations: Any, callbacks: Any,
-                    extras: dict[str, tuple[tuple[int, ...], str]]) -> Any:
-    """The :class:`~r2d2kit.runners.pool.ActorPool` of ``actors.runner``, started: acting in this
-    process with ``network``'s weights (local), or in spawned processes / Ray actors that rebuild
-    the env and the network from ``config`` and take published weights.
+def row_extras(goal: GoalReward | None) -> dict[str, tuple[tuple[int, ...], str]]:
+    """Per-row ``info`` entries the actors store with each observation (a goal env's achieved goals)."""
+    return {} if goal is None else {"achieved_goal": ((goal.goal_size,), "float32")}
 
-    Args:
-        epsilons: one exploration rate per env, over all actors' envs, actor-major.
-        incarnations: a :class:`~r2d2kit.runners.pool.Incarnations` (source ids and seeds).
-        callbacks: a :class:`~r2d2kit.runners.callbacks.CallbackList`; actor pools in other
-            processes get only the callbacks with actor hooks.
-        extras: per-row ``info`` entries stored with each observation, ``{name: (shape, dtype)}``.
+
+def load_replay(config: TrainConfig, goal: GoalReward | None, path: Path) -> SequenceReplayBuffer:
+    """A checkpoint's replay; its kind (with or without relabelling) must be the config's.
+
+    Raises:
+        CheckpointError: the file is not a replay of the config's kind, or was saved with other
+            relabelling settings (naming the file and the fix).
     """
-    import functools
+    from r2d2kit.training.checkpoint import CheckpointError
 
-    cfg, actors = config, config.actors
-    env_factory, network_factory = functools.partial(make_env, cfg), functools.partial(build_network, cfg)
-    if actors.runner == "ray":
-        from r2d2kit.runners.ray_actors import RayActors
+    try:
+        if goal is None:
+            return SequenceReplayBuffer.load(path)
+        return SequenceHerReplayBuffer.load(path, compute_reward=goal.compute_reward,
+                                            compute_terminated=relabel_terminated(config, goal))
+    except ValueError as error:
+        if "compute_terminated" in str(error):
+            saved = not config.replay.her.terminate_on_goal
+            raise CheckpointError(f"{path} was saved with replay.her.terminate_on_goal={str(saved).lower()}, the "
+                                  f"config says {str(not saved).lower()}: the targets of relabelled windows would "
+                                  f"change. Resume with the config the run was started with") from None
+        if "holds a" not in str(error):
+            raise CheckpointError(f"{path}: {error}") from None
+        now = "with" if goal is not None else "without"
+        raise CheckpointError(f"{path} holds a replay of another kind than the config's (the run continues {now} "
+                              f"replay.her): {error}. Resume with the config the run was started with") from None
 
-        return RayActors(network_factory, env_factory, cfg.learner, network, num_actors=actors.num_actors,
-                         envs_per_actor=cfg.env.num_envs, epsilons=epsilons, incarnations=incarnations,
-                         steps_per_batch=actors.steps_per_batch, publish_every=actors.publish_every,
-                         threads=actors.threads, max_restarts=actors.max_restarts, address=actors.ray_address,
-                         num_cpus=actors.ray_num_cpus, cpus_per_actor=actors.cpus_per_actor,
-                         callbacks=callbacks.for_actors(), extras=tuple(extras))
-    if actors.runner == "processes":
+
+@dataclass
+class RunParts:
+    """What :func:`build_run` makes of a config: everything a run needs before its actors start."""
+
+    config: TrainConfig
+    spaces: EnvSpaces
+    network: Any  # the online QNetwork; the learner owns it and its target
+    learner: Any  # R2D2Learner, restored from the checkpoint when resuming
+    goal: GoalReward | None  # replay.her's goal functions (close() it when done), else None
+    replay: SequenceReplayBuffer
+    state: dict[str, Any]  # the checkpoint's counters when resuming, else {}
+
+    def make_env(self) -> Any:
+        """One env of the run (what actors and evaluations step)."""
+        return make_env(self.config)
+
+    def close(self) -> None:
+        """Close the goal env (``replay.her``); nothing else holds a resource."""
+        if self.goal is not None:
+            self.goal.close()
+
+    def start_actors(self, epsilons: Any, incarnations: Any, callbacks: Any) -> Any:
+        """The :class:`~r2d2kit.runners.pool.ActorPool` of ``actors.runner``, started: acting in this process with
+        the run's network (local), or in spawned processes / Ray actors that rebuild the env and the network
+        from the config and take published weights.
+
+        Args:
+            epsilons: one exploration rate per env, over all actors' envs, actor-major.
+            incarnations: a :class:`~r2d2kit.runners.pool.Incarnations` (source ids and seeds).
+            callbacks: a :class:`~r2d2kit.runners.callbacks.CallbackList`; actor pools in other processes get
+                only the callbacks with actor hooks.
+        """
+        import functools
+
+        cfg, actors = self.config, self.config.actors
+        factories = (functools.partial(make_env, cfg), functools.partial(build_network, cfg), self.network, cfg.learner)
+        common = dict(epsilons=epsilons, incarnations=incarnations, extras=row_extras(self.goal))
+        if actors.runner == "local":
+            from r2d2kit.runners.local import LocalActors
+
+            return LocalActors(*factories, callbacks=callbacks, **common)
+        pooled = dict(common, callbacks=callbacks.for_actors(), num_actors=actors.num_actors,
+                      envs_per_actor=cfg.env.num_envs, publish_every=actors.publish_every, threads=actors.threads,
+                      max_restarts=actors.max_restarts)
+        if actors.runner == "ray":
+            from r2d2kit.runners.ray_actors import RayActors
+
+            return RayActors(*factories, steps_per_batch=actors.steps_per_batch, address=actors.ray_address,
+                             num_cpus=actors.ray_num_cpus, cpus_per_actor=actors.cpus_per_actor, **pooled)
         from r2d2kit.runners.processes import ProcessActors
 
-        return ProcessActors(network_factory, env_factory, cfg.learner, network, num_actors=actors.num_actors,
-                             envs_per_actor=cfg.env.num_envs, epsilons=epsilons, incarnations=incarnations,
-                             ring_capacity=actors.ring_capacity, publish_every=actors.publish_every,
-                             threads=actors.threads, max_restarts=actors.max_restarts,
-                             callbacks=callbacks.for_actors(), extras=extras)
-    from r2d2kit.runners.local import LocalActors
+        return ProcessActors(*factories, ring_capacity=actors.ring_capacity, **pooled)
 
-    return LocalActors(env_factory, network, cfg.learner, epsilons, incarnations, callbacks=callbacks,
-                       extras=tuple(extras))
+
+def build_run(config: TrainConfig, checkpoint: Path | None = None) -> RunParts:
+    """Everything a config builds before training, in one pass: one env probed for the spaces (kept
+    open as the goal env under ``replay.her``), the network, the learner, and the replay. With
+    ``checkpoint``, the learner's weights and optimizer come from it, and so does the replay if it
+    was saved; a new replay is seeded with ``run.seed`` plus the env steps already taken.
+
+    Raises:
+        ConfigError: the env's spaces, the encoder, the core or ``replay.her`` do not fit the config.
+        CheckpointError: the checkpoint does not fit the network or holds another kind of replay.
+    """
+    import keras
+
+    from r2d2kit.agent.learner import R2D2Learner
+    from r2d2kit.training.checkpoint import restore_learner
+
+    keras.utils.set_random_seed(config.run.seed)
+    probe = make_env(config)
+    try:
+        spaces = _spaces_of(probe)
+        goal = goal_reward(config, probe) if config.replay.her is not None else None
+    except BaseException:
+        probe.close()
+        raise
+    if goal is None:
+        probe.close()
+    try:
+        network = build_network(config, spaces)
+        learner = R2D2Learner(network, config.learner)
+        state = restore_learner(checkpoint, learner) if checkpoint is not None else {}
+        saved_replay = checkpoint / "replay.npz" if checkpoint is not None else None
+        if saved_replay is not None and saved_replay.exists():
+            replay = load_replay(config, goal, saved_replay)
+        else:
+            replay = make_replay(config, network, goal, seed=config.run.seed + int(state.get("env_steps", 0)))
+    except BaseException:
+        if goal is not None:
+            goal.close()
+        raise
+    return RunParts(config, spaces, network, learner, goal, replay, state)

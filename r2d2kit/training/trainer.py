@@ -24,7 +24,6 @@ and, if it was saved, the replay buffer; without a saved replay the buffer warms
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import signal
@@ -43,7 +42,6 @@ from r2d2kit.runners.evaluation import MAX_EVAL_ENVS
 from r2d2kit.training.checkpoint import (
     CheckpointError,
     latest_checkpoint,
-    restore_learner,
     save_checkpoint,
 )
 from r2d2kit.training.config import ConfigError, TrainConfig, save_config
@@ -72,13 +70,10 @@ class Trainer:
 
     def __init__(self, config: TrainConfig, run_dir: str | Path, callbacks: Sequence[Callback] = (),
                  resume: bool = False) -> None:
-        import keras
-
         from r2d2kit.agent.diagnostics import HealthCheck, UpdateStatistics
-        from r2d2kit.agent.learner import R2D2Learner
         from r2d2kit.agent.policies import apex_epsilons
         from r2d2kit.models.tf_setup import setup_tensorflow
-        from r2d2kit.training.builders import build_network, goal_reward, make_env
+        from r2d2kit.training.builders import build_run
         from r2d2kit.training.run_log import RunLog
 
         setup_tensorflow()
@@ -90,33 +85,30 @@ class Trainer:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         check_run_directory(self.run_dir)
         self.callbacks = CallbackList(callbacks)
-        keras.utils.set_random_seed(config.run.seed)
-        self.make_env = functools.partial(make_env, config)
-        self.network = build_network(config)
-        self.learner = R2D2Learner(self.network, config.learner)
-        # hindsight relabelling: the env's compute_reward, and its achieved goals stored with each row
-        self.goal = goal_reward(config) if config.replay.her is not None else None
-        self.counters = {name: 0 for name in COUNTERS}
-        self.counters.update(next_eval=config.run.eval_every, next_checkpoint=config.checkpoints.every_env_steps,
-                             next_log=config.logging.log_every, update_credit=0.0, train_seconds=0.0,
-                             best_eval=None, best_eval_env_steps=None)
-        self.resumed_from: Path | None = None
-        replay = None
+        checkpoint = None
         if resume:
             checkpoint = latest_checkpoint(self.run_dir)
             if checkpoint is None:
                 raise CheckpointError(f"--resume {self.run_dir}: no checkpoint under {self.run_dir / 'checkpoints'}; "
                                       "start the run without --resume")
-            state = restore_learner(checkpoint, self.learner)
+        # the one build pass: spaces (one probe env), network, learner (restored), replay (new or the checkpoint's)
+        self.parts = build_run(config, checkpoint)
+        self.network, self.learner, self.replay = self.parts.network, self.parts.learner, self.parts.replay
+        self.goal = self.parts.goal  # hindsight relabelling: the env's compute_reward (achieved goals ride each row)
+        self.make_env = self.parts.make_env
+        self.counters = {name: 0 for name in COUNTERS}
+        self.counters.update(next_eval=config.run.eval_every, next_checkpoint=config.checkpoints.every_env_steps,
+                             next_log=config.logging.log_every, update_credit=0.0, train_seconds=0.0,
+                             best_eval=None, best_eval_env_steps=None)
+        self.resumed_from: Path | None = checkpoint
+        if checkpoint is not None:
+            state = self.parts.state
             if state.get("env_id") != config.env.id:
+                self.parts.close()  # the goal env, if any
                 raise CheckpointError(f"--resume {self.run_dir}: its checkpoint {checkpoint.name} was trained on "
                                       f"{state.get('env_id')!r}, not {config.env.id!r}; a resumed run continues its "
                                       "own env: drop --set env.id, or start a new run from this config")
             self.counters.update({name: state[name] for name in COUNTERS if name in state})
-            if (checkpoint / "replay.npz").exists():
-                replay = self._load_replay(checkpoint / "replay.npz")
-            self.resumed_from = checkpoint
-        self.replay = replay or self._new_replay(seed=config.run.seed + self.counters["env_steps"])
         num_actors = config.actors.num_actors if config.actors.runner != "local" else 1
         self.epsilons = apex_epsilons(num_actors * config.env.num_envs, config.actors.epsilon,
                                       config.actors.epsilon_alpha)
@@ -134,47 +126,14 @@ class Trainer:
         self._trained_rows_at_log = 0.0
 
     # ------------------------------------------------------------------ pieces
-    def _new_replay(self, seed: int) -> Any:
-        from r2d2kit.training.builders import make_replay
-
-        return make_replay(self.config, self.network, self.goal, seed)
-
-    def _load_replay(self, path: Path) -> Any:
-        """The checkpoint's replay; its kind (with or without relabelling) must be the config's."""
-        from r2d2kit.replay import SequenceHerReplayBuffer, SequenceReplayBuffer
-        from r2d2kit.training.builders import relabel_terminated
-
-        try:
-            if self.goal is None:
-                return SequenceReplayBuffer.load(path)
-            return SequenceHerReplayBuffer.load(path, compute_reward=self.goal.compute_reward,
-                                                compute_terminated=relabel_terminated(self.config, self.goal))
-        except ValueError as error:
-            if "compute_terminated" in str(error):
-                saved = not self.config.replay.her.terminate_on_goal
-                raise CheckpointError(f"{path} was saved with replay.her.terminate_on_goal={str(saved).lower()}, the "
-                                      f"config says {str(not saved).lower()}: the targets of relabelled windows would "
-                                      f"change. Resume with the config the run was started with") from None
-            if "holds a" not in str(error):
-                raise CheckpointError(f"{path}: {error}") from None
-            now = "with" if self.goal is not None else "without"
-            raise CheckpointError(f"{path} holds a replay of another kind than the config's (the run continues {now} "
-                                  f"replay.her): {error}. Resume with the config the run was started with") from None
-
-    def _row_extras(self) -> dict[str, tuple[tuple[int, ...], str]]:
-        """Per-row info entries the actors store with each observation (achieved goals for HER)."""
-        return {} if self.goal is None else {"achieved_goal": ((self.goal.goal_size,), "float32")}
-
     def start_actors(self) -> Any:
         """The actor pool this config describes (local, processes or Ray), started and ready to
         ``collect()``; the caller closes it. :meth:`fit` uses it; so do benchmarks of the runners."""
         from r2d2kit.runners.pool import Incarnations
-        from r2d2kit.training.builders import make_actor_pool
 
         seed = self.config.run.seed + self.counters["env_steps"]  # a resumed run does not replay the same episodes
         incarnations = Incarnations(first_source=self.counters["next_source"], seed=seed)
-        return make_actor_pool(self.config, self.network, self.epsilons, incarnations, self.callbacks,
-                               self._row_extras())
+        return self.parts.start_actors(self.epsilons, incarnations, self.callbacks)
 
     def stop(self, reason: str) -> None:
         """End the run after the current step (final checkpoint, summary with ``stopped_by: reason``)."""

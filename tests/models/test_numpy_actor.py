@@ -275,7 +275,8 @@ def test_local_pool_publish_and_evaluate_read_the_new_weights():
     network = QNetwork((4,), 2, MLPModel((8,)), core_units=UNITS, head_units=5)
     randomize(network, 19)
     config = R2D2Config(burn_in=1, trace_length=3, period=2, n_step=1)
-    pool = LocalActors(lambda: gym.make("CartPole-v1"), network, config, np.zeros(2), Incarnations(seed=0))
+    pool = LocalActors(lambda: gym.make("CartPole-v1"), None, network, config, epsilons=np.zeros(2),
+                       incarnations=Incarnations(seed=0))
     assert isinstance(pool, ActorPool)
     try:
         inputs = (np.ones((2, 4), np.float32), np.zeros(2, np.int32), np.zeros(2, np.float32))

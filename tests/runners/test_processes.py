@@ -128,7 +128,7 @@ def test_actors_that_stop_delivering_while_alive_are_an_error_not_a_hang():
     make_network = functools.partial(QNetwork, (2,), 2, MLPModel((16,)), core_units=16, head_units=16)
     config = R2D2Config(burn_in=1, trace_length=6, period=6, n_step=1)
     start = time.monotonic()
-    with ProcessActors(make_network, HangingCueMemory, config, make_network(), num_actors=1, envs_per_actor=1,
+    with ProcessActors(HangingCueMemory, make_network, make_network(), config, num_actors=1, envs_per_actor=1,
                        epsilons=np.array([0.1]), incarnations=Incarnations(), stall_timeout=20.0) as actors:
         with pytest.raises(RuntimeError, match=r"no env steps or windows from any of the 1 actor processes .*py-spy"):
             while time.monotonic() - start < 120:
