@@ -36,14 +36,12 @@ from r2d2kit.replay.persistence import (
     rng_to_json,
     write_npz,
 )
-from r2d2kit.replay.protocol import DEFAULT_BETA, SAMPLERS
+from r2d2kit.replay.protocol import DEFAULT_BETA, SAMPLERS, RewardFn
 from r2d2kit.replay.samplers import ProportionalSampler, RankSampler, Sampler, UniformSampler
 from r2d2kit.replay.schedules import Beta
 
 if TYPE_CHECKING:
     import tensorflow as tf
-
-    from r2d2kit.replay.goals import RewardFn
 
 # What a saved buffer may make ``load`` preallocate by default: a file proves the items it stores, not
 # the capacity it claims (see ``BufferCore.load``). R2D2 on Atari (250 000 84x84 frames) takes 1.8 GB.

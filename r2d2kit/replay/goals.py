@@ -9,22 +9,18 @@ whether a ``compute_terminated`` was in use (it changes the targets of relabelle
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from enum import Enum
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import numpy as np
-import numpy.typing as npt
 
 from r2d2kit.replay.core import DEFAULT_MAX_BYTES, BufferCore
 from r2d2kit.replay.persistence import Metadata, meta_field
+from r2d2kit.replay.protocol import RewardFn
 
 __all__ = ["DEFAULT_STRATEGY", "GoalSelectionStrategy", "RewardFn", "as_strategy", "call_goal_function",
            "check_goal_functions", "HindsightBase"]
 
-# A GoalEnv's compute_reward (or compute_terminated): (achieved_goal [M, ...], desired_goal [M, ...], info) -> [M];
-# info is gymnasium's info dict (the buffers pass {})
-RewardFn = Callable[[np.ndarray, np.ndarray, dict[str, Any]], npt.ArrayLike]
 _Hindsight = TypeVar("_Hindsight", bound="HindsightBase")
 
 

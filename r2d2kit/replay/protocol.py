@@ -22,8 +22,8 @@ the learner take any object with these methods. The same verbs and defaults hold
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -32,6 +32,9 @@ __all__ = ["DEFAULT_BETA", "SAMPLERS", "SampledBuffer"]
 
 DEFAULT_BETA = 0.4
 SAMPLERS = ("uniform", "proportional", "rank")  # every buffer's ``sampler`` (see ``replay/samplers.py``)
+# A GoalEnv's compute_reward (or compute_terminated), as the hindsight buffers call it: (achieved_goal [M, ...],
+# desired_goal [M, ...], info) -> [M]; info is gymnasium's info dict (the buffers pass {})
+RewardFn = Callable[[np.ndarray, np.ndarray, dict[str, Any]], npt.ArrayLike]
 
 
 @runtime_checkable

@@ -23,11 +23,10 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import Any
 
-if TYPE_CHECKING:
-    from r2d2kit.agent.learner import R2D2Learner
-    from r2d2kit.training.trainer import Trainer
+# The trainer and the learner are typed Any: importing their classes here, even for type checking only, would close
+# an import cycle (the trainer imports this module), which tests/test_layout.py forbids.
 
 LEARNER_HOOKS = ("on_train_begin", "on_train_end", "on_step", "on_learner_begin", "on_learner_step",
                  "on_learner_end", "on_evaluation")
@@ -48,25 +47,25 @@ class Callback:
                                 f"the hooks are {list(HOOKS)}")
 
     # --- learner process
-    def on_train_begin(self, trainer: Trainer) -> bool | None:
+    def on_train_begin(self, trainer: Any) -> bool | None:
         """Before actors start (after a resume, counters already hold the restored values)."""
 
-    def on_train_end(self, trainer: Trainer, summary: Mapping[str, object]) -> None:
+    def on_train_end(self, trainer: Any, summary: Mapping[str, object]) -> None:
         """After the final checkpoint, with the run summary (also after Ctrl-C or an early stop)."""
 
-    def on_step(self, trainer: Trainer) -> bool | None:
+    def on_step(self, trainer: Any) -> bool | None:
         """After each round of the loop (collect, add to replay, train); ``trainer.counters`` is current."""
 
-    def on_learner_begin(self, learner: R2D2Learner) -> bool | None:
+    def on_learner_begin(self, learner: Any) -> bool | None:
         """Just before the first gradient update of this run (replay warm-up is over)."""
 
-    def on_learner_step(self, learner: R2D2Learner, metrics: Mapping[str, float]) -> bool | None:
+    def on_learner_step(self, learner: Any, metrics: Mapping[str, float]) -> bool | None:
         """After every gradient update; ``metrics`` holds ``loss``, ``q_mean`` and ``updates``."""
 
-    def on_learner_end(self, learner: R2D2Learner) -> None:
+    def on_learner_end(self, learner: Any) -> None:
         """After the last gradient update of this run."""
 
-    def on_evaluation(self, trainer: Trainer, row: Mapping[str, float]) -> bool | None:
+    def on_evaluation(self, trainer: Any, row: Mapping[str, float]) -> bool | None:
         """After each greedy evaluation, with the row written to ``metrics.csv``."""
 
     # --- actor's process
@@ -104,25 +103,25 @@ class CallbackList(Callback):
                 self.stopped_by = self.stopped_by or f"{type(callback).__name__}.{hook}"
         return None if keep_going else False
 
-    def on_train_begin(self, trainer: Trainer) -> bool | None:
+    def on_train_begin(self, trainer: Any) -> bool | None:
         return self._call("on_train_begin", trainer)
 
-    def on_train_end(self, trainer: Trainer, summary: Mapping[str, object]) -> None:
+    def on_train_end(self, trainer: Any, summary: Mapping[str, object]) -> None:
         self._call("on_train_end", trainer, summary)
 
-    def on_step(self, trainer: Trainer) -> bool | None:
+    def on_step(self, trainer: Any) -> bool | None:
         return self._call("on_step", trainer)
 
-    def on_learner_begin(self, learner: R2D2Learner) -> bool | None:
+    def on_learner_begin(self, learner: Any) -> bool | None:
         return self._call("on_learner_begin", learner)
 
-    def on_learner_step(self, learner: R2D2Learner, metrics: Mapping[str, float]) -> bool | None:
+    def on_learner_step(self, learner: Any, metrics: Mapping[str, float]) -> bool | None:
         return self._call("on_learner_step", learner, metrics)
 
-    def on_learner_end(self, learner: R2D2Learner) -> None:
+    def on_learner_end(self, learner: Any) -> None:
         self._call("on_learner_end", learner)
 
-    def on_evaluation(self, trainer: Trainer, row: Mapping[str, float]) -> bool | None:
+    def on_evaluation(self, trainer: Any, row: Mapping[str, float]) -> bool | None:
         return self._call("on_evaluation", trainer, row)
 
     def on_actor_begin(self, actor_id: int) -> None:
