@@ -7,14 +7,18 @@ Messages name the argument, the offending position and value, and the fix.
 from __future__ import annotations
 
 import numbers
-from typing import Any
+from typing import TypeAlias
 
 import numpy as np
+import numpy.typing as npt
 
 from r2d2kit.kernels.sumtree import first_invalid_priority, first_out_of_range
 
+# What ``as_generator`` takes: an int seed, ``None`` (fresh entropy), a seed sequence, or a generator used as is
+Seed: TypeAlias = int | np.integer | np.random.SeedSequence | np.random.Generator | None
 
-def check_positive_int(name: str, value: Any, minimum: int = 1) -> int:
+
+def check_positive_int(name: str, value: object, minimum: int = 1) -> int:
     """Return ``value`` as an int, or raise naming ``name`` if it is not an integer >= minimum."""
     if type(value) is int and value >= minimum:  # the common case, 0.05 us instead of 0.5 (ABC isinstance)
         return value
@@ -25,7 +29,7 @@ def check_positive_int(name: str, value: Any, minimum: int = 1) -> int:
     return int(value)
 
 
-def check_float(name: str, value: Any, low: float | None = None, high: float | None = None,
+def check_float(name: str, value: object, low: float | None = None, high: float | None = None,
                 low_inclusive: bool = True) -> float:
     """Return ``value`` as a finite float in the given range, or raise naming ``name``."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
@@ -41,7 +45,7 @@ def check_float(name: str, value: Any, low: float | None = None, high: float | N
     return value
 
 
-def as_index_array(name: str, indices: Any, size: int) -> np.ndarray:
+def as_index_array(name: str, indices: npt.ArrayLike, size: int) -> np.ndarray:
     """Indices as a 1-D int64 array, each in ``[0, size)``.
 
     Raises:
@@ -65,7 +69,7 @@ def as_index_array(name: str, indices: Any, size: int) -> np.ndarray:
     return array
 
 
-def as_priority_array(name: str, priorities: Any, count: int, limit: float = np.inf) -> np.ndarray:
+def as_priority_array(name: str, priorities: npt.ArrayLike, count: int, limit: float = np.inf) -> np.ndarray:
     """Priorities as a 1-D float64 array of length ``count`` (a scalar is broadcast).
 
     ``limit``: values from here up are refused too (a sampler's ``priority_limit``: the largest value
@@ -99,7 +103,7 @@ def as_priority_array(name: str, priorities: Any, count: int, limit: float = np.
     return array
 
 
-def as_generator(seed_or_rng: Any) -> np.random.Generator:
+def as_generator(seed_or_rng: Seed) -> np.random.Generator:
     """A ``np.random.Generator`` from a seed, ``None`` or an existing generator (used as is)."""
     if isinstance(seed_or_rng, np.random.Generator):
         return seed_or_rng
@@ -108,7 +112,7 @@ def as_generator(seed_or_rng: Any) -> np.random.Generator:
     raise TypeError(f"rng must be a numpy Generator, an int seed or None, got {type(seed_or_rng).__name__}")
 
 
-def as_per_env(name: str, values: Any, num_envs: int, dtype: Any) -> np.ndarray:
+def as_per_env(name: str, values: npt.ArrayLike, num_envs: int, dtype: npt.DTypeLike) -> np.ndarray:
     """One value per env as a ``[num_envs]`` array of ``dtype``, or a ValueError naming ``name``."""
     array = np.asarray(values)
     if array.shape != (num_envs,):

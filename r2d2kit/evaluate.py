@@ -39,6 +39,7 @@ MAX_VIDEO_FRAMES = 2000  # --video stops recording there (a GIF of 2000 160x160 
 
 def weights_file(run_dir: Path, checkpoint: str | None = None, best: bool = False) -> Path:
     """The online weights to evaluate: the best evaluation's, a named or the newest checkpoint's, else the final."""
+    path: Path | None
     if best:
         path = run_path(run_dir, "best.weights.h5")
         if not path.is_file():
@@ -178,13 +179,13 @@ def evaluate_run(run_dir: str | os.PathLike, episodes: int = 20, seed: int = 123
     except (OSError, ValueError) as error:  # h5py: not an HDF5 file; Keras: another network's weights
         raise CheckpointError(f"{weights} cannot be loaded into the network of {run_dir / 'config.yaml'} "
                               f"({error})") from None
-    frames: list | None = [] if video else None
+    frames: list[np.ndarray] | None = [] if video else None
     evaluation = evaluate(network.actor(min(episodes, MAX_EVAL_ENVS)), env_factory, episodes, seed=seed, frames=frames,
                           max_frames=MAX_VIDEO_FRAMES)
     returns = evaluation.returns
     result = {"mean": float(np.mean(returns)), "std": float(np.std(returns)), "returns": returns.tolist(),
               "weights": str(weights), "success_rate": evaluation.success_rate}
-    if video:
+    if video and frames is not None:  # (frames is a list exactly when video is given)
         write_gif(frames, video, fps=fps)
         result["video_frames"] = len(frames)
         result["video"] = video

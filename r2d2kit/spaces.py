@@ -28,11 +28,13 @@ Anything else (continuous ``Box`` actions, ``Text``, ``Graph``, ``Sequence``...)
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, SupportsFloat, TypeGuard, cast
 
 import gymnasium as gym
 import numpy as np
+import numpy.typing as npt
 
 __all__ = ["UnsupportedSpaceError", "Segment", "ObservationLayout", "ActionLayout", "observation_layout",
            "action_layout", "check_spaces", "FlatCodes", "FlatActions", "GoalObservation", "is_goal_space",
@@ -180,7 +182,11 @@ def _bounds(space: gym.Space) -> tuple[list[np.ndarray], list[np.ndarray]]:
     if isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete)):
         nvec = np.asarray([space.n] if isinstance(space, gym.spaces.Discrete) else space.nvec).reshape(-1)
         return [np.zeros(nvec.size)], [nvec.astype(np.float64) - 1]
-    children = space.spaces if isinstance(space, gym.spaces.Tuple) else list(space.spaces.values())
+    # the checked kinds left: a Tuple or a Dict
+    if isinstance(space, gym.spaces.Tuple):
+        children = space.spaces
+    else:
+        children = tuple(cast(gym.spaces.Dict, space).spaces.values())
     lows, highs = [], []
     for child in children:
         low, high = _bounds(child)
@@ -201,7 +207,7 @@ def _collect_codes(space: gym.Space, observation: Any, out: list[np.ndarray]) ->
         for sub, part in zip(space.spaces, observation, strict=True):
             _collect_codes(sub, part, out)
     else:  # Dict: the space's key order, whatever the observation dict's order
-        for key, sub in space.spaces.items():
+        for key, sub in cast(gym.spaces.Dict, space).spaces.items():
             _collect_codes(sub, observation[key], out)
 
 
@@ -248,7 +254,7 @@ class ActionLayout:
         """Actions of the flattened ``Discrete`` space."""
         return int(np.prod(self.nvec, dtype=np.int64))
 
-    def to_env(self, index: int) -> Any:
+    def to_env(self, index: int | np.integer) -> np.integer | np.ndarray:
         """Flat action index -> the env's action (an int for Discrete, an array otherwise)."""
         index = int(index)
         if not 0 <= index < self.num_actions:
@@ -258,7 +264,7 @@ class ActionLayout:
             return self.space.dtype.type(components[0])
         return components.reshape(self.space.shape).astype(self.space.dtype)
 
-    def to_index(self, action: Any) -> int:
+    def to_index(self, action: npt.ArrayLike) -> int:
         """The env's action -> its flat index (the inverse of :meth:`to_env`)."""
         components = np.asarray(action, dtype=np.int64).reshape(-1) - self.start
         return int(np.ravel_multi_index(tuple(components.tolist()), tuple(self.nvec.tolist())))
@@ -351,12 +357,12 @@ class FlatActions(gym.ActionWrapper):
         self.action_layout = layout
         self.action_space = gym.spaces.Discrete(layout.num_actions)
 
-    def action(self, action: Any) -> Any:
+    def action(self, action: int | np.integer) -> np.integer | np.ndarray:
         """Flat index -> the env's action."""
         return self.action_layout.to_env(action)
 
 
-def is_goal_space(space: gym.Space) -> bool:
+def is_goal_space(space: gym.Space) -> TypeGuard[gym.spaces.Dict]:
     """Whether ``space`` is a GoalEnv observation: a Dict of exactly ``observation``, ``achieved_goal``
     and ``desired_goal``."""
     return isinstance(space, gym.spaces.Dict) and set(space.spaces) == set(GOAL_KEYS)
@@ -388,22 +394,23 @@ class GoalObservation(gym.ObservationWrapper):
                     f"obs[{key!r}] is {part}: a goal env's {key} must be a Box of at most one axis (vector), "
                     f"because the network sees it flattened beside the goal; fix: wrap the env so that {key} is "
                     f"a vector (e.g. features of an image), or train it with an ImageModel of your own loop")
-        self.observation_size = int(np.prod(parts[0].shape, dtype=np.int64))
-        self.goal_size = int(np.prod(parts[1].shape, dtype=np.int64))
+        observation_box, goal_box = cast("list[gym.spaces.Box]", parts)  # both, as checked above
+        self.observation_size = int(np.prod(observation_box.shape, dtype=np.int64))
+        self.goal_size = int(np.prod(goal_box.shape, dtype=np.int64))
         lows, highs = _bounds(gym.spaces.Tuple(parts))  # flattened, observation first
         self.observation_space = gym.spaces.Box(np.concatenate(lows).astype(np.float32),
                                                 np.concatenate(highs).astype(np.float32), dtype=np.float32)
 
-    def observation(self, observation: Any) -> np.ndarray:
+    def observation(self, observation: Mapping[str, npt.ArrayLike]) -> np.ndarray:
         """``[observation_size + goal_size]`` float32: the observation, then the desired goal."""
         return np.concatenate([np.asarray(observation["observation"], np.float32).ravel(),
                                np.asarray(observation["desired_goal"], np.float32).ravel()])
 
-    def reset(self, **kwargs: Any):
+    def reset(self, **kwargs: Any) -> tuple[np.ndarray, dict[str, Any]]:
         obs, info = self.env.reset(**kwargs)
         return self.observation(obs), {**info, "achieved_goal": np.asarray(obs["achieved_goal"], np.float32)}
 
-    def step(self, action: Any):
+    def step(self, action: object) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         info = {**info, "achieved_goal": np.asarray(obs["achieved_goal"], np.float32)}
         return self.observation(obs), reward, terminated, truncated, info

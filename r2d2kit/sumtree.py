@@ -11,11 +11,13 @@ Kernel-level code (the replay buffers) reaches a tree's arrays through :attr:`Su
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 
 from r2d2kit._validation import (
+    Seed,
     as_generator,
     as_index_array,
     as_priority_array,
@@ -104,7 +106,7 @@ class SumTree:
         """The tree's arrays and layout, for kernel-level code (see :class:`TreeArrays`)."""
         return self._arrays
 
-    def update(self, indices: Any, priorities: Any) -> None:
+    def update(self, indices: npt.ArrayLike, priorities: npt.ArrayLike) -> None:
         """Set the priorities at ``indices``; a repeated index: the last value wins.
 
         Raises:
@@ -143,12 +145,12 @@ class SumTree:
             raise RuntimeError("this SumTree was built with track_min=False; build it with track_min=True for min()")
         return float(self._min[0])
 
-    def get(self, indices: Any) -> np.ndarray:
+    def get(self, indices: npt.ArrayLike) -> np.ndarray:
         """Priorities at ``indices`` as a float64 array."""
         leaf_indices = as_index_array("indices", indices, self._capacity)
         return self._sum[self._leaf_offset + leaf_indices]
 
-    def find(self, prefix_sums: Any) -> np.ndarray:
+    def find(self, prefix_sums: npt.ArrayLike) -> np.ndarray:
         """Leaf index per prefix sum: the smallest ``i`` with ``cumsum(priorities)[i] > prefix_sum``.
 
         A prefix sum equal to ``total()`` maps to the last leaf with mass; leaves with zero mass
@@ -172,7 +174,7 @@ class SumTree:
             raise ValueError(f"prefix_sums[{i}] = {float(sums[i])!r} is outside [0, total()] = [0, {total!r}]")
         return kernels.sum_tree_find(self._sum, self._offsets, sums)
 
-    def sample(self, batch_size: int, rng: Any = None) -> np.ndarray:
+    def sample(self, batch_size: int, rng: Seed = None) -> np.ndarray:
         """Stratified sample: one index per equal slice of the total mass, in non-decreasing order.
 
         Args:
@@ -191,7 +193,7 @@ class SumTree:
         """A copy of all ``capacity`` priorities (for saving and inspection)."""
         return self._sum[self._leaf_offset:self._leaf_offset + self._capacity].copy()
 
-    def set_leaves(self, priorities: Any) -> None:
+    def set_leaves(self, priorities: npt.ArrayLike) -> None:
         """Replace all priorities at once and rebuild the tree in O(capacity) (for loading)."""
         values = as_priority_array("priorities", priorities, self._capacity)
         _blank_sum_tree(self._sum, self._capacity)
@@ -239,7 +241,7 @@ class MinTree:
         """The tree's arrays and layout (``sum_tree`` is None), see :class:`TreeArrays`."""
         return self._arrays
 
-    def update(self, indices: Any, values: Any) -> None:
+    def update(self, indices: npt.ArrayLike, values: npt.ArrayLike) -> None:
         """Set ``values`` at ``indices`` (finite, >= 0); a repeated index: the last value wins."""
         leaf_indices = as_index_array("indices", indices, self._capacity)
         array = as_priority_array("values", values, leaf_indices.shape[0])
@@ -249,7 +251,7 @@ class MinTree:
         """Smallest value, O(1); ``inf`` while no leaf is set."""
         return float(self._min[0])
 
-    def get(self, indices: Any) -> np.ndarray:
+    def get(self, indices: npt.ArrayLike) -> np.ndarray:
         """Values at ``indices`` (``inf`` where unset)."""
         leaf_indices = as_index_array("indices", indices, self._capacity)
         return self._min[self._leaf_offset + leaf_indices]

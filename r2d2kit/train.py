@@ -93,8 +93,10 @@ def train(config: TrainConfig, run_dir: Path, resume: bool = False, callbacks=()
     summary_lines = startup_summary(trainer)
     print(summary_lines)
     run_path(run_dir, "startup.txt").write_text(f"{summary_lines}\n{describe(config)}\n")
-    print(f"run directory: {run_dir}" + (f" (resuming from {trainer.resumed_from.name} at "
-                                         f"{trainer.counters['env_steps']:,} env steps)" if resume else ""))
+    resumed_from = trainer.resumed_from  # set whenever resume is (Trainer refuses a run without a checkpoint)
+    print(f"run directory: {run_dir}" + (f" (resuming from {resumed_from.name} at "
+                                         f"{trainer.counters['env_steps']:,} env steps)"
+                                         if resume and resumed_from is not None else ""))
     summary = trainer.fit()
     print(f"stopped by {summary['stopped_by']}: {summary}")
     return summary

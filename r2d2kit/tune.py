@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from r2d2kit.tuning.worker import Evaluation
 
 INTERRUPTED = 130  # exit status after a second Ctrl-C (the running trial killed), as a shell reports SIGINT
-STOP_SIGNALS = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
+STOP_SIGNALS: dict[int, str] = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
 
 
 @dataclass

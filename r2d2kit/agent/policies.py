@@ -5,26 +5,25 @@ Randomness comes from the caller's ``np.random.Generator`` so runs reproduce fro
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
+import numpy.typing as npt
 
 from r2d2kit._validation import check_float, check_positive_int
 
 
-def _q_matrix(q_values: Any) -> np.ndarray:
+def _q_matrix(q_values: npt.ArrayLike) -> np.ndarray:
     q = np.asarray(q_values, dtype=np.float64)
     if q.ndim != 2 or q.shape[1] < 1:
         raise ValueError(f"q_values must be [num_envs, num_actions], got shape {q.shape}")
     return q
 
 
-def greedy(q_values: Any) -> np.ndarray:
+def greedy(q_values: npt.ArrayLike) -> np.ndarray:
     """``argmax_a Q`` per env (evaluation)."""
     return _q_matrix(q_values).argmax(axis=1)
 
 
-def epsilon_greedy(q_values: Any, epsilon: Any, rng: np.random.Generator) -> np.ndarray:
+def epsilon_greedy(q_values: npt.ArrayLike, epsilon: npt.ArrayLike, rng: np.random.Generator) -> np.ndarray:
     """Random action with probability ``epsilon`` (a scalar or one per env), else greedy."""
     q = _q_matrix(q_values)
     epsilon = np.broadcast_to(np.asarray(epsilon, dtype=np.float64), (q.shape[0],))
@@ -48,7 +47,7 @@ def apex_epsilons(num_actors: int, epsilon: float = 0.4, alpha: float = 7.0) -> 
     return epsilon ** (1.0 + alpha * np.arange(num_actors) / (num_actors - 1))
 
 
-def boltzmann(q_values: Any, temperature: float, rng: np.random.Generator) -> np.ndarray:
+def boltzmann(q_values: npt.ArrayLike, temperature: float, rng: np.random.Generator) -> np.ndarray:
     """Sample ``a ~ softmax(Q / temperature)`` per env."""
     q = _q_matrix(q_values)
     temperature = check_float("temperature", temperature, 0.0, low_inclusive=False)

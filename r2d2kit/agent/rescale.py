@@ -16,27 +16,26 @@ TensorFlow is imported only when a ``tf_`` function is first called.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
+import numpy.typing as npt
 
 DEFAULT_EPS = 1e-3
 
 
-def _as_float_array(x: Any) -> np.ndarray:
+def _as_float_array(x: npt.ArrayLike) -> np.ndarray:
     """Floating arrays keep their precision; anything else (ints, Python floats) becomes float64."""
     array = np.asarray(x)
     return array if np.issubdtype(array.dtype, np.floating) else array.astype(np.float64)
 
 
-def value_rescale(x: Any, eps: float = DEFAULT_EPS) -> np.ndarray:
+def value_rescale(x: npt.ArrayLike, eps: float = DEFAULT_EPS) -> np.ndarray:
     """``h(x) = sign(x)(sqrt(|x| + 1) - 1) + eps x`` (numpy; float inputs keep their dtype, others become float64)."""
     x = _as_float_array(x)
     magnitude = np.abs(x)
     return np.sign(x) * magnitude / (np.sqrt(magnitude + 1.0) + 1.0) + eps * x
 
 
-def inverse_value_rescale(x: Any, eps: float = DEFAULT_EPS) -> np.ndarray:
+def inverse_value_rescale(x: npt.ArrayLike, eps: float = DEFAULT_EPS) -> np.ndarray:
     """Exact closed-form inverse of :func:`value_rescale` (numpy)."""
     x = _as_float_array(x)
     magnitude = np.abs(x)

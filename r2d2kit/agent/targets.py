@@ -10,9 +10,8 @@ Windows come from :class:`~r2d2kit.replay.SequenceBuilder`: the trained rows are
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
+import numpy.typing as npt
 
 from r2d2kit._validation import check_float, check_positive_int
 from r2d2kit.agent.rescale import (
@@ -38,9 +37,9 @@ def _check(reward, q_online, q_target, burn_in, trace_length, n_step):
     return burn_in, trace_length, n_step
 
 
-def nstep_targets(reward: Any, mask: Any, terminated: Any, q_online: Any, q_target: Any, *, gamma: float,
-                  n_step: int, burn_in: int, trace_length: int, eps: float = DEFAULT_EPS,
-                  rescale: bool = True) -> np.ndarray:
+def nstep_targets(reward: npt.ArrayLike, mask: npt.ArrayLike, terminated: npt.ArrayLike, q_online: npt.ArrayLike,
+                  q_target: npt.ArrayLike, *, gamma: float, n_step: int, burn_in: int, trace_length: int,
+                  eps: float = DEFAULT_EPS, rescale: bool = True) -> np.ndarray:
     """Numpy (Numba) targets ``[B, trace_length]``; rows that are not transitions get 0."""
     reward = np.asarray(reward, dtype=np.float64)
     q_online = np.asarray(q_online, dtype=np.float64)

@@ -29,6 +29,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+import numpy.typing as npt
 from gymnasium import spaces
 
 from r2d2kit._validation import check_positive_int
@@ -66,7 +67,8 @@ class BitFlipEnv(gym.Env):
         self._state = np.zeros(self.n_bits, dtype=np.float32)  # [n_bits]
         self._goal = np.ones(self.n_bits, dtype=np.float32)  # [n_bits]
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+    def reset(self, *, seed: int | None = None,
+              options: dict[str, Any] | None = None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Draw a new state and a different goal from ``self.np_random`` (seeded by ``seed``)."""
         super().reset(seed=seed)
         self._state = self.np_random.integers(0, 2, self.n_bits).astype(np.float32)
@@ -75,7 +77,7 @@ class BitFlipEnv(gym.Env):
             self._goal = self.np_random.integers(0, 2, self.n_bits).astype(np.float32)
         return self._observation(), {"is_success": False}
 
-    def step(self, action: Any):
+    def step(self, action: int | np.integer) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         if not self.action_space.contains(action):
             raise ValueError(f"action must be an integer in [0, {self.n_bits}), got {action!r}")
         self._state[int(action)] = 1.0 - self._state[int(action)]
@@ -84,7 +86,8 @@ class BitFlipEnv(gym.Env):
         reward = float(self.compute_reward(obs["achieved_goal"], obs["desired_goal"], {}))
         return obs, reward, success, False, {"is_success": success}
 
-    def compute_reward(self, achieved_goal: Any, desired_goal: Any, info: Any = None) -> np.ndarray:
+    def compute_reward(self, achieved_goal: npt.ArrayLike, desired_goal: npt.ArrayLike,
+                       info: object = None) -> np.ndarray:
         """0 where ``achieved_goal`` equals ``desired_goal`` (all bits), -1 elsewhere, as float32.
 
         Vectorised over any leading batch axes: ``[..., n_bits]`` pairs give ``[...]`` rewards (a
@@ -92,15 +95,17 @@ class BitFlipEnv(gym.Env):
         """
         return -self._mismatch(achieved_goal, desired_goal).astype(np.float32)
 
-    def compute_terminated(self, achieved_goal: Any, desired_goal: Any, info: Any = None) -> np.ndarray:
+    def compute_terminated(self, achieved_goal: npt.ArrayLike, desired_goal: npt.ArrayLike,
+                           info: object = None) -> np.ndarray:
         """True where the goal is reached (the episode ends on success), vectorised like ``compute_reward``."""
         return ~self._mismatch(achieved_goal, desired_goal)
 
-    def compute_truncated(self, achieved_goal: Any, desired_goal: Any, info: Any = None) -> np.ndarray:
+    def compute_truncated(self, achieved_goal: npt.ArrayLike, desired_goal: npt.ArrayLike,
+                          info: object = None) -> np.ndarray:
         """Always False: truncation comes from the ``TimeLimit`` wrapper only."""
         return np.zeros(np.broadcast_shapes(np.shape(achieved_goal), np.shape(desired_goal))[:-1], dtype=bool)
 
-    def _mismatch(self, achieved_goal: Any, desired_goal: Any) -> np.ndarray:
+    def _mismatch(self, achieved_goal: npt.ArrayLike, desired_goal: npt.ArrayLike) -> np.ndarray:
         achieved, desired = np.asarray(achieved_goal), np.asarray(desired_goal)
         if achieved.shape[-1:] != (self.n_bits,) or desired.shape[-1:] != (self.n_bits,):
             raise ValueError(f"goals must end in an axis of n_bits = {self.n_bits}, got shapes "

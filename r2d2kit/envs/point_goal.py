@@ -30,6 +30,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+import numpy.typing as npt
 from gymnasium import spaces
 
 from r2d2kit._validation import check_float, check_positive_int
@@ -59,6 +60,8 @@ class PointMassGoalEnv(gym.Env):
         -1.0
     """
 
+    action_space: spaces.Discrete  # 3 ** dims pushes (set in __init__)
+
     def __init__(self, dims: int = 2, acceleration: float = 0.02, max_speed: float = 0.1, radius: float = 0.08,
                  goal_range: float = 0.8, min_start_distance: float = 0.2) -> None:
         self.dims = check_positive_int("dims", dims)
@@ -83,7 +86,8 @@ class PointMassGoalEnv(gym.Env):
         self._velocity_steps = np.zeros(self.dims, dtype=np.int64)  # velocity in pushes: exact, no float drift
         self._goal = np.zeros(self.dims)
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+    def reset(self, *, seed: int | None = None,
+              options: dict[str, Any] | None = None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """A start at rest and a goal at least ``min_start_distance`` away, from ``self.np_random``."""
         super().reset(seed=seed)
         self._position = self.np_random.uniform(-self.goal_range, self.goal_range, self.dims)
@@ -93,11 +97,11 @@ class PointMassGoalEnv(gym.Env):
             self._goal = self.np_random.uniform(-self.goal_range, self.goal_range, self.dims)
         return self._observation(), {"is_success": False}
 
-    def push(self, action: int) -> np.ndarray:
+    def push(self, action: int | np.integer) -> np.ndarray:
         """The push of ``action`` on each axis, in {-1, 0, +1}: axis ``i`` reads digit ``i`` in base 3."""
         return np.array([(int(action) // 3 ** axis) % 3 - 1 for axis in range(self.dims)], dtype=np.int64)
 
-    def step(self, action: Any):
+    def step(self, action: int | np.integer) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         if not self.action_space.contains(action):
             raise ValueError(f"action must be an integer in [0, {self.action_space.n}), got {action!r}")
         limit = self.max_steps_per_axis
@@ -111,13 +115,15 @@ class PointMassGoalEnv(gym.Env):
         reward = float(self.compute_reward(obs["achieved_goal"], obs["desired_goal"], {}))
         return obs, reward, success, False, {"is_success": success}
 
-    def compute_reward(self, achieved_goal: Any, desired_goal: Any, info: Any = None) -> np.ndarray:
+    def compute_reward(self, achieved_goal: npt.ArrayLike, desired_goal: npt.ArrayLike,
+                       info: object = None) -> np.ndarray:
         """0 where the achieved position is within ``radius`` of the desired one and the velocities
         match to within half a push, -1 elsewhere (float32). Vectorised over leading axes; ``info``
         is ignored."""
         return self.compute_terminated(achieved_goal, desired_goal).astype(np.float32) - 1.0
 
-    def compute_terminated(self, achieved_goal: Any, desired_goal: Any, info: Any = None) -> np.ndarray:
+    def compute_terminated(self, achieved_goal: npt.ArrayLike, desired_goal: npt.ArrayLike,
+                           info: object = None) -> np.ndarray:
         """True where the goal is reached (the episode ends on success), vectorised like ``compute_reward``."""
         achieved, desired = np.asarray(achieved_goal, np.float64), np.asarray(desired_goal, np.float64)
         width = 2 * self.dims

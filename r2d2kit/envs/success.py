@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, SupportsFloat
 
 import gymnasium
 
@@ -15,6 +15,6 @@ class SuccessOnPositiveReward(gymnasium.Wrapper):
     evaluations report a success rate beside the mean return (``eval_success``).
     """
 
-    def step(self, action: Any):
+    def step(self, action: object) -> tuple[object, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
-        return obs, reward, terminated, truncated, {**info, "is_success": bool(terminated and reward > 0)}
+        return obs, reward, terminated, truncated, {**info, "is_success": bool(terminated and float(reward) > 0)}

@@ -336,7 +336,7 @@ def _llvm_prefetch(typingctx, array, index):
 @overload(_prefetch)
 def _prefetch_compiled(array, index):
     def implementation(array, index):
-        _llvm_prefetch(array, index)
+        _llvm_prefetch(array, index)  # type: ignore[call-arg]  # numba passes the typing context itself
 
     return implementation
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import keras
 import numpy as np
+import numpy.typing as npt
 
 from r2d2kit.models.encoders import ImageModel
 from r2d2kit.spaces import ObservationLayout
@@ -35,7 +36,7 @@ class CodeEncoding(keras.layers.Layer):
         category: the category a one-hot slot stands for, or -1 for a value.
     """
 
-    def __init__(self, source: Any, category: Any, **kwargs: Any) -> None:
+    def __init__(self, source: npt.ArrayLike, category: npt.ArrayLike, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.source = np.asarray(source, dtype=np.int32).reshape(-1)
         self.category = np.asarray(category, dtype=np.float32).reshape(-1)

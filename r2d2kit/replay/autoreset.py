@@ -13,17 +13,20 @@ Only ``"next_step"`` has steps that are not transitions; :class:`ResetSteps` tel
 
 from __future__ import annotations
 
-from typing import Any
+from enum import Enum
+from typing import TypeAlias
 
 import numpy as np
 
 __all__ = ["ResetSteps", "check_autoreset_mode"]
 
+AutoresetMode: TypeAlias = str | Enum  # a mode's name, or gymnasium's AutoresetMode member
+
 AUTORESET_MODES = ("next_step", "same_step", "disabled")
 _SPELLINGS = {mode.replace("_", ""): mode for mode in AUTORESET_MODES}  # gymnasium's enum values: "NextStep", ...
 
 
-def check_autoreset_mode(mode: Any) -> str:
+def check_autoreset_mode(mode: AutoresetMode) -> str:
     """The canonical name of a vector env's autoreset mode (a string or gymnasium's ``AutoresetMode``).
 
     Raises:
@@ -45,7 +48,7 @@ class ResetSteps:
         mode: the vector env's autoreset mode (see the module docstring).
     """
 
-    def __init__(self, num_envs: int, mode: Any = "next_step") -> None:
+    def __init__(self, num_envs: int, mode: AutoresetMode = "next_step") -> None:
         self.mode = check_autoreset_mode(mode)
         self.pending = np.zeros(num_envs, dtype=bool)  # the coming step only resets this env
 

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from r2d2kit._validation import check_positive_int
 
@@ -33,7 +33,7 @@ __all__ = ["BatchPool", "allocate_batch", "check_batch_out"]
 
 ALIGNMENT = 64  # bytes; TensorFlow wraps (does not copy) numpy arrays aligned like this
 
-BatchSpec = Mapping[str, tuple[tuple[int, ...], Any]]
+BatchSpec = Mapping[str, tuple[tuple[int, ...], npt.DTypeLike]]
 
 
 def allocate_batch(spec: BatchSpec, touch: bool = True) -> dict[str, np.ndarray]:
@@ -63,7 +63,7 @@ def allocate_batch(spec: BatchSpec, touch: bool = True) -> dict[str, np.ndarray]
     return arrays
 
 
-def check_batch_out(out: Any, spec: BatchSpec) -> dict[str, np.ndarray]:
+def check_batch_out(out: object, spec: BatchSpec) -> dict[str, np.ndarray]:
     """Check that ``out`` has one writable C-contiguous array per field of ``spec`` with its shape and dtype.
 
     Raises:
@@ -93,7 +93,7 @@ def check_batch_out(out: Any, spec: BatchSpec) -> dict[str, np.ndarray]:
     return dict(out)
 
 
-def _reference_counts(objects: list[Any]) -> list[int]:
+def _reference_counts(objects: list[object]) -> list[int]:
     """CPython reference counts of ``objects`` (one helper, so the counting's own references match)."""
     return [sys.getrefcount(item) for item in objects]
 
@@ -105,7 +105,7 @@ class _Slot:
         self.arrays = allocate_batch(spec, touch=False)  # the gather that follows writes every page
         # the arrays and the block they share, which every view of them references (numpy collapses
         # view chains to the owner); no local may hold any of them while the idle counts are taken
-        self.objects = list(self.arrays.values()) + [next(iter(self.arrays.values())).base]
+        self.objects: list[object] = list(self.arrays.values()) + [next(iter(self.arrays.values())).base]
         self.idle_counts = _reference_counts(self.objects)
 
     def held_elsewhere(self) -> bool:

@@ -17,14 +17,17 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
-from r2d2kit._validation import as_generator, check_float, check_positive_int
+from r2d2kit._validation import Seed, as_generator, check_float, check_positive_int
 from r2d2kit.replay.batch_pool import allocate_batch, check_batch_out
 from r2d2kit.replay.persistence import (
     ArraySpec,
+    JsonValue,
+    Metadata,
     SavedLayout,
     meta_field,
     meta_mapping,
@@ -33,20 +36,24 @@ from r2d2kit.replay.persistence import (
     rng_to_json,
     write_npz,
 )
-from r2d2kit.replay.protocol import DEFAULT_BETA, SAMPLERS
+from r2d2kit.replay.protocol import DEFAULT_BETA, SAMPLERS, RewardFn
 from r2d2kit.replay.samplers import ProportionalSampler, RankSampler, Sampler, UniformSampler
 from r2d2kit.replay.schedules import Beta
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 # What a saved buffer may make ``load`` preallocate by default: a file proves the items it stores, not
 # the capacity it claims (see ``BufferCore.load``). R2D2 on Atari (250 000 84x84 frames) takes 1.8 GB.
 DEFAULT_MAX_BYTES = 8 * 2**30
 _SAMPLER_CLASSES = {kind.name: kind for kind in (UniformSampler, ProportionalSampler, RankSampler)}
+_Buffer = TypeVar("_Buffer", bound="BufferCore")
 
 
 class BufferCore:
     """The shared part of every buffer (see the module docstring); not used on its own."""
 
-    def __init__(self, sampler: Sampler, seed: Any) -> None:
+    def __init__(self, sampler: Sampler, seed: Seed) -> None:
         self._sampler = sampler
         self._rng = as_generator(seed)
         self._lock = threading.RLock()
@@ -61,6 +68,15 @@ class BufferCore:
         """The largest priority seen so far (``priority + eps`` for ``"proportional"``); new items get it."""
         return self._sampler.max_priority
 
+    def __len__(self) -> int:
+        """The samples ``sample`` can draw from now (see :mod:`r2d2kit.replay.protocol`)."""
+        raise NotImplementedError
+
+    def sample(self, batch_size: int, beta: float = DEFAULT_BETA, *, out: Mapping[str, np.ndarray] | None = None,
+               rng: np.random.Generator | None = None) -> dict[str, np.ndarray]:
+        """A batch of ``batch_size`` items (the kind's docstring says what it holds)."""
+        raise NotImplementedError
+
     def batch_spec(self, batch_size: int) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
         """Shape and dtype of every array ``sample(batch_size)`` returns."""
         raise NotImplementedError
@@ -72,7 +88,7 @@ class BufferCore:
         """
         return allocate_batch(self.batch_spec(check_positive_int("batch_size", batch_size)))
 
-    def _check_sample_args(self, batch_size: Any, beta: Any, out: Any) -> tuple[int, float]:
+    def _check_sample_args(self, batch_size: object, beta: object, out: object) -> tuple[int, float]:
         """Validated ``batch_size`` and ``beta``; ``out`` must be ``None`` or fit (see ``check_batch_out``)."""
         batch_size = check_positive_int("batch_size", batch_size)
         beta = check_float("beta", beta, 0.0, 1.0)
@@ -93,7 +109,8 @@ class BufferCore:
         np.copyto(batch["weights"], weights)
         self._sampler.generations_of(indices, out=batch["generations"])
 
-    def update_priorities(self, indices: Any, priorities: Any, generations: Any = None) -> None:
+    def update_priorities(self, indices: npt.ArrayLike, priorities: npt.ArrayLike,
+                          generations: npt.ArrayLike | None = None) -> None:
         """Set new priorities (typically ``|TD error|``) for sampled ``indices``; a repeated index: the last wins.
 
         Items that died since they were sampled (a window whose rows are gone) are skipped. Pass the
@@ -112,12 +129,12 @@ class BufferCore:
             slots = self._checked_indices(indices)
             self._sampler.update(slots, priorities, _checked_generations(generations, slots.shape[0]))
 
-    def _checked_indices(self, indices: Any) -> np.ndarray:
+    def _checked_indices(self, indices: npt.ArrayLike) -> np.ndarray:
         """``indices`` as int64 slots that may be passed to the sampler, or an ``IndexError``."""
         raise NotImplementedError
 
     # ----------------------------------------------------------------- persistence
-    def save(self, path: str | os.PathLike) -> None:
+    def save(self, path: str | os.PathLike[str]) -> None:
         """Write the whole buffer to ``path`` (``.npz``, no pickle, atomic replace).
 
         Items, priorities, counters and the random state are kept, so sampling after ``load`` gives
@@ -131,7 +148,8 @@ class BufferCore:
             write_npz(path, meta, {**arrays, **sampler_arrays})
 
     @classmethod
-    def load(cls, path: str | os.PathLike, *, max_bytes: int = DEFAULT_MAX_BYTES, **functions: Any) -> Any:
+    def load(cls: type[_Buffer], path: str | os.PathLike[str], *, max_bytes: int = DEFAULT_MAX_BYTES,
+             **functions: RewardFn | None) -> _Buffer:
         """Read a buffer written by ``save``; a missing, truncated, foreign or corrupt file raises, naming it.
 
         Nothing in the file is trusted before it is checked (:mod:`r2d2kit.replay.persistence`): every
@@ -172,7 +190,7 @@ class BufferCore:
         return buffer
 
     @classmethod
-    def _checked_layout(cls, path: str, meta: Mapping[str, Any], max_bytes: int) -> dict[str, ArraySpec]:
+    def _checked_layout(cls, path: str, meta: Metadata, max_bytes: int) -> Mapping[str, ArraySpec]:
         """The arrays a saved buffer of this kind must hold; refused if building it would take over ``max_bytes``."""
         meta_mapping(path, meta, "sampler")
         layout = cls._saved_layout(path, meta)
@@ -185,7 +203,7 @@ class BufferCore:
         return layout.arrays
 
     @classmethod
-    def _saved_layout(cls, path: str, meta: Mapping[str, Any]) -> SavedLayout:
+    def _saved_layout(cls, path: str, meta: Metadata) -> SavedLayout:
         """The kind's check of its metadata: the arrays it implies and the bytes its capacity preallocates.
 
         The one place a kind reads sizes from a file; it allocates nothing sized by them.
@@ -193,7 +211,7 @@ class BufferCore:
         raise NotImplementedError
 
     @staticmethod
-    def _sampler_layout(path: str, params: Mapping[str, Any], slots: int, dense: bool = False) -> SavedLayout:
+    def _sampler_layout(path: str, params: Metadata, slots: int, dense: bool = False) -> SavedLayout:
         """The saved sampler's arrays and preallocation (``params.sampler`` names it) over ``slots`` slots."""
         name = meta_field(path, params, "sampler", "params.sampler")
         if not isinstance(name, str) or name not in _SAMPLER_CLASSES:
@@ -202,7 +220,7 @@ class BufferCore:
         return _SAMPLER_CLASSES[name].saved_layout(slots, dense)
 
     @classmethod
-    def _saved_constructor(cls, path: str, *args: Any, **kwargs: Any) -> Any:
+    def _saved_constructor(cls: type[_Buffer], path: str, *args: Any, **kwargs: Any) -> _Buffer:
         """``cls(*args, **kwargs)`` with arguments read from ``path``; one it refuses names the file."""
         try:
             return cls(*args, **kwargs)
@@ -210,22 +228,22 @@ class BufferCore:
             raise ValueError(f"{path!r}: malformed metadata: the saved constructor arguments are refused ({error}); "
                              "the file is corrupt or was not written by save()") from error
 
-    def _saved_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    def _saved_state(self) -> tuple[dict[str, JsonValue], dict[str, np.ndarray]]:
         """JSON metadata (constructor arguments included) and arrays of the kind (lock held)."""
         raise NotImplementedError
 
     @classmethod
-    def _from_meta(cls, path: str, meta: Mapping[str, Any], **functions: Any) -> BufferCore:
+    def _from_meta(cls: type[_Buffer], path: str, meta: Metadata, **functions: RewardFn | None) -> _Buffer:
         """A fresh buffer with the saved constructor arguments."""
         raise NotImplementedError
 
-    def _restore_saved_state(self, path: str, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
+    def _restore_saved_state(self, path: str, meta: Metadata, arrays: Mapping[str, np.ndarray]) -> None:
         """Inverse of ``_saved_state`` on a fresh buffer whose sampler is already restored."""
         raise NotImplementedError
 
     # ----------------------------------------------------------------- tf.data
     def as_dataset(self, batch_size: int, beta: Beta = DEFAULT_BETA, prefetch: int = 2, reuse_memory: bool = False,
-                   empty_wait: float = 60.0):
+                   empty_wait: float = 60.0) -> tf.data.Dataset:
         """An endless ``tf.data.Dataset`` of ``sample(batch_size, beta)`` batches (imports TensorFlow).
 
         ``beta`` may be a float or a callable ``beta(sample_count)`` such as
@@ -238,7 +256,7 @@ class BufferCore:
                               empty_wait=empty_wait)
 
 
-def _checked_generations(generations: Any, count: int) -> np.ndarray | None:
+def _checked_generations(generations: npt.ArrayLike | None, count: int) -> np.ndarray | None:
     """``generations`` as ``count`` int64 values (``None`` stays ``None``), or a ValueError that names the fix."""
     if generations is None:
         return None

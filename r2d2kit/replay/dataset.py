@@ -18,14 +18,15 @@ from __future__ import annotations
 import time
 import warnings
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import cast
 
 import numpy as np
 import tensorflow as tf
 
 from r2d2kit._validation import check_float, check_positive_int
 from r2d2kit.replay.batch_pool import BatchPool
-from r2d2kit.replay.protocol import DEFAULT_BETA, SampledBuffer
+from r2d2kit.replay.protocol import DEFAULT_BETA, ReusableBuffer, SampledBuffer
 from r2d2kit.replay.schedules import Beta
 
 
@@ -91,7 +92,7 @@ def buffer_dataset(buffer: SampledBuffer, batch_size: int, beta: Beta = DEFAULT_
         raise ValueError(f"reuse_memory=True needs a buffer with sample_buffers() and sample(..., out=); "
                          f"{type(buffer).__name__} has none: pass reuse_memory=False")
 
-    def batches():
+    def batches() -> Iterator[dict[str, np.ndarray]]:
         pool = BatchPool(signature_shapes, prefetch + 3) if reuse_memory else None
         count = 0
         while True:
@@ -103,7 +104,8 @@ def buffer_dataset(buffer: SampledBuffer, batch_size: int, beta: Beta = DEFAULT_
                 if live is None:
                     return
             out = None if pool is None else pool.acquire()
-            batch = live.sample(batch_size, beta=beta_at(count), out=out) if out is not None \
+            # out only with reuse_memory, refused above for a buffer without sample_buffers()
+            batch = cast(ReusableBuffer, live).sample(batch_size, beta=beta_at(count), out=out) if out is not None \
                 else live.sample(batch_size, beta=beta_at(count))
             del live, out
             yield batch
@@ -155,11 +157,11 @@ def priority_updater(buffer: SampledBuffer) -> Callable[[tf.Tensor, tf.Tensor, t
         ...     update(batch["indices"], tf.abs(td), batch["generations"])
     """
 
-    def _update(indices: np.ndarray, priorities: np.ndarray, generations: np.ndarray) -> np.ndarray:
+    def _update(indices: np.ndarray, priorities: np.ndarray, generations: np.ndarray) -> np.int64:
         buffer.update_priorities(indices, priorities.astype(np.float64), generations)
         return np.int64(indices.shape[0])
 
-    def update(indices, priorities, generations):
+    def update(indices: tf.Tensor, priorities: tf.Tensor, generations: tf.Tensor) -> tf.Operation:
         return tf.numpy_function(_update, [tf.cast(indices, tf.int64), tf.cast(priorities, tf.float64),
                                            tf.cast(generations, tf.int64)],
                                  tf.int64, stateful=True, name="update_priorities")

@@ -8,15 +8,21 @@ allocated once, up front, so a buffer's memory use is known (and fails) at const
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeAlias
 
 import numpy as np
+import numpy.typing as npt
 
 from r2d2kit._validation import check_positive_int
+from r2d2kit.replay.persistence import JsonValue, Metadata
 
 RESERVED_NAMES = frozenset({"indices", "weights"})
+
+# One field as a caller declares it: (shape, dtype), the shape an int (``4`` for ``(4,)``) or a sequence of ints
+FieldDeclaration: TypeAlias = tuple[int | Sequence[int], npt.DTypeLike]
+Fields: TypeAlias = Mapping[str, FieldDeclaration]  # {"obs": ((4,), "float32"), "action": ((), "int64")}
 
 
 @dataclass(frozen=True)
@@ -32,12 +38,12 @@ class FieldSpec:
         """Bytes per item."""
         return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
 
-    def to_json(self) -> list:
+    def to_json(self) -> list[JsonValue]:
         """``[shape, dtype string]``: how a saved buffer records the field without pickling."""
         return [list(self.shape), self.dtype.str]
 
 
-def parse_fields(fields: Mapping[str, Any]) -> dict[str, FieldSpec]:
+def parse_fields(fields: Fields) -> dict[str, FieldSpec]:
     """Validate a ``{"name": (shape, dtype)}`` mapping into ``FieldSpec`` objects.
 
     ``shape`` may be an int (``4`` means ``(4,)``) or a tuple; ``dtype`` anything ``np.dtype``
@@ -76,7 +82,7 @@ def parse_fields(fields: Mapping[str, Any]) -> dict[str, FieldSpec]:
     return specs
 
 
-def fields_from_json(data: Mapping[str, Any]) -> dict[str, tuple[tuple[int, ...], str]]:
+def fields_from_json(data: Metadata) -> dict[str, tuple[tuple[int, ...], str]]:
     """Inverse of ``{name: spec.to_json()}`` (as written by ``save``): a field mapping for a constructor."""
     return {name: (tuple(shape), dtype) for name, (shape, dtype) in data.items()}
 
@@ -84,7 +90,7 @@ def fields_from_json(data: Mapping[str, Any]) -> dict[str, tuple[tuple[int, ...]
 MAX_SAVED_DIMS = 32  # numpy's arrays have at most 64 axes; a field of a saved buffer has a few
 
 
-def fields_from_saved(path: str, data: Any, label: str) -> dict[str, FieldSpec]:
+def fields_from_saved(path: str, data: object, label: str) -> dict[str, FieldSpec]:
     """The field specs a file's metadata field ``label`` declares (``{name: [shape, dtype]}``, as ``save``
     writes them), checked as a constructor checks them; a refusal names the file."""
     if not isinstance(data, Mapping):
@@ -137,7 +143,7 @@ class RingStorage:
     Only the write position and size live here; priorities are the buffers' business.
     """
 
-    def __init__(self, capacity: int, fields: Mapping[str, Any]) -> None:
+    def __init__(self, capacity: int, fields: Fields) -> None:
         self.capacity = check_positive_int("capacity", capacity)
         self.specs = parse_fields(fields)
         self.arrays = {
@@ -151,7 +157,7 @@ class RingStorage:
         """Bytes held by the field arrays."""
         return sum(array.nbytes for array in self.arrays.values())
 
-    def check_item(self, values: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    def check_item(self, values: Mapping[str, npt.ArrayLike]) -> dict[str, np.ndarray]:
         """Check one item per field (exact shape) and return it with a leading axis of 1."""
         arrays = self._check_names(values)
         checked = {}
@@ -165,7 +171,7 @@ class RingStorage:
             checked[name] = check_cast(spec, array)[np.newaxis]
         return checked
 
-    def check_batch(self, values: Mapping[str, Any]) -> tuple[dict[str, np.ndarray], int]:
+    def check_batch(self, values: Mapping[str, npt.ArrayLike]) -> tuple[dict[str, np.ndarray], int]:
         """Check a batch per field (shape ``[n, *shape]``, one ``n`` for all) and return it with ``n``."""
         arrays = self._check_names(values)
         checked = {}
@@ -184,9 +190,10 @@ class RingStorage:
                     "every field needs the same leading batch size"
                 )
             checked[name] = check_cast(spec, array)
+        assert count is not None  # a storage has a field: parse_fields refuses none
         return checked, int(count)
 
-    def _check_names(self, values: Mapping[str, Any]) -> Mapping[str, Any]:
+    def _check_names(self, values: Mapping[str, npt.ArrayLike]) -> Mapping[str, npt.ArrayLike]:
         missing = [name for name in self.specs if name not in values]
         unknown = [name for name in values if name not in self.specs]
         if missing or unknown:

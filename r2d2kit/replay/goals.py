@@ -8,19 +8,20 @@ whether a ``compute_terminated`` was in use (it changes the targets of relabelle
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import os
 from enum import Enum
-from typing import Any
+from typing import TypeVar
 
 import numpy as np
 
-from r2d2kit.replay.core import DEFAULT_MAX_BYTES
-from r2d2kit.replay.persistence import meta_field
+from r2d2kit.replay.core import DEFAULT_MAX_BYTES, BufferCore
+from r2d2kit.replay.persistence import Metadata, meta_field
+from r2d2kit.replay.protocol import RewardFn
 
 __all__ = ["DEFAULT_STRATEGY", "GoalSelectionStrategy", "RewardFn", "as_strategy", "call_goal_function",
            "check_goal_functions", "HindsightBase"]
 
-RewardFn = Callable[[np.ndarray, np.ndarray, Any], Any]
+_Hindsight = TypeVar("_Hindsight", bound="HindsightBase")
 
 
 class GoalSelectionStrategy(Enum):
@@ -71,7 +72,7 @@ _CODES = {GoalSelectionStrategy.FUTURE: 0, GoalSelectionStrategy.FINAL: 1, GoalS
 DEFAULT_STRATEGY = GoalSelectionStrategy.TRACE_FUTURE
 
 
-def as_strategy(value: Any, allowed: tuple[GoalSelectionStrategy, ...], why: str = "") -> GoalSelectionStrategy:
+def as_strategy(value: object, allowed: tuple[GoalSelectionStrategy, ...], why: str = "") -> GoalSelectionStrategy:
     """``value`` (a member or its name) as a strategy among ``allowed``; a ``ValueError`` names the options."""
     try:
         strategy = GoalSelectionStrategy(value.value if isinstance(value, GoalSelectionStrategy) else value)
@@ -84,7 +85,7 @@ def as_strategy(value: Any, allowed: tuple[GoalSelectionStrategy, ...], why: str
     return strategy
 
 
-def check_goal_functions(compute_reward: Any, compute_terminated: Any) -> None:
+def check_goal_functions(compute_reward: object, compute_terminated: object) -> None:
     """Refuse a ``compute_reward`` that is not callable, or a ``compute_terminated`` neither callable nor None."""
     if not callable(compute_reward):
         raise TypeError(f"compute_reward must be callable like env.unwrapped.compute_reward, "
@@ -94,7 +95,7 @@ def check_goal_functions(compute_reward: Any, compute_terminated: Any) -> None:
                         f"got {compute_terminated!r}")
 
 
-class HindsightBase:
+class HindsightBase(BufferCore):
     """What both HER buffers share beyond ``BufferCore`` (a mixin before it): the relabel probability
     and ``load``, where the goal functions come again, since functions are not saved, and
     ``compute_terminated`` exactly when the saved buffer had one, or the targets would change. A buffer
@@ -108,8 +109,9 @@ class HindsightBase:
         return self.n_sampled_goal / (self.n_sampled_goal + 1.0)
 
     @classmethod
-    def load(cls, path: Any, *, compute_reward: RewardFn, compute_terminated: RewardFn | None = None,
-             max_bytes: int = DEFAULT_MAX_BYTES) -> Any:
+    def load(  # type: ignore[override]  # the goal functions are required here: they are not saved
+            cls: type[_Hindsight], path: str | os.PathLike[str], *, compute_reward: RewardFn,
+            compute_terminated: RewardFn | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> _Hindsight:
         """Read a buffer written by ``save``; a missing, truncated, foreign or corrupt file raises, naming it.
 
         Args:
@@ -124,7 +126,7 @@ class HindsightBase:
                             compute_terminated=compute_terminated)
 
     @classmethod
-    def _from_meta(cls, path: str, meta: Mapping[str, Any], **functions: Any) -> Any:
+    def _from_meta(cls: type[_Hindsight], path: str, meta: Metadata, **functions: RewardFn | None) -> _Hindsight:
         saved = meta_field(path, meta, "has_compute_terminated")
         if not isinstance(saved, bool):
             raise ValueError(f"{path!r}: malformed metadata: field 'has_compute_terminated' = {saved!r:.80} must be "
@@ -133,6 +135,11 @@ class HindsightBase:
             raise ValueError(f"{path!r} was saved from a buffer {'with' if saved else 'without'} compute_terminated; "
                              "pass the same to load() so that sampling continues identically")
         return cls._construct(path, meta, **functions)
+
+    @classmethod
+    def _construct(cls: type[_Hindsight], path: str, meta: Metadata, **functions: RewardFn | None) -> _Hindsight:
+        """A fresh buffer with the saved constructor arguments and the goal functions given to ``load``."""
+        raise NotImplementedError
 
 
 def call_goal_function(name: str, function: RewardFn, achieved: np.ndarray, goals: np.ndarray) -> np.ndarray:

@@ -36,12 +36,21 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
-from r2d2kit._validation import as_index_array, check_float, check_positive_int
+from r2d2kit._validation import Seed, as_index_array, check_float, check_positive_int
 from r2d2kit.kernels import her as her_kernels
-from r2d2kit.replay.autoreset import ResetSteps
+from r2d2kit.replay.autoreset import AutoresetMode, ResetSteps
 from r2d2kit.replay.core import BufferCore
-from r2d2kit.replay.fields import FieldSpec, check_cast, fields_from_json, fields_from_saved, item_bytes, parse_fields
+from r2d2kit.replay.fields import (
+    FieldDeclaration,
+    FieldSpec,
+    check_cast,
+    fields_from_json,
+    fields_from_saved,
+    item_bytes,
+    parse_fields,
+)
 from r2d2kit.replay.goals import (
     DEFAULT_STRATEGY,
     GoalSelectionStrategy,
@@ -51,7 +60,16 @@ from r2d2kit.replay.goals import (
     call_goal_function,
     check_goal_functions,
 )
-from r2d2kit.replay.persistence import MAX_COUNT, ArraySpec, SavedLayout, meta_field, meta_int, meta_mapping
+from r2d2kit.replay.persistence import (
+    MAX_COUNT,
+    ArraySpec,
+    JsonValue,
+    Metadata,
+    SavedLayout,
+    meta_field,
+    meta_int,
+    meta_mapping,
+)
 from r2d2kit.replay.protocol import DEFAULT_BETA
 from r2d2kit.replay.samplers import Sampler, UniformSampler, make_sampler
 
@@ -139,12 +157,14 @@ class HerReplayBuffer(HindsightBase, BufferCore):
         >>> batch = buf.sample(256)      # observation, desired_goal, reward, discount, ...
     """
 
-    def __init__(self, capacity: int, observation_spec: Any, goal_spec: Any, action_spec: Any = ((), "int64"), *,
+    def __init__(self, capacity: int, observation_spec: FieldDeclaration, goal_spec: FieldDeclaration,
+                 action_spec: FieldDeclaration = ((), "int64"), *,
                  compute_reward: RewardFn, num_envs: int = 1, n_sampled_goal: int = 4,
-                 goal_selection_strategy: Any = DEFAULT_STRATEGY, compute_terminated: RewardFn | None = None,
+                 goal_selection_strategy: GoalSelectionStrategy | str = DEFAULT_STRATEGY,
+                 compute_terminated: RewardFn | None = None,
                  n_step: int = 1, gamma: float = 0.99, sampler: str | Sampler = "uniform", alpha: float | None = None,
                  eps: float | None = None, sort_every: int | None = None, relabel_unfinished: bool = False,
-                 autoreset_mode: Any = "next_step", seed: Any = None) -> None:
+                 autoreset_mode: AutoresetMode = "next_step", seed: Seed = None) -> None:
         self.capacity = check_positive_int("capacity", capacity)
         self.num_envs = check_positive_int("num_envs", num_envs)
         if self.capacity < self.num_envs:
@@ -208,8 +228,9 @@ class HerReplayBuffer(HindsightBase, BufferCore):
                 + self._episode_start.nbytes + self._episode_end.nbytes)
 
     # ----------------------------------------------------------------- adding
-    def add(self, obs: Mapping[str, Any], action: Any, reward: Any, next_obs: Mapping[str, Any], terminated: Any,
-            truncated: Any, infos: Mapping[str, Any] | None = None) -> np.ndarray:
+    def add(self, obs: Mapping[str, npt.ArrayLike], action: npt.ArrayLike, reward: npt.ArrayLike,
+            next_obs: Mapping[str, npt.ArrayLike], terminated: npt.ArrayLike, truncated: npt.ArrayLike,
+            infos: Mapping[str, Any] | None = None) -> np.ndarray:
         """Add one vector-env step: every argument has a leading axis of ``num_envs``.
 
         ``obs`` is where ``action`` was taken, ``next_obs`` what ``envs.step`` returned. With the
@@ -266,7 +287,7 @@ class HerReplayBuffer(HindsightBase, BufferCore):
         values["truncated"] = self._per_env_flags("truncated", truncated)
         return values, values["terminated"] | values["truncated"]
 
-    def _per_env(self, label: str, value: Any, spec: FieldSpec) -> np.ndarray:
+    def _per_env(self, label: str, value: npt.ArrayLike, spec: FieldSpec) -> np.ndarray:
         array = np.asarray(value)
         expected = (self.num_envs,) + spec.shape
         if array.shape != expected:
@@ -276,7 +297,7 @@ class HerReplayBuffer(HindsightBase, BufferCore):
                              f"got {array.shape}{hint}")
         return check_cast(FieldSpec(label, spec.shape, spec.dtype), array).astype(spec.dtype, copy=False)
 
-    def _per_env_flags(self, label: str, value: Any) -> np.ndarray:
+    def _per_env_flags(self, label: str, value: npt.ArrayLike) -> np.ndarray:
         array = np.asarray(value)
         if array.shape != (self.num_envs,):
             raise ValueError(f"{label} must have shape ({self.num_envs},), got {array.shape}")
@@ -286,7 +307,7 @@ class HerReplayBuffer(HindsightBase, BufferCore):
             array = array.astype(bool)
         return array
 
-    def _with_final_obs(self, next_obs: Mapping[str, Any], infos: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    def _with_final_obs(self, next_obs: Mapping[str, npt.ArrayLike], infos: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """``next_obs`` with each finished env's true final observation from gymnasium's same-step infos."""
         finals = infos["final_obs"]
         flags = np.asarray(infos.get("_final_obs", [final is not None for final in finals]), dtype=bool)
@@ -373,7 +394,7 @@ class HerReplayBuffer(HindsightBase, BufferCore):
         return (f"cannot sample: every stored episode is partly overwritten (an episode longer than "
                 f"capacity // num_envs = {self.rows} steps can never be sampled); raise capacity")
 
-    def _checked_indices(self, indices: Any) -> np.ndarray:
+    def _checked_indices(self, indices: npt.ArrayLike) -> np.ndarray:
         leaves = as_index_array("indices", indices, self._step_count.shape[0])
         never = np.flatnonzero(self._step_count[leaves] < 0)
         if never.size:
@@ -396,9 +417,9 @@ class HerReplayBuffer(HindsightBase, BufferCore):
         return spec
 
     # ----------------------------------------------------------------- persistence
-    def _saved_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    def _saved_state(self) -> tuple[dict[str, JsonValue], dict[str, np.ndarray]]:
         slots = min(self.rows, int(self._env_written.max())) * self.num_envs
-        meta = {"capacity": self.capacity, "slots": slots,
+        meta: dict[str, JsonValue] = {"capacity": self.capacity, "slots": slots,
                 "has_compute_terminated": self.compute_terminated is not None,
                 "specs": {name: self._specs[name].to_json() for name in ("observation", "desired_goal", "action")},
                 "params": {"num_envs": self.num_envs, "n_sampled_goal": self.n_sampled_goal,
@@ -413,7 +434,7 @@ class HerReplayBuffer(HindsightBase, BufferCore):
         return meta, arrays
 
     @classmethod
-    def _saved_layout(cls, path: str, meta: Mapping[str, Any]) -> SavedLayout:
+    def _saved_layout(cls, path: str, meta: Metadata) -> SavedLayout:
         capacity = meta_int(path, meta, "capacity", 1)
         params = meta_mapping(path, meta, "params")
         num_envs = meta_int(path, params, "num_envs", 1, capacity, label="params.num_envs")
@@ -440,12 +461,12 @@ class HerReplayBuffer(HindsightBase, BufferCore):
         return SavedLayout({**arrays, **sampler.arrays}, preallocated)
 
     @classmethod
-    def _construct(cls, path: str, meta: Mapping[str, Any], **functions: Any) -> HerReplayBuffer:
+    def _construct(cls, path: str, meta: Metadata, **functions: RewardFn | None) -> HerReplayBuffer:
         specs = fields_from_json(meta["specs"])
         return cls._saved_constructor(path, meta["capacity"], specs["observation"], specs["desired_goal"],
                                       specs["action"], seed=0, **functions, **meta["params"])
 
-    def _restore_saved_state(self, path: str, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
+    def _restore_saved_state(self, path: str, meta: Metadata, arrays: Mapping[str, np.ndarray]) -> None:
         """Shapes were checked by ``_saved_layout``; the bookkeeping must be what the writes leave behind."""
         slots = meta["slots"]
         for name, array in self._data.items():

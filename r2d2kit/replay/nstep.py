@@ -13,12 +13,11 @@ truncation (a time limit) does not.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
+import numpy.typing as npt
 
 from r2d2kit._validation import as_per_env, check_float, check_positive_int
-from r2d2kit.replay.autoreset import ResetSteps
+from r2d2kit.replay.autoreset import AutoresetMode, ResetSteps
 
 
 class NStepAccumulator:
@@ -38,7 +37,7 @@ class NStepAccumulator:
             the true final observation (``infos["final_obs"]``) as ``next_obs`` on episode ends.
     """
 
-    def __init__(self, num_envs: int, n_step: int, gamma: float, autoreset_mode: Any = "next_step") -> None:
+    def __init__(self, num_envs: int, n_step: int, gamma: float, autoreset_mode: AutoresetMode = "next_step") -> None:
         self.num_envs = check_positive_int("num_envs", num_envs)
         self.n_step = check_positive_int("n_step", n_step)
         self.gamma = check_float("gamma", gamma, 0.0, 1.0)
@@ -60,38 +59,40 @@ class NStepAccumulator:
         """Steps per env that wait for more steps before they become transitions."""
         return self._count.copy()
 
-    def step(self, obs: Any, action: Any, reward: Any, next_obs: Any, terminated: Any,
-             truncated: Any) -> dict[str, np.ndarray]:
+    def step(self, obs: npt.ArrayLike, action: npt.ArrayLike, reward: npt.ArrayLike, next_obs: npt.ArrayLike,
+             terminated: npt.ArrayLike, truncated: npt.ArrayLike) -> dict[str, np.ndarray]:
         """Feed one vector-env step (``obs`` is where ``action`` was taken); return finished transitions."""
-        obs, action, next_obs = np.asarray(obs), np.asarray(action), np.asarray(next_obs)
-        reward = as_per_env("reward", reward, self.num_envs, np.float64)
-        terminated = as_per_env("terminated", terminated, self.num_envs, bool)
-        truncated = as_per_env("truncated", truncated, self.num_envs, bool)
-        for name, array in (("obs", obs), ("action", action), ("next_obs", next_obs)):
+        obs_array, action_array, next_obs_array = np.asarray(obs), np.asarray(action), np.asarray(next_obs)
+        rewards = as_per_env("reward", reward, self.num_envs, np.float64)
+        terminated_flags = as_per_env("terminated", terminated, self.num_envs, bool)
+        truncated_flags = as_per_env("truncated", truncated, self.num_envs, bool)
+        for name, array in (("obs", obs_array), ("action", action_array), ("next_obs", next_obs_array)):
             if array.ndim == 0 or array.shape[0] != self.num_envs:
                 raise ValueError(f"{name} must have a leading axis of num_envs={self.num_envs}, "
                                  f"got shape {array.shape}")
-        if next_obs.shape != obs.shape:
-            raise ValueError(f"next_obs has shape {next_obs.shape} but obs has shape {obs.shape}")
-        self._allocate(obs, action)
+        if next_obs_array.shape != obs_array.shape:
+            raise ValueError(f"next_obs has shape {next_obs_array.shape} but obs has shape {obs_array.shape}")
+        obs_ring, action_ring = self._allocate(obs_array, action_array)
 
-        active, done = self._resets.advance(terminated | truncated)  # [E] each
+        active, done = self._resets.advance(terminated_flags | truncated_flags)  # [E] each
         envs = np.flatnonzero(active)
         slots = self._head[envs] % self.n_step
-        self._obs[slots, envs] = obs[envs]
-        self._action[slots, envs] = action[envs]
-        self._reward[slots, envs] = reward[envs]
+        obs_ring[slots, envs] = obs_array[envs]
+        action_ring[slots, envs] = action_array[envs]
+        self._reward[slots, envs] = rewards[envs]
         self._head[envs] += 1
         self._count[envs] += 1
 
         full = np.flatnonzero(active & ~done & (self._count == self.n_step))
-        parts = [self._emit_full(full, next_obs)] if full.size else []
+        parts = [self._emit_full(full, next_obs_array, obs_ring, action_ring)] if full.size else []
         for env in np.flatnonzero(done):
-            parts.append(self._emit_episode_end(env, next_obs[env], bool(terminated[env])))
+            parts.append(self._emit_episode_end(env, next_obs_array[env], bool(terminated_flags[env]), obs_ring,
+                                                action_ring))
             self._count[env] = 0
-        return self._concatenate(parts, obs, action)
+        return self._concatenate(parts, obs_array, action_array)
 
-    def _emit_full(self, envs: np.ndarray, next_obs: np.ndarray) -> dict[str, np.ndarray]:
+    def _emit_full(self, envs: np.ndarray, next_obs: np.ndarray, obs_ring: np.ndarray,
+                   action_ring: np.ndarray) -> dict[str, np.ndarray]:
         n = self.n_step
         first = (self._head[envs] - n) % n  # [m] oldest slot
         returns = np.zeros(envs.size)
@@ -99,15 +100,16 @@ class NStepAccumulator:
             returns += self._powers[k] * self._reward[(first + k) % n, envs]
         self._count[envs] -= 1
         return {
-            "obs": self._obs[first, envs],
-            "action": self._action[first, envs],
+            "obs": obs_ring[first, envs],
+            "action": action_ring[first, envs],
             "reward": returns,
             "next_obs": next_obs[envs],
             "discount": np.full(envs.size, self._powers[n]),
             "env": envs.astype(np.int64),
         }
 
-    def _emit_episode_end(self, env: int, final_obs: np.ndarray, terminated: bool) -> dict[str, np.ndarray]:
+    def _emit_episode_end(self, env: int | np.integer, final_obs: np.ndarray, terminated: bool, obs_ring: np.ndarray,
+                          action_ring: np.ndarray) -> dict[str, np.ndarray]:
         n, count = self.n_step, int(self._count[env])
         slots = (self._head[env] - count + np.arange(count)) % n  # [count] oldest first
         rewards = self._reward[slots, env]
@@ -115,8 +117,8 @@ class NStepAccumulator:
         horizons = count - np.arange(count)
         discount = np.zeros(count) if terminated else self._powers[horizons]
         return {
-            "obs": self._obs[slots, env],
-            "action": self._action[slots, env],
+            "obs": obs_ring[slots, env],
+            "action": action_ring[slots, env],
             "reward": returns,
             "next_obs": np.repeat(final_obs[np.newaxis], count, axis=0),
             "discount": discount,
@@ -139,8 +141,9 @@ class NStepAccumulator:
         out["discount"] = out["discount"].astype(np.float32)
         return out
 
-    def _allocate(self, obs: np.ndarray, action: np.ndarray) -> None:
-        if self._obs is None:
+    def _allocate(self, obs: np.ndarray, action: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The obs and action rings, allocated by the first step; later steps must keep their shapes."""
+        if self._obs is None or self._action is None:
             self._obs = np.zeros((self.n_step,) + obs.shape, dtype=obs.dtype)
             self._action = np.zeros((self.n_step,) + action.shape, dtype=action.dtype)
         elif self._obs.shape[1:] != obs.shape or self._action.shape[1:] != action.shape:
@@ -148,3 +151,4 @@ class NStepAccumulator:
                 f"obs/action shapes changed from {self._obs.shape[1:]}/{self._action.shape[1:]} "
                 f"to {obs.shape}/{action.shape}"
             )
+        return self._obs, self._action

@@ -31,7 +31,7 @@ import tempfile
 import tokenize
 import zipfile
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, NamedTuple
+from typing import IO, Any, NamedTuple, Protocol, TypeAlias
 
 import numpy as np
 from numpy.lib import format as npy_format
@@ -61,6 +61,11 @@ _UNREADABLE = (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, Valu
                NotImplementedError, RuntimeError, OverflowError, SyntaxError, TypeError, tokenize.TokenError)
 
 ArraySpec = tuple[tuple[int | None, ...], np.dtype]  # (shape, dtype) of a saved array; None: any length
+# A JSON value as ``json.dumps`` takes it and ``json.loads`` returns it
+JsonValue: TypeAlias = None | bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"]
+# A saved buffer's metadata as read back. Its values are typed Any because JSON is dynamic: each kind checks
+# them (``meta_int``, ``meta_mapping``, ...) in its ``_saved_layout`` before anything else reads them.
+Metadata: TypeAlias = Mapping[str, Any]
 
 
 class SavedLayout(NamedTuple):
@@ -72,8 +77,18 @@ class SavedLayout(NamedTuple):
         preallocated_bytes: what building a buffer of the claimed capacity allocates.
     """
 
-    arrays: dict[str, ArraySpec]
+    arrays: Mapping[str, ArraySpec]
     preallocated_bytes: int
+
+
+class _HasShapeAndDtype(Protocol):
+    """An array, or what describes one (an ``.npy`` header)."""
+
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+
+    @property
+    def dtype(self) -> np.dtype: ...
 
 
 class _Header(NamedTuple):
@@ -89,7 +104,7 @@ class _Refused(Exception):
     """Raised inside :func:`read_npz` by its own checks, whose message is final (never rewritten)."""
 
 
-def write_npz(path: str | os.PathLike, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
+def write_npz(path: str | os.PathLike[str], meta: Mapping[str, JsonValue], arrays: Mapping[str, np.ndarray]) -> None:
     """Atomically write ``arrays`` and the JSON ``meta`` to exactly ``path`` (no suffix is added)."""
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
@@ -99,7 +114,7 @@ def write_npz(path: str | os.PathLike, meta: Mapping[str, Any], arrays: Mapping[
     descriptor, tmp_path = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=directory)
     try:
         with os.fdopen(descriptor, "wb") as handle:
-            np.savez(handle, **payload)
+            np.savez(handle, allow_pickle=False, **payload)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp_path, path)
@@ -109,9 +124,8 @@ def write_npz(path: str | os.PathLike, meta: Mapping[str, Any], arrays: Mapping[
         raise
 
 
-def read_npz(path: str | os.PathLike, expected_class: str,
-             layout_of: Callable[[dict[str, Any]], Mapping[str, ArraySpec]]) -> tuple[dict[str, Any],
-                                                                                     dict[str, np.ndarray]]:
+def read_npz(path: str | os.PathLike[str], expected_class: str,
+             layout_of: Callable[[Metadata], Mapping[str, ArraySpec]]) -> tuple[Metadata, dict[str, np.ndarray]]:
     """Read a file written by :func:`write_npz` for a buffer of class ``expected_class``.
 
     ``layout_of(meta)``: the kind's check of the metadata; it returns every array the file must hold
@@ -186,7 +200,7 @@ def _directory(path: str, archive: zipfile.ZipFile, file_bytes: int) -> dict[str
 
 
 def _read_meta(path: str, archive: zipfile.ZipFile, entries: Mapping[str, zipfile.ZipInfo],
-               expected_class: str) -> dict[str, Any]:
+               expected_class: str) -> Metadata:
     """The ``__meta__`` JSON object, checked for size and nesting before it is parsed, then for format and class."""
     info = entries.get(f"{META_KEY}.npy")
     if info is None:
@@ -222,7 +236,7 @@ def _json_depth(text: str) -> int:
     return int(np.cumsum(steps).max(initial=0))
 
 
-def _check_identity(path: str, meta: Mapping[str, Any], expected_class: str) -> None:
+def _check_identity(path: str, meta: Metadata, expected_class: str) -> None:
     """The metadata's format, version and class are this reader's."""
     if meta.get("format") != FORMAT_NAME:
         raise _Refused(f"{path!r} is not an r2d2kit buffer file (format {_short(meta.get('format'))})")
@@ -281,7 +295,7 @@ def _read_data(path: str, archive: zipfile.ZipFile, info: zipfile.ZipInfo, heade
         return array.reshape(header.shape, order="F" if header.fortran_order else "C")
 
 
-def _read_exact(stream: Any, size: int) -> bytes:
+def _read_exact(stream: IO[bytes], size: int) -> bytes:
     """Exactly ``size`` bytes, or ``EOFError`` (a stored entry cannot hold more than the file does)."""
     data = stream.read(size)
     if len(data) != size:
@@ -289,7 +303,7 @@ def _read_exact(stream: Any, size: int) -> bytes:
     return data
 
 
-def require_arrays(path: str, found: Mapping[str, Any], expected: Mapping[str, ArraySpec]) -> None:
+def require_arrays(path: str, found: Mapping[str, _HasShapeAndDtype], expected: Mapping[str, ArraySpec]) -> None:
     """Check that every expected array is present with exactly the expected shape and dtype.
 
     ``found`` maps names to anything with ``shape`` and ``dtype`` (``.npy`` headers, or arrays);
@@ -311,7 +325,7 @@ def require_arrays(path: str, found: Mapping[str, Any], expected: Mapping[str, A
 
 
 # ===================================================================================================== metadata
-def meta_field(path: str, mapping: Any, key: str, label: str | None = None) -> Any:
+def meta_field(path: str, mapping: object, key: str, label: str | None = None) -> Any:
     """``mapping[key]`` of a file's metadata, or a ``ValueError`` naming the file and the field (``label``)."""
     label = key if label is None else label
     if not isinstance(mapping, Mapping):
@@ -323,7 +337,8 @@ def meta_field(path: str, mapping: Any, key: str, label: str | None = None) -> A
     return mapping[key]
 
 
-def meta_int(path: str, mapping: Any, key: str, low: int = 0, high: int = MAX_COUNT, label: str | None = None) -> int:
+def meta_int(path: str, mapping: object, key: str, low: int = 0, high: int = MAX_COUNT,
+             label: str | None = None) -> int:
     """An integer metadata field within ``[low, high]`` (a JSON integer: not a bool, float or string)."""
     value = meta_field(path, mapping, key, label)
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
@@ -332,7 +347,7 @@ def meta_int(path: str, mapping: Any, key: str, low: int = 0, high: int = MAX_CO
     return value
 
 
-def meta_mapping(path: str, mapping: Any, key: str, label: str | None = None) -> Mapping[str, Any]:
+def meta_mapping(path: str, mapping: object, key: str, label: str | None = None) -> Metadata:
     """A metadata field that must be a JSON object."""
     value = meta_field(path, mapping, key, label)
     if not isinstance(value, Mapping):
@@ -341,7 +356,7 @@ def meta_mapping(path: str, mapping: Any, key: str, label: str | None = None) ->
     return value
 
 
-def meta_float(path: str, mapping: Any, key: str, low: float, high: float = math.inf,
+def meta_float(path: str, mapping: object, key: str, low: float, high: float = math.inf,
                label: str | None = None) -> float:
     """A finite real metadata field within ``[low, high]``."""
     value = meta_field(path, mapping, key, label)
@@ -352,17 +367,17 @@ def meta_float(path: str, mapping: Any, key: str, low: float, high: float = math
     return float(value)
 
 
-def _short(value: Any, limit: int = 80) -> str:
+def _short(value: object, limit: int = 80) -> str:
     """``repr(value)`` cut to ``limit`` characters: a message never echoes a megabyte of crafted text."""
     text = repr(value)
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 # ===================================================================================================== random state
-def rng_to_json(rng: np.random.Generator) -> dict[str, Any]:
+def rng_to_json(rng: np.random.Generator) -> JsonValue:
     """The generator's bit-generator state as plain JSON (arrays become tagged lists)."""
 
-    def encode(value: Any) -> Any:
+    def encode(value: Any) -> JsonValue:  # Any: numpy types a bit generator's state as dict[str, Any]
         if isinstance(value, dict):
             return {key: encode(item) for key, item in value.items()}
         if isinstance(value, np.ndarray):
@@ -381,7 +396,7 @@ def rng_from_json(path: str, state: Any) -> np.random.Generator:
         ValueError: the saved state is not one numpy's bit generator accepts (the file is named).
     """
 
-    def decode(value: Any) -> Any:
+    def decode(value: Any) -> Any:  # JSON from the file in, what numpy's state setter takes out
         if isinstance(value, dict):
             if "__ndarray__" in value:
                 dtype = np.dtype(value["dtype"])

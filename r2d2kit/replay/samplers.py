@@ -23,15 +23,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from r2d2kit._validation import as_index_array, as_priority_array, check_float, check_positive_int
 from r2d2kit.kernels import rank as rank_kernels
 from r2d2kit.kernels import sumtree as tree_kernels
 from r2d2kit.kernels.samplers import first_changed, first_changed_in_ring, mark_alive, ring_generations
-from r2d2kit.replay.persistence import SavedLayout, meta_float, meta_int
+from r2d2kit.replay.persistence import JsonValue, Metadata, SavedLayout, meta_float, meta_int
 from r2d2kit.replay.protocol import SAMPLERS
 from r2d2kit.sumtree import SumTree
 
@@ -142,7 +142,7 @@ class Sampler:
             np.take(self.generation, slots, out=out)
         return out
 
-    def update(self, slots: np.ndarray, priorities: Any, generations: np.ndarray | None = None) -> None:
+    def update(self, slots: np.ndarray, priorities: npt.ArrayLike, generations: np.ndarray | None = None) -> None:
         """New priorities for drawn ``slots`` (validated); slots that died since are skipped, and with the
         draw's ``generations`` (:meth:`generations_of` the slots then) so are slots written again since."""
         values = as_priority_array("priorities", priorities, slots.shape[0], self.priority_limit)
@@ -173,7 +173,7 @@ class Sampler:
         """
         return 1.0 if len(self) else float("nan")
 
-    def params(self) -> dict[str, Any]:
+    def params(self) -> dict[str, JsonValue]:
         """The constructor arguments besides capacity (saved with the buffer)."""
         return {"sampler": self.name}
 
@@ -189,13 +189,13 @@ class Sampler:
                   "sampler.generation": ((capacity,), np.dtype(np.int64))}
         return SavedLayout(arrays, 9 * capacity)  # a bool and a generation per slot
 
-    def state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    def state(self) -> tuple[dict[str, JsonValue], dict[str, np.ndarray]]:
         """Scalars (JSON) and arrays that :meth:`restore` needs."""
         every_slot = np.arange(self.capacity, dtype=np.int64)
         return ({"max_priority": self.max_priority},
                 {"sampler.alive": np.flatnonzero(self.alive), "sampler.generation": self.generations_of(every_slot)})
 
-    def restore(self, scalars: Mapping[str, Any], arrays: Mapping[str, np.ndarray], path: str) -> None:
+    def restore(self, scalars: Metadata, arrays: Mapping[str, np.ndarray], path: str) -> None:
         """Inverse of :meth:`state` on a fresh sampler; ``arrays`` have :meth:`saved_layout`'s shapes and dtypes.
 
         ``max_priority`` starts at 1 and only grows (every sampler), and stays below what the tree can sum.
@@ -251,14 +251,15 @@ class UniformSampler(Sampler):
         if self.tree is not None:
             super()._place_range(start, stop)
 
-    def _place(self, slots, alive, priorities) -> None:
+    def _place(self, slots: np.ndarray, alive: np.ndarray, priorities: np.ndarray | None) -> None:
+        assert self.tree is not None  # a dense ring (no tree) places slices only: see _place_range
         t = self.tree.arrays
         tree_kernels.sum_tree_update(t.sum_tree, t.level_offsets, slots, alive.astype(np.float64))
 
-    def update(self, slots: np.ndarray, priorities: Any, generations: np.ndarray | None = None) -> None:
+    def update(self, slots: np.ndarray, priorities: npt.ArrayLike, generations: np.ndarray | None = None) -> None:
         as_priority_array("priorities", priorities, slots.shape[0])
 
-    def _sample(self, uniforms, beta):
+    def _sample(self, uniforms: np.ndarray, beta: float) -> tuple[np.ndarray, np.ndarray]:
         if self.tree is None:
             indices = np.minimum((uniforms * self._count).astype(np.int64), self._count - 1)
         else:
@@ -272,7 +273,7 @@ class UniformSampler(Sampler):
         return layout if dense else layout._replace(preallocated_bytes=layout.preallocated_bytes
                                                     + _tree_bytes(capacity))
 
-    def restore(self, scalars, arrays, path) -> None:
+    def restore(self, scalars: Metadata, arrays: Mapping[str, np.ndarray], path: str) -> None:
         super().restore(scalars, arrays, path)
         if self.tree is not None:
             self.tree.set_leaves(self.alive.astype(np.float64))
@@ -303,7 +304,7 @@ class ProportionalSampler(Sampler):
         log_limit = math.log(np.finfo(np.float64).max / (4.0 * self.capacity)) / max(self.alpha, 1e-300)
         self.priority_limit = math.exp(log_limit) - self.eps if log_limit < 709.0 else math.inf
 
-    def _place(self, slots, alive, priorities) -> None:
+    def _place(self, slots: np.ndarray, alive: np.ndarray, priorities: np.ndarray | None) -> None:
         values = np.full(slots.shape[0], self.max_priority) if priorities is None else priorities + self.eps
         if priorities is not None:
             kept = alive & self.alive[slots]  # (a slot written twice in one call: its last write)
@@ -319,13 +320,13 @@ class ProportionalSampler(Sampler):
         tree_kernels.priority_trees_fill(t.sum_tree, t.min_tree, t.level_offsets, start, stop,
                                          self.max_priority ** self.alpha)
 
-    def _update(self, slots, values) -> None:
+    def _update(self, slots: np.ndarray, values: np.ndarray) -> None:
         t = self.tree.arrays
         largest = tree_kernels.priority_trees_update_scaled(t.sum_tree, t.min_tree, t.level_offsets, slots, values,
                                                             self.eps, self.alpha)
         self.max_priority = max(self.max_priority, largest)
 
-    def _sample(self, uniforms, beta):
+    def _sample(self, uniforms: np.ndarray, beta: float) -> tuple[np.ndarray, np.ndarray]:
         if not self.tree.total() > 0.0:
             raise ValueError("cannot sample: every stored priority is 0 (possible only with eps=0)")
         t = self.tree.arrays
@@ -338,10 +339,10 @@ class ProportionalSampler(Sampler):
         largest = float(self.tree.get(np.flatnonzero(self.alive)).max())
         return largest * len(self) / self.tree.total()
 
-    def params(self) -> dict[str, Any]:
+    def params(self) -> dict[str, JsonValue]:
         return {"sampler": self.name, "alpha": self.alpha, "eps": self.eps}
 
-    def state(self):
+    def state(self) -> tuple[dict[str, JsonValue], dict[str, np.ndarray]]:
         scalars, arrays = super().state()
         return scalars, dict(arrays, **{"sampler.tree": self.tree.leaves()})
 
@@ -351,7 +352,7 @@ class ProportionalSampler(Sampler):
         return SavedLayout({**layout.arrays, "sampler.tree": ((capacity,), np.dtype(np.float64))},
                            layout.preallocated_bytes + 2 * _tree_bytes(capacity))  # sum and min trees
 
-    def restore(self, scalars, arrays, path) -> None:
+    def restore(self, scalars: Metadata, arrays: Mapping[str, np.ndarray], path: str) -> None:
         """Live leaves must be tree values ``(p + eps)^alpha`` no larger than the saved ``max_priority``'s."""
         super().restore(scalars, arrays, path)
         live = arrays["sampler.tree"][self.alive]
@@ -392,7 +393,7 @@ class RankSampler(Sampler):
         self._heap_size = 0  # equals len(self) outside calls
         self._updates_since_sort = 0
 
-    def ranks(self, slots: Any) -> np.ndarray:
+    def ranks(self, slots: npt.ArrayLike) -> np.ndarray:
         """Current (approximate) rank of each slot, 1 = highest priority; 0 for a slot holding nothing."""
         return self._position_of[as_index_array("slots", slots, self.capacity)] + 1
 
@@ -404,7 +405,7 @@ class RankSampler(Sampler):
         self._position_of[self._heap[:self._count]] = np.arange(self._count)
         self._updates_since_sort = 0
 
-    def _place(self, slots, alive, priorities) -> None:
+    def _place(self, slots: np.ndarray, alive: np.ndarray, priorities: np.ndarray | None) -> None:
         # the heap holds exactly the live slots. A slot written twice in one call ends as its last write
         # left it (``self.alive``, already updated): written only if it ends alive, removed only if it ends
         # dead (writing then removing it whatever the order left a live slot out of the heap)
@@ -419,7 +420,7 @@ class RankSampler(Sampler):
         self._heap_size = rank_kernels.rank_heap_remove(self.priorities, self._heap, self._position_of, size,
                                                         slots[~ends_alive])
 
-    def _update(self, slots, values) -> None:
+    def _update(self, slots: np.ndarray, values: np.ndarray) -> None:
         rank_kernels.rank_heap_update(self.priorities, self._heap, self._position_of, self._heap_size, slots, values)
         if values.size:
             self.max_priority = max(self.max_priority, float(values.max()))
@@ -427,7 +428,7 @@ class RankSampler(Sampler):
         if self._updates_since_sort >= self.sort_every:
             self.sort()
 
-    def _sample(self, uniforms, beta):
+    def _sample(self, uniforms: np.ndarray, beta: float) -> tuple[np.ndarray, np.ndarray]:
         return rank_kernels.rank_sample(self._cumulative, self._count, self._heap, uniforms, self.alpha * beta)
 
     def probability_spread(self) -> float:
@@ -436,10 +437,10 @@ class RankSampler(Sampler):
             return float("nan")
         return len(self) / float(self._cumulative[len(self) - 1])
 
-    def params(self) -> dict[str, Any]:
+    def params(self) -> dict[str, JsonValue]:
         return {"sampler": self.name, "alpha": self.alpha, "sort_every": self.sort_every}
 
-    def state(self):
+    def state(self) -> tuple[dict[str, JsonValue], dict[str, np.ndarray]]:
         scalars, arrays = super().state()
         return (dict(scalars, updates_since_sort=self._updates_since_sort),
                 {"sampler.heap": self._heap[:self._count].copy(), "sampler.priorities": self.priorities.copy(),
@@ -452,7 +453,7 @@ class RankSampler(Sampler):
                   "sampler.generation": ((capacity,), np.dtype(np.int64))}
         return SavedLayout(arrays, capacity * 41)  # alive, cumulative sums, priorities, heap, positions, generations
 
-    def restore(self, scalars, arrays, path) -> None:
+    def restore(self, scalars: Metadata, arrays: Mapping[str, np.ndarray], path: str) -> None:
         """The heap must hold the live slots in max-heap order of priorities in ``[0, max_priority]``."""
         heap = arrays["sampler.heap"]
         # the heap holds exactly the live slots

@@ -18,19 +18,37 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from r2d2kit._validation import (
+    Seed,
     as_index_array,
     as_priority_array,
     check_float,
     check_positive_int,
 )
 from r2d2kit.replay.core import BufferCore
-from r2d2kit.replay.fields import FieldSpec, check_cast, fields_from_json, fields_from_saved, item_bytes, parse_fields
-from r2d2kit.replay.persistence import MAX_COUNT, ArraySpec, SavedLayout, meta_field, meta_int, meta_mapping
+from r2d2kit.replay.fields import (
+    Fields,
+    FieldSpec,
+    check_cast,
+    fields_from_json,
+    fields_from_saved,
+    item_bytes,
+    parse_fields,
+)
+from r2d2kit.replay.persistence import (
+    MAX_COUNT,
+    ArraySpec,
+    JsonValue,
+    Metadata,
+    SavedLayout,
+    meta_field,
+    meta_int,
+    meta_mapping,
+)
 from r2d2kit.replay.protocol import DEFAULT_BETA
 from r2d2kit.replay.samplers import Sampler, make_sampler
 from r2d2kit.replay.window_record import ROW_FLAGS, ROW_MASK, WINDOW_IDS
@@ -38,7 +56,7 @@ from r2d2kit.replay.window_record import ROW_FLAGS, ROW_MASK, WINDOW_IDS
 LOST_ROW = -2  # a row link to a step of the same episode that the ring no longer holds (-1: no such step)
 
 
-def sequence_priorities(abs_td: Any, mask: Any, eta: float = 0.9) -> np.ndarray:
+def sequence_priorities(abs_td: npt.ArrayLike, mask: npt.ArrayLike, eta: float = 0.9) -> np.ndarray:
     """R2D2 priority per sequence: ``eta * max|delta| + (1 - eta) * mean|delta|`` over valid steps.
 
     Args:
@@ -60,7 +78,7 @@ def sequence_priorities(abs_td: Any, mask: Any, eta: float = 0.9) -> np.ndarray:
     return eta * masked.max(axis=1, initial=0.0) + (1.0 - eta) * mean
 
 
-def row_specs(fields: Mapping[str, Any]) -> dict[str, FieldSpec]:
+def row_specs(fields: Fields) -> dict[str, FieldSpec]:
     """Every per-row field stored: the user's (``obs``, ``action``, ``prev_action`` defaulting to the action's
     spec, ...) and the buffer's ``ROW_FLAGS``."""
     user_fields = dict(fields)
@@ -100,11 +118,11 @@ class SequenceReplayBuffer(BufferCore):
 
     relabels_rewards = False  # sample() returns the stored rewards (episode_returns sums the same ones)
 
-    def __init__(self, capacity: int, fields: Mapping[str, Any], state: Mapping[str, Any] | None = None, *,
+    def __init__(self, capacity: int, fields: Fields, state: Fields | None = None, *,
                  burn_in: int, trace_length: int, n_step: int, period: int | None = None,
                  max_sequences: int | None = None, sampler: str | Sampler = "proportional", alpha: float | None = None,
                  eps: float | None = None, sort_every: int | None = None, initial_state: str = "stored",
-                 seed: Any = None) -> None:
+                 seed: Seed = None) -> None:
         self.capacity = check_positive_int("capacity", capacity)
         self.burn_in = check_positive_int("burn_in", burn_in, minimum=0)
         self.trace_length = check_positive_int("trace_length", trace_length)
@@ -165,7 +183,8 @@ class SequenceReplayBuffer(BufferCore):
                 + self._row_previous.nbytes + self._row_next.nbytes)
 
     # ------------------------------------------------------------------ adding
-    def add_sequences(self, windows: Mapping[str, np.ndarray], priorities: Any = None, source: int = 0) -> np.ndarray:
+    def add_sequences(self, windows: Mapping[str, np.ndarray], priorities: npt.ArrayLike | None = None,
+                      source: int = 0) -> np.ndarray:
         """Store windows from ``SequenceBuilder.step``; rows already stored are referenced, not copied.
 
         Args:
@@ -332,7 +351,7 @@ class SequenceReplayBuffer(BufferCore):
         last = rows[np.arange(rows.shape[0]), self.length - 1 - present[:, ::-1].argmax(axis=1)]
         return self._row_write_index[first], self._row_write_index[last]
 
-    def preceding_rows(self, indices: Any, count: int) -> dict[str, np.ndarray]:
+    def preceding_rows(self, indices: npt.ArrayLike, count: int) -> dict[str, np.ndarray]:
         """The up to ``count`` rows of each window's episode just before its first stored row.
 
         What a learner needs to recompute a window's start state with its current weights (the
@@ -357,7 +376,7 @@ class SequenceReplayBuffer(BufferCore):
         out["episode_start"] = reached
         return out
 
-    def episode_returns(self, indices: Any, gamma: float, horizon: int) -> tuple[np.ndarray, np.ndarray]:
+    def episode_returns(self, indices: npt.ArrayLike, gamma: float, horizon: int) -> tuple[np.ndarray, np.ndarray]:
         """Discounted return actually obtained from each row of the windows in ``indices`` to its episode's end.
 
         Walks at most ``horizon`` rows past each window. Returns ``(returns [B, L], known [B, L])``:
@@ -381,17 +400,17 @@ class SequenceReplayBuffer(BufferCore):
                                               self._rows["reward"].astype(np.float64), self._rows["mask"], ended,
                                               gamma)
 
-    def _live_indices(self, indices: Any) -> np.ndarray:
+    def _live_indices(self, indices: npt.ArrayLike) -> np.ndarray:
         slots = as_index_array("indices", indices, self.max_sequences)
         dead = slots[~self._sampler.alive[slots]]
         if dead.size:
             raise ValueError(f"indices {dead[:5].tolist()} hold no live window; pass indices from a recent sample()")
         return slots
 
-    def _checked_indices(self, indices: Any) -> np.ndarray:
+    def _checked_indices(self, indices: npt.ArrayLike) -> np.ndarray:
         return as_index_array("indices", indices, self.max_sequences)
 
-    def update_states(self, indices: Any, **states: Any) -> None:
+    def update_states(self, indices: npt.ArrayLike, **states: npt.ArrayLike) -> None:
         """Refresh stored recurrent states of sampled windows (R2D2's "stored state" refresh)."""
         with self._lock:
             slots = as_index_array("indices", indices, self.max_sequences)
@@ -440,20 +459,22 @@ class SequenceReplayBuffer(BufferCore):
         spec["weights"] = ((batch_size,), np.dtype(np.float32))
         return spec
 
-    def _params(self) -> dict[str, Any]:
+    def _params(self) -> dict[str, JsonValue]:
         """Constructor keyword arguments that ``load`` passes back."""
         return {"burn_in": self.burn_in, "trace_length": self.trace_length, "n_step": self.n_step,
                 "max_sequences": self.max_sequences, **self._sampler.params(),
                 "initial_state": self.initial_state}
 
-    def _saved_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    def _saved_state(self) -> tuple[dict[str, JsonValue], dict[str, np.ndarray]]:
         """JSON metadata and arrays that ``save`` writes (call with the lock held)."""
         rows = min(self._rows_written, self.capacity)
         sequences = min(self._sequences_written, self.max_sequences)
-        user_fields = {name: spec.to_json() for name, spec in self._row_specs.items() if name not in ROW_FLAGS}
-        meta = {"capacity": self.capacity, "fields": user_fields, "params": self._params(),
-                "state": {name: spec.to_json() for name, spec in self._state_specs.items()},
-                "rows_written": self._rows_written, "sequences_written": self._sequences_written}
+        user_fields: dict[str, JsonValue] = {name: spec.to_json() for name, spec in self._row_specs.items()
+                                             if name not in ROW_FLAGS}
+        meta: dict[str, JsonValue] = {"capacity": self.capacity, "fields": user_fields, "params": self._params(),
+                                      "state": {name: spec.to_json() for name, spec in self._state_specs.items()},
+                                      "rows_written": self._rows_written,
+                                      "sequences_written": self._sequences_written}
         arrays = {f"row.{name}": array[:rows] for name, array in self._rows.items()}
         arrays["row_write_index"] = self._row_write_index[:rows]
         arrays["row_previous"] = self._row_previous[:rows]
@@ -469,7 +490,7 @@ class SequenceReplayBuffer(BufferCore):
         return meta, arrays
 
     @classmethod
-    def _saved_layout(cls, path: str, meta: Mapping[str, Any]) -> SavedLayout:
+    def _saved_layout(cls, path: str, meta: Metadata) -> SavedLayout:
         capacity = meta_int(path, meta, "capacity", 1)
         params = meta_mapping(path, meta, "params")
         burn_in = meta_int(path, params, "burn_in", 0, label="params.burn_in")
@@ -496,7 +517,7 @@ class SequenceReplayBuffer(BufferCore):
         return SavedLayout({**arrays, **sampler.arrays}, preallocated)
 
     @classmethod
-    def _saved_row_specs(cls, path: str, meta: Mapping[str, Any]) -> dict[str, FieldSpec]:
+    def _saved_row_specs(cls, path: str, meta: Metadata) -> dict[str, FieldSpec]:
         """The row fields a saved buffer's constructor arguments give (refusals name the file)."""
         saved = fields_from_saved(path, meta_field(path, meta, "fields"), "fields")
         try:
@@ -505,11 +526,11 @@ class SequenceReplayBuffer(BufferCore):
             raise ValueError(f"{path!r}: malformed metadata: field 'fields': {error}") from None
 
     @classmethod
-    def _from_meta(cls, path: str, meta: Mapping[str, Any]) -> SequenceReplayBuffer:
+    def _from_meta(cls, path: str, meta: Metadata) -> SequenceReplayBuffer:  # type: ignore[override]  # no goal functions
         return cls._saved_constructor(path, meta["capacity"], fields_from_json(meta["fields"]),
                                       fields_from_json(meta["state"]), seed=0, **meta["params"])
 
-    def _restore_saved_state(self, path: str, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
+    def _restore_saved_state(self, path: str, meta: Metadata, arrays: Mapping[str, np.ndarray]) -> None:
         """Inverse of ``_saved_state`` on a freshly constructed buffer with the saved parameters.
 
         Shapes and dtypes were checked by ``_saved_layout``; here every table must be one that writes

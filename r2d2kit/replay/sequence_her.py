@@ -70,13 +70,13 @@ import math
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
-from r2d2kit._validation import check_positive_int
+from r2d2kit._validation import Seed, check_positive_int
 from r2d2kit.kernels import sequence_her as sequence_her_kernels
-from r2d2kit.replay.fields import FieldSpec, fields_from_json, fields_from_saved, parse_fields
+from r2d2kit.replay.fields import FieldDeclaration, Fields, FieldSpec, fields_from_json, fields_from_saved, parse_fields
 from r2d2kit.replay.goals import (
     DEFAULT_STRATEGY,
     GoalSelectionStrategy,
@@ -86,7 +86,7 @@ from r2d2kit.replay.goals import (
     call_goal_function,
     check_goal_functions,
 )
-from r2d2kit.replay.persistence import MAX_COUNT, SavedLayout, meta_field, meta_int
+from r2d2kit.replay.persistence import MAX_COUNT, JsonValue, Metadata, SavedLayout, meta_field, meta_int
 from r2d2kit.replay.protocol import DEFAULT_BETA
 from r2d2kit.replay.samplers import Sampler
 from r2d2kit.replay.sequence import SequenceReplayBuffer, row_specs
@@ -164,12 +164,13 @@ class SequenceHerReplayBuffer(HindsightBase, SequenceReplayBuffer):
 
     relabels_rewards = True  # sample() rewrites rewards for the goal it draws
 
-    def __init__(self, capacity: int, observation_spec: Any, goal_spec: Any, action_spec: Any = ((), "int64"),
-                 state: Mapping[str, Any] | None = None, *, compute_reward: RewardFn, burn_in: int,
+    def __init__(self, capacity: int, observation_spec: FieldDeclaration, goal_spec: FieldDeclaration,
+                 action_spec: FieldDeclaration = ((), "int64"),
+                 state: Fields | None = None, *, compute_reward: RewardFn, burn_in: int,
                  trace_length: int, n_step: int, period: int | None = None, max_sequences: int | None = None,
-                 n_sampled_goal: int = 4, goal_selection_strategy: Any = DEFAULT_STRATEGY,
+                 n_sampled_goal: int = 4, goal_selection_strategy: GoalSelectionStrategy | str = DEFAULT_STRATEGY,
                  sampler: str | Sampler = "proportional", alpha: float | None = None, eps: float | None = None,
-                 sort_every: int | None = None, initial_state: str = "stored", seed: Any = None,
+                 sort_every: int | None = None, initial_state: str = "stored", seed: Seed = None,
                  compute_terminated: RewardFn | None = None) -> None:
         check_goal_functions(compute_reward, compute_terminated)
         self.compute_terminated = compute_terminated
@@ -210,7 +211,7 @@ class SequenceHerReplayBuffer(HindsightBase, SequenceReplayBuffer):
                 + self._window_transitions.nbytes + self._table_origin.nbytes)
 
     @staticmethod
-    def flatten_obs(obs: Mapping[str, Any]) -> np.ndarray:
+    def flatten_obs(obs: Mapping[str, npt.ArrayLike]) -> np.ndarray:
         """``[N, obs_size + goal_size]``: each GoalEnv observation's ``observation`` then ``desired_goal``, flattened.
 
         The network's (and the builder's) per-step input; ``obs`` holds arrays with a leading batch
@@ -366,12 +367,12 @@ class SequenceHerReplayBuffer(HindsightBase, SequenceReplayBuffer):
         return spec
 
     # ------------------------------------------------------------------ persistence
-    def _params(self) -> dict[str, Any]:
+    def _params(self) -> dict[str, JsonValue]:
         params = super()._params()
         params.update(n_sampled_goal=self.n_sampled_goal, goal_selection_strategy=self.goal_selection_strategy.value)
         return params
 
-    def _saved_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    def _saved_state(self) -> tuple[dict[str, JsonValue], dict[str, np.ndarray]]:
         meta, arrays = super()._saved_state()
         sequences = min(self._sequences_written, self.max_sequences)
         meta["specs"] = {"observation": self._observation_spec.to_json(), "goal": self._goal_spec.to_json(),
@@ -393,7 +394,7 @@ class SequenceHerReplayBuffer(HindsightBase, SequenceReplayBuffer):
         return meta, arrays
 
     @classmethod
-    def _saved_row_specs(cls, path: str, meta: Mapping[str, Any]) -> dict[str, FieldSpec]:
+    def _saved_row_specs(cls, path: str, meta: Metadata) -> dict[str, FieldSpec]:
         """The row fields the saved ``specs`` give (the constructor's, not the parent's ``fields``)."""
         saved = fields_from_saved(path, meta_field(path, meta, "specs"), "specs")
         if set(saved) != {"observation", "goal", "action"}:
@@ -402,7 +403,7 @@ class SequenceHerReplayBuffer(HindsightBase, SequenceReplayBuffer):
         return row_specs(window_fields(saved))
 
     @classmethod
-    def _saved_layout(cls, path: str, meta: Mapping[str, Any]) -> SavedLayout:
+    def _saved_layout(cls, path: str, meta: Metadata) -> SavedLayout:
         layout = super()._saved_layout(path, meta)
         capacity = meta["capacity"]
         sequences = min(meta["sequences_written"], meta["params"]["max_sequences"])
@@ -415,12 +416,12 @@ class SequenceHerReplayBuffer(HindsightBase, SequenceReplayBuffer):
         return SavedLayout({**layout.arrays, **arrays}, preallocated)
 
     @classmethod
-    def _construct(cls, path: str, meta: Mapping[str, Any], **functions: Any) -> SequenceHerReplayBuffer:
+    def _construct(cls, path: str, meta: Metadata, **functions: RewardFn | None) -> SequenceHerReplayBuffer:
         specs = fields_from_json(meta["specs"])
         return cls._saved_constructor(path, meta["capacity"], specs["observation"], specs["goal"], specs["action"],
                                       fields_from_json(meta["state"]), seed=0, **functions, **meta["params"])
 
-    def _restore_saved_state(self, path: str, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
+    def _restore_saved_state(self, path: str, meta: Metadata, arrays: Mapping[str, np.ndarray]) -> None:
         super()._restore_saved_state(path, meta, arrays)
         self._restore_window_tables(path, arrays)
         self._restore_goal_table(path, arrays, meta["table_written"])

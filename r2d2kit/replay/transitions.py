@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
-from r2d2kit._validation import as_index_array
+from r2d2kit._validation import Seed, as_index_array
 from r2d2kit.replay.core import BufferCore
-from r2d2kit.replay.fields import RingStorage, fields_from_json, fields_from_saved, item_bytes
-from r2d2kit.replay.persistence import SavedLayout, meta_field, meta_int, meta_mapping
+from r2d2kit.replay.fields import Fields, RingStorage, fields_from_json, fields_from_saved, item_bytes
+from r2d2kit.replay.persistence import JsonValue, Metadata, SavedLayout, meta_field, meta_int, meta_mapping
 from r2d2kit.replay.protocol import DEFAULT_BETA
 from r2d2kit.replay.samplers import Sampler, make_sampler
 
@@ -41,9 +41,9 @@ class ReplayBuffer(BufferCore):
         >>> buf.update_priorities(batch["indices"], np.full(4, 2.0), batch["generations"])
     """
 
-    def __init__(self, capacity: int, fields: Mapping[str, Any], sampler: str | Sampler = "uniform", *,
+    def __init__(self, capacity: int, fields: Fields, sampler: str | Sampler = "uniform", *,
                  alpha: float | None = None, eps: float | None = None, sort_every: int | None = None,
-                 seed: Any = None) -> None:
+                 seed: Seed = None) -> None:
         self._storage = RingStorage(capacity, fields)
         super().__init__(make_sampler(sampler, self.capacity, alpha=alpha, eps=eps, sort_every=sort_every,
                                       dense=True), seed)
@@ -76,13 +76,13 @@ class ReplayBuffer(BufferCore):
         return spec
 
     # ----------------------------------------------------------------- writing
-    def add(self, **fields: Any) -> None:
+    def add(self, **fields: npt.ArrayLike) -> None:
         """Add one item: one keyword per field, each of exactly the field's shape."""
         batch = self._storage.check_item(fields)
         with self._lock:
             self._write(batch, 1)
 
-    def add_batch(self, **fields: Any) -> None:
+    def add_batch(self, **fields: npt.ArrayLike) -> None:
         """Add ``n`` items: one keyword per field, each of shape ``[n, *field_shape]``."""
         batch, count = self._storage.check_batch(fields)
         with self._lock:
@@ -125,18 +125,19 @@ class ReplayBuffer(BufferCore):
             self._record_draw(batch, indices, weights)
         return batch
 
-    def _checked_indices(self, indices: Any) -> np.ndarray:
+    def _checked_indices(self, indices: npt.ArrayLike) -> np.ndarray:
         return as_index_array("indices", indices, self._storage.size)
 
     # ----------------------------------------------------------------- persistence
-    def _saved_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    def _saved_state(self) -> tuple[dict[str, JsonValue], dict[str, np.ndarray]]:
         size = self._storage.size
-        meta = {"capacity": self.capacity, "params": self._sampler.params(), "position": self._storage.position,
-                "size": size, "fields": {name: spec.to_json() for name, spec in self._storage.specs.items()}}
+        fields: dict[str, JsonValue] = {name: spec.to_json() for name, spec in self._storage.specs.items()}
+        meta: dict[str, JsonValue] = {"capacity": self.capacity, "params": self._sampler.params(),
+                                      "position": self._storage.position, "size": size, "fields": fields}
         return meta, {f"field.{name}": array[:size] for name, array in self._storage.arrays.items()}
 
     @classmethod
-    def _saved_layout(cls, path: str, meta: Mapping[str, Any]) -> SavedLayout:
+    def _saved_layout(cls, path: str, meta: Metadata) -> SavedLayout:
         capacity = meta_int(path, meta, "capacity", 1)
         size = meta_int(path, meta, "size", 0, capacity)
         position = meta_int(path, meta, "position", 0, capacity - 1)
@@ -149,11 +150,11 @@ class ReplayBuffer(BufferCore):
         return SavedLayout({**arrays, **sampler.arrays}, capacity * item_bytes(specs) + sampler.preallocated_bytes)
 
     @classmethod
-    def _from_meta(cls, path: str, meta: Mapping[str, Any]) -> ReplayBuffer:
+    def _from_meta(cls, path: str, meta: Metadata) -> ReplayBuffer:  # type: ignore[override]  # no goal functions
         return cls._saved_constructor(path, meta["capacity"], fields_from_json(meta["fields"]), seed=0,
                                       **meta["params"])
 
-    def _restore_saved_state(self, path: str, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
+    def _restore_saved_state(self, path: str, meta: Metadata, arrays: Mapping[str, np.ndarray]) -> None:
         """Sizes were checked by ``_saved_layout``; the live slots must be exactly the stored items."""
         size, position, storage = meta["size"], meta["position"], self._storage
         if not (self._sampler.alive[:size].all() and len(self._sampler) == size):

@@ -22,8 +22,11 @@ misspelled hook would otherwise never run. Hooks must be quick: they run inside 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+# The trainer and the learner are typed Any: importing their classes here, even for type checking only, would close
+# an import cycle (the trainer imports this module), which tests/test_layout.py forbids.
 
 LEARNER_HOOKS = ("on_train_begin", "on_train_end", "on_step", "on_learner_begin", "on_learner_step",
                  "on_learner_end", "on_evaluation")
@@ -34,7 +37,7 @@ HOOKS = LEARNER_HOOKS + ACTOR_HOOKS
 class Callback:
     """Base class: every hook does nothing. A learner-side hook returning ``False`` stops the run."""
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
+    def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
         for name in vars(cls):
             if name.startswith("on_") and name not in HOOKS:
@@ -47,7 +50,7 @@ class Callback:
     def on_train_begin(self, trainer: Any) -> bool | None:
         """Before actors start (after a resume, counters already hold the restored values)."""
 
-    def on_train_end(self, trainer: Any, summary: dict) -> None:
+    def on_train_end(self, trainer: Any, summary: Mapping[str, object]) -> None:
         """After the final checkpoint, with the run summary (also after Ctrl-C or an early stop)."""
 
     def on_step(self, trainer: Any) -> bool | None:
@@ -56,13 +59,13 @@ class Callback:
     def on_learner_begin(self, learner: Any) -> bool | None:
         """Just before the first gradient update of this run (replay warm-up is over)."""
 
-    def on_learner_step(self, learner: Any, metrics: dict) -> bool | None:
+    def on_learner_step(self, learner: Any, metrics: Mapping[str, float]) -> bool | None:
         """After every gradient update; ``metrics`` holds ``loss``, ``q_mean`` and ``updates``."""
 
     def on_learner_end(self, learner: Any) -> None:
         """After the last gradient update of this run."""
 
-    def on_evaluation(self, trainer: Any, row: dict) -> bool | None:
+    def on_evaluation(self, trainer: Any, row: Mapping[str, float]) -> bool | None:
         """After each greedy evaluation, with the row written to ``metrics.csv``."""
 
     # --- actor's process
@@ -92,7 +95,7 @@ class CallbackList(Callback):
         return CallbackList([c for c in self.callbacks
                              if any(getattr(type(c), h) is not getattr(Callback, h) for h in ACTOR_HOOKS)])
 
-    def _call(self, hook: str, *args: Any) -> bool | None:
+    def _call(self, hook: str, *args: object) -> bool | None:
         keep_going = True
         for callback in self.callbacks:
             if getattr(callback, hook)(*args) is False:
@@ -103,7 +106,7 @@ class CallbackList(Callback):
     def on_train_begin(self, trainer: Any) -> bool | None:
         return self._call("on_train_begin", trainer)
 
-    def on_train_end(self, trainer: Any, summary: dict) -> None:
+    def on_train_end(self, trainer: Any, summary: Mapping[str, object]) -> None:
         self._call("on_train_end", trainer, summary)
 
     def on_step(self, trainer: Any) -> bool | None:
@@ -112,13 +115,13 @@ class CallbackList(Callback):
     def on_learner_begin(self, learner: Any) -> bool | None:
         return self._call("on_learner_begin", learner)
 
-    def on_learner_step(self, learner: Any, metrics: dict) -> bool | None:
+    def on_learner_step(self, learner: Any, metrics: Mapping[str, float]) -> bool | None:
         return self._call("on_learner_step", learner, metrics)
 
     def on_learner_end(self, learner: Any) -> None:
         self._call("on_learner_end", learner)
 
-    def on_evaluation(self, trainer: Any, row: dict) -> bool | None:
+    def on_evaluation(self, trainer: Any, row: Mapping[str, float]) -> bool | None:
         return self._call("on_evaluation", trainer, row)
 
     def on_actor_begin(self, actor_id: int) -> None:

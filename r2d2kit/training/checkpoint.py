@@ -91,7 +91,8 @@ def save_checkpoint(run_dir: str | os.PathLike, learner, state: dict[str, Any], 
         learner.online.model.save_weights(str(tmp / "online.weights.h5"))
         learner.target.model.save_weights(str(tmp / "target.weights.h5"))
         variables = learner.optimizer.variables
-        np.savez(tmp / "optimizer.npz", **{f"v{i:04d}": np.asarray(v.numpy()) for i, v in enumerate(variables)})
+        optimizer_arrays = {f"v{i:04d}": np.asarray(v.numpy()) for i, v in enumerate(variables)}
+        np.savez(tmp / "optimizer.npz", allow_pickle=False, **optimizer_arrays)
         (tmp / "state.json").write_text(json.dumps(dict(state, optimizer_variables=[v.path for v in variables]),
                                                    indent=2))
         if replay is not None:

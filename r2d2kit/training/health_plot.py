@@ -37,13 +37,13 @@ def plot_health(run_dirs: Sequence[str | Path], path: str | Path, labels: Sequen
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    run_dirs = [Path(run_dir) for run_dir in run_dirs]
-    labels = list(labels) if labels else [run_dir.name for run_dir in run_dirs]
+    run_paths = [Path(run_dir) for run_dir in run_dirs]
+    labels = list(labels) if labels else [run_path.name for run_path in run_paths]
     figure, axes = plt.subplots(3, 3, figsize=(16, 11), sharex=True)
     axes = axes.ravel()
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     styles = ("-", "--", ":")
-    for run_index, (run_dir, label) in enumerate(zip(run_dirs, labels)):
+    for run_index, (run_dir, label) in enumerate(zip(run_paths, labels)):
         colour = colours[run_index % len(colours)]
         evaluations = read_rows(run_dir / "metrics.csv")
         axes[0].plot([row["env_steps"] for row in evaluations], [row["eval_mean"] for row in evaluations],

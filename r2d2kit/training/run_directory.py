@@ -39,7 +39,7 @@ def run_path(run_dir: str | os.PathLike, *parts: str) -> Path:
     return path
 
 
-def check_run_directory(run_dir: str | os.PathLike) -> None:
+def check_run_directory(run_dir: str | os.PathLike[str]) -> None:
     """Refuse a run directory holding any link that leaves it (the links themselves are not followed)."""
     root = Path(run_dir).resolve()
     for folder, subfolders, files in os.walk(run_dir, followlinks=False):

@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 import yaml
 
@@ -91,13 +91,15 @@ def plot_trials(rows: Sequence[TrialRow], path: Path, title: str, last: int) -> 
     failed = sum(row.state == "fail" for row in rows)
     figure = Figure(figsize=(6.5, 4))
     axis = figure.subplots()
-    axis.plot([r.number for r in complete], [r.value for r in complete], "o", label="complete trial")
+    complete_values = [r.value for r in complete if r.value is not None]  # (all of them: the filter types them)
+    axis.plot([r.number for r in complete], complete_values, "o", label="complete trial")
     if pruned:
-        axis.plot([r.number for r in pruned], [r.value for r in pruned], "x", color="tab:red", markersize=8,
+        pruned_values = [r.value for r in pruned if r.value is not None]  # (all of them, typed)
+        axis.plot([r.number for r in pruned], pruned_values, "x", color="tab:red", markersize=8,
                   label="pruned (last evaluation)")
     best, numbers, bests = float("-inf"), [], []
-    for row in complete:
-        best = max(best, row.value)
+    for row, value in zip(complete, complete_values):
+        best = max(best, value)
         numbers.append(row.number)
         bests.append(best)
     if complete:
@@ -148,7 +150,7 @@ def write_outputs(study: optuna.Study, space: SearchSpace, out: Path, last: int)
     return f"{table}\nbest: trial {best.number}, value {best.value:.4g}; its config: {out / BEST}"
 
 
-def _replace(path: Path, write: Callable[[io.IOBase], object], binary: bool = False) -> None:
+def _replace(path: Path, write: Callable[[IO[Any]], object], binary: bool = False) -> None:
     """Write ``path`` through a temporary file in its folder, then move it into place in one step."""
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(temporary, "wb" if binary else "w", newline=None if binary else "") as handle:

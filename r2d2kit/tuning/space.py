@@ -28,7 +28,7 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
 import yaml
 
@@ -50,6 +50,7 @@ __all__ = ["Dimension", "SearchSpace", "SpaceError", "load_space", "default_spac
 # A value a config key may take, as YAML reads it.
 ConfigValue = bool | int | float | str | None | list | dict
 Number = int | float
+Scalar = bool | int | float | str | None  # what Optuna stores as a categorical choice
 
 RANGE_FIELDS = ("low", "high", "log", "step")
 CHOICE_FIELDS = ("choices",)
@@ -83,6 +84,7 @@ class Dimension:
         """Ask ``trial`` for this dimension's value (the config value, decoded)."""
         if self.choices is not None:
             return self.value(trial.suggest_categorical(self.key, list(self._optuna_choices())))
+        assert self.low is not None and self.high is not None  # a range has both bounds (load_space checks)
         if self.integer:
             return trial.suggest_int(self.key, int(self.low), int(self.high), step=int(self.step or 1), log=self.log)
         return trial.suggest_float(self.key, float(self.low), float(self.high), step=self.step, log=self.log)
@@ -117,9 +119,11 @@ class Dimension:
             entry["step"] = self.step
         return entry
 
-    def _optuna_choices(self) -> tuple[ConfigValue, ...]:
-        if all(_is_scalar(choice) for choice in self.choices):
-            return self.choices
+    def _optuna_choices(self) -> tuple[Scalar, ...]:
+        assert self.choices is not None  # called for a dimension of choices only
+        scalars = tuple(choice for choice in self.choices if _is_scalar(choice))
+        if len(scalars) == len(self.choices):
+            return scalars
         return tuple(_flow(choice) for choice in self.choices)
 
 
@@ -158,7 +162,7 @@ def with_values(data: Mapping[str, Mapping[str, ConfigValue]],
     result = {section: dict(keys) if isinstance(keys, Mapping) else keys for section, keys in data.items()}
     for path, value in values.items():
         *parents, key = path.split(".")
-        target = result
+        target: dict[str, Any] = result  # Any: a config's nesting depth is the data's
         for name in parents:
             child = target.get(name)
             target[name] = dict(child) if isinstance(child, Mapping) else {}
@@ -314,14 +318,14 @@ def _is_float_key(names: Sequence[str]) -> bool:
     return "float" in annotation
 
 
-def _get(data: Mapping[str, ConfigValue], path: str) -> ConfigValue:
-    value: ConfigValue = data
+def _get(data: Mapping[str, object], path: str) -> ConfigValue:
+    value: object = data
     for name in path.split("."):
         value = value.get(name) if isinstance(value, Mapping) else None
-    return value
+    return cast(ConfigValue, value)  # a value of a config read from YAML
 
 
-def _is_scalar(value: ConfigValue) -> bool:
+def _is_scalar(value: ConfigValue) -> TypeGuard[Scalar]:
     return value is None or isinstance(value, (bool, int, float, str))
 
 

@@ -19,6 +19,7 @@ import os
 import signal
 import sys
 import traceback
+from collections.abc import Mapping
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.synchronize import Event
@@ -96,7 +97,7 @@ class ReportEvaluations(Callback):
         """Stop after this step once the tuner asks (Ctrl-C at the tuner's console or to the tuner alone)."""
         return False if self.stop.is_set() else None
 
-    def on_evaluation(self, trainer: Trainer, row: dict[str, float]) -> bool | None:
+    def on_evaluation(self, trainer: Trainer, row: Mapping[str, float]) -> bool | None:
         """Report the evaluation and wait for the tuner's verdict; ``False`` (stop) when it prunes."""
         env_steps = int(row["env_steps"])
         step = env_steps // self.eval_every * self.eval_every
