@@ -98,8 +98,8 @@ def video_env_factory(config: TrainConfig) -> tuple[Callable[[], Any], float]:
                               "pygame-ce, which gymnasium's classic-control envs (CartPole) draw with") from None
         except NotImplementedError:
             raise ConfigError(f"{cannot}: its render() is not implemented; {fix}") from None
-        if frame is None or np.ndim(frame) != 3 or np.shape(frame)[-1] not in (3, 4):
-            returned = "None" if frame is None else f"an array of shape {np.shape(frame)}"
+        if not isinstance(frame, np.ndarray) or frame.ndim != 3 or frame.shape[-1] not in (3, 4):
+            returned = f"an array of shape {frame.shape}" if isinstance(frame, np.ndarray) else repr(frame)[:80]
             raise ConfigError(f"{cannot}: render() returned {returned}, not [height, width, 3] pixels; {fix}")
         fps = float(env.metadata.get("render_fps") or 20.0)
     finally:

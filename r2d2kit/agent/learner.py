@@ -12,6 +12,7 @@ from typing import Any
 
 import keras
 import numpy as np
+import numpy.typing as npt
 import tensorflow as tf
 
 from r2d2kit.agent.config import R2D2Config
@@ -145,7 +146,7 @@ class R2D2Learner:
             target.assign_add(tau * (online - target))  # Polyak step: target <- target + tau (online - target)
 
     # ------------------------------------------------------------------ public
-    def _inputs(self, batch: Mapping[str, Any]) -> dict[str, tf.Tensor]:
+    def _inputs(self, batch: Mapping[str, npt.ArrayLike]) -> dict[str, tf.Tensor]:
         keys = self.ROW_KEYS + self.state_keys
         missing = [key for key in keys if key not in batch]
         if missing:
@@ -156,7 +157,7 @@ class R2D2Learner:
         inputs["prev_action"] = tf.cast(inputs["prev_action"], tf.int32)
         return inputs
 
-    def gradients(self, batch: Mapping[str, Any]) -> tuple[float, list[np.ndarray]]:
+    def gradients(self, batch: Mapping[str, npt.ArrayLike]) -> tuple[float, list[np.ndarray]]:
         """Loss and gradients w.r.t. the online weights, without applying them (diagnostics, tests)."""
         inputs = self._inputs(batch)
         with tf.GradientTape() as tape:
@@ -165,7 +166,7 @@ class R2D2Learner:
         return float(loss), [np.zeros(v.shape) if g is None else g.numpy() for g, v in
                              zip(grads, self.online.model.trainable_variables)]
 
-    def train(self, batch: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    def train(self, batch: Mapping[str, npt.ArrayLike]) -> dict[str, np.ndarray]:
         """One update on a sampled batch (``SequenceReplayBuffer.sample`` output).
 
         Returns numpy ``loss``, ``abs_td`` ``[B, T]`` (0 on rows that are not transitions),

@@ -19,8 +19,8 @@ from the same state.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import TypedDict
 
 import keras
 import numpy as np
@@ -35,6 +35,21 @@ from r2d2kit.models.numpy_actor import NumpyForward, UnsupportedNetwork
 def _float32(x):
     """``x`` as float32: the recurrent state leaves the models in float32 under any dtype policy (no-op in float32)."""
     return x if x.dtype == "float32" else keras.ops.cast(x, "float32")
+
+
+class NetworkConfig(TypedDict):
+    """What a :class:`QNetwork` was built with (``network.config``): its constructor's arguments but the name."""
+
+    obs_shape: tuple[int, ...]
+    num_actions: int
+    encoder: ImageModel
+    obs_dtype: str
+    core: Core
+    core_units: int
+    dueling: bool
+    head_units: int
+    prev_action_reward: bool
+    layer_norm: bool
 
 
 class QNetwork:
@@ -70,10 +85,10 @@ class QNetwork:
                  name: str = "online") -> None:
         if not isinstance(num_actions, (int, np.integer)) or num_actions < 1:
             raise ValueError(f"num_actions must be a positive int, got {num_actions!r}")
-        self.config = dict(obs_shape=tuple(obs_shape), num_actions=int(num_actions), encoder=encoder or MLPModel(),
-                           obs_dtype=str(np.dtype(obs_dtype)), core=core, core_units=int(core_units),
-                           dueling=bool(dueling), head_units=int(head_units),
-                           prev_action_reward=bool(prev_action_reward), layer_norm=bool(layer_norm))
+        self.config = NetworkConfig(obs_shape=tuple(obs_shape), num_actions=int(num_actions),
+                                    encoder=encoder or MLPModel(), obs_dtype=str(np.dtype(obs_dtype)), core=core,
+                                    core_units=int(core_units), dueling=bool(dueling), head_units=int(head_units),
+                                    prev_action_reward=bool(prev_action_reward), layer_norm=bool(layer_norm))
         self.obs_shape = tuple(obs_shape)
         self.obs_dtype = str(np.dtype(obs_dtype))
         self.num_actions = int(num_actions)
@@ -194,8 +209,10 @@ class QNetwork:
 
     def clone(self, name: str = "target") -> QNetwork:
         """A network of the same architecture with its own weights (e.g. the target network)."""
-        config = dict(self.config)
-        return QNetwork(config.pop("obs_shape"), config.pop("num_actions"), config.pop("encoder"), name=name, **config)
+        c = self.config
+        return QNetwork(c["obs_shape"], c["num_actions"], c["encoder"], obs_dtype=c["obs_dtype"], core=c["core"],
+                        core_units=c["core_units"], dueling=c["dueling"], head_units=c["head_units"],
+                        prev_action_reward=c["prev_action_reward"], layer_norm=c["layer_norm"], name=name)
 
     def copy_weights_from(self, other: QNetwork) -> None:
         """Set every weight to ``other``'s (same architecture)."""
@@ -254,7 +271,7 @@ class StatefulActor:
         self._state = network.zero_state(self.num_envs)  # [E, *shape] per state tensor
         self._numpy: NumpyForward | None = None
         self._model: keras.Model | None = None
-        self._step: Any = None
+        self._step: Callable[..., tuple[tf.Tensor, tuple[tf.Tensor, ...]]] | None = None
         self._stale = False  # weights changed since the numpy copy was read (refresh_weights)
         self.backend_reason = "backend='keras' asked for" if backend == "keras" else ""
         if backend != "keras":
@@ -283,7 +300,7 @@ class StatefulActor:
                                       name=f"{network.name}_actor")
         return self._model
 
-    def _compile_keras_step(self) -> Any:
+    def _compile_keras_step(self) -> Callable[..., tuple[tf.Tensor, tuple[tf.Tensor, ...]]]:
         model = self.model
         envs = self.num_envs
         state_signature = tuple(tf.TensorSpec((envs,) + field.shape, field.dtype)
@@ -299,7 +316,7 @@ class StatefulActor:
         return step
 
     # ------------------------------------------------------------------ public
-    def q_values(self, obs: Any, prev_action: Any, prev_reward: Any) -> np.ndarray:
+    def q_values(self, obs: npt.ArrayLike, prev_action: npt.ArrayLike, prev_reward: npt.ArrayLike) -> np.ndarray:
         """Q-values ``[num_envs, A]`` for one step; advances the recurrent state of every env."""
         obs = np.asarray(obs, dtype=self.network.obs_dtype)
         prev_action = np.asarray(prev_action).astype(np.int32, copy=False)
@@ -312,7 +329,10 @@ class StatefulActor:
         if prev_action.min() < 0 or prev_action.max() >= self.network.num_actions:
             raise ValueError(f"q_values: prev_action {prev_action.tolist()} outside [0, {self.network.num_actions})")
         if self._numpy is None:
-            q, state = self._step(obs, prev_action, prev_reward, self._state)
+            step = self._step
+            if step is None:
+                raise RuntimeError("an actor without a numpy forward compiles its Keras step when it is made")
+            q, state = step(obs, prev_action, prev_reward, self._state)
             self._state = tuple(part.numpy() for part in state)
             return q.numpy()
         if self.follow_weights or self._stale:
@@ -360,7 +380,7 @@ class StatefulActor:
                                  f"{(self.num_envs,) + field.shape}")
         self._state = parts
 
-    def reset(self, mask: Any = None) -> None:
+    def reset(self, mask: npt.ArrayLike | None = None) -> None:
         """Zero the state of envs where ``mask`` is true (all envs if ``mask`` is None); no work if none is."""
         if mask is None:
             self._state = self.network.zero_state(self.num_envs)

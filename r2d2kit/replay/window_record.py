@@ -19,9 +19,9 @@ The recurrent state's fields come from the network's state spec (``models/cores.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 STEP_FIELDS = ("obs", "action")  # given with every step (their spaces are the user's); prev_action follows action
 # one row as SequenceBuilder keeps it until its windows are cut (mask and obs_mask are computed then)
@@ -42,9 +42,11 @@ def record_names() -> frozenset[str]:
     return frozenset(STEP_FIELDS) | {"prev_action"} | set(ROW_FLAGS) | {ROW_MASK} | set(WINDOW_IDS)
 
 
-def window_fields(length: int, obs: tuple[tuple[int, ...], Any], action: tuple[tuple[int, ...], Any],
-                  state: Mapping[str, tuple[tuple[int, ...], Any]] | None = None,
-                  extras: Mapping[str, tuple[tuple[int, ...], Any]] | None = None
+FieldLayout = tuple[tuple[int, ...], npt.DTypeLike]  # (shape, dtype) of one field
+
+
+def window_fields(length: int, obs: FieldLayout, action: FieldLayout, state: Mapping[str, FieldLayout] | None = None,
+                  extras: Mapping[str, FieldLayout] | None = None
                   ) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
     """Shape and dtype of every field of one window of ``length`` rows.
 
@@ -53,8 +55,8 @@ def window_fields(length: int, obs: tuple[tuple[int, ...], Any], action: tuple[t
         state: the window's recurrent state, ``{state_<name>: (shape, dtype)}`` (``models.cores.state_fields``).
         extras: more per-row fields, ``{name: (row shape, dtype)}``.
     """
-    rows: dict[str, tuple[tuple[int, ...], Any]] = {"obs": obs, "action": action, "prev_action": action, **ROW_FLAGS,
-                                                    ROW_MASK: ((), "bool")}
+    rows: dict[str, FieldLayout] = {"obs": obs, "action": action, "prev_action": action, **ROW_FLAGS,
+                                    ROW_MASK: ((), "bool")}
     fields = {name: ((length,) + tuple(shape), np.dtype(dtype)) for name, (shape, dtype) in rows.items()}
     fields.update({name: ((), np.dtype(dtype)) for name, dtype in WINDOW_IDS.items()})
     for name, (shape, dtype) in (state or {}).items():

@@ -15,23 +15,39 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from r2d2kit._validation import Seed
 from r2d2kit.agent.config import R2D2Config
 from r2d2kit.replay import SequenceHerReplayBuffer, SequenceReplayBuffer
+from r2d2kit.replay.protocol import RewardFn
 from r2d2kit.replay.samplers import PARAMETERS as SAMPLER_PARAMETERS
-from r2d2kit.training.config import ConfigError, TrainConfig
+from r2d2kit.training.config import ConfigError, HerConfig, TrainConfig
+
+if TYPE_CHECKING:  # the heavy modules are imported where they are used
+    import gymnasium as gym
+    import numpy as np
+
+    from r2d2kit.agent.learner import R2D2Learner
+    from r2d2kit.models.encoders import ImageModel
+    from r2d2kit.models.qnetwork import QNetwork
+    from r2d2kit.runners.callbacks import CallbackList
+    from r2d2kit.runners.pool import ActorPool, Incarnations
+    from r2d2kit.spaces import ObservationLayout
 
 
-def _import(spec: str, what: str) -> Any:
+def _import(spec: str, what: str) -> Callable[..., object]:
     module_name, _, attribute = spec.partition(":")
     try:
-        return getattr(importlib.import_module(module_name), attribute)
+        found = getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError) as error:
         raise ConfigError(f"{what} {spec!r} cannot be imported: {error}") from None
+    if not callable(found):
+        raise ConfigError(f"{what} {spec!r} is a {type(found).__name__}, not a class or function")
+    return found
 
 
-def make_env(config: TrainConfig) -> Any:
+def make_env(config: TrainConfig) -> gym.Env:
     """One env: ``gymnasium.make(env.id, **env.kwargs)`` with ``env.wrappers`` applied in order, then
     :func:`r2d2kit.spaces.wrap_spaces` (non-Box observations -> stored codes, MultiDiscrete actions
     -> one Discrete), so actors, replay and evaluation all see the same spaces.
@@ -50,7 +66,12 @@ def make_env(config: TrainConfig) -> Any:
     ensure_registered(config.env.id)
     env = gym.make(config.env.id, **config.env.kwargs)
     for wrapper in config.env.wrappers:
-        env = _import(wrapper, "env.wrappers entry")(env)
+        wrapped = _import(wrapper, "env.wrappers entry")(env)
+        if not isinstance(wrapped, gym.Env):
+            env.close()
+            raise ConfigError(f"env.wrappers entry {wrapper!r} returned a {type(wrapped).__name__}, not a gymnasium "
+                              "Env: a wrapper takes the env and returns the wrapped env")
+        env = wrapped
     try:
         return wrap_spaces(env)
     except UnsupportedSpaceError as error:
@@ -59,7 +80,7 @@ def make_env(config: TrainConfig) -> Any:
         raise ConfigError(f"env.id {config.env.id!r}{wrapped}: {error}") from None
 
 
-def build_encoder(config: TrainConfig) -> Any:
+def build_encoder(config: TrainConfig) -> ImageModel:
     """The encoder named by ``model.encoder``: mlp, dqn, r2d3, minatar, minigrid, or ``package.module:Class``."""
     from r2d2kit.models import (
         DQNImageModel,
@@ -71,9 +92,11 @@ def build_encoder(config: TrainConfig) -> Any:
     )
 
     name = config.model.encoder
-    builtins = {"mlp": lambda: MLPModel(tuple(config.model.hidden), input_scale=config.model.input_scale),
-                "dqn": DQNImageModel, "r2d3": R2D3ImageModel, "minatar": MinAtarImageModel,
-                "minigrid": MiniGridImageModel}
+    scale = config.model.input_scale
+    input_scale = tuple(scale) if isinstance(scale, list) else scale
+    builtins: dict[str, Callable[[], ImageModel]] = {
+        "mlp": lambda: MLPModel(tuple(config.model.hidden), input_scale=input_scale), "dqn": DQNImageModel,
+        "r2d3": R2D3ImageModel, "minatar": MinAtarImageModel, "minigrid": MiniGridImageModel}
     if name in builtins:
         return builtins[name]()
     if ":" not in name:
@@ -88,10 +111,10 @@ def build_encoder(config: TrainConfig) -> Any:
                           "it as Class(): give every constructor argument a default") from None
 
 
-def observation_layout(config: TrainConfig) -> Any:
+def observation_layout(config: TrainConfig) -> ObservationLayout | None:
     """The :class:`~r2d2kit.spaces.ObservationLayout` of the configured env, or ``None`` for a Box
     observation space (fed to the encoder as it is). Makes one env, so it also checks the config
-    against the env's spaces (``python -m r2d2kit.train`` calls it before it builds anything).
+    against the env's spaces without building a network.
 
     Raises:
         ConfigError: an unsupported observation or action space, or a ``model`` section that cannot
@@ -107,20 +130,26 @@ def observation_layout(config: TrainConfig) -> Any:
 class EnvSpaces:
     """What the network and the replay need to know of the env, read once from a probe env."""
 
-    observation_space: Any
-    action_space: Any
-    layout: Any  # the ObservationLayout of a non-Box observation space (stored as codes), else None
+    observation_space: gym.spaces.Box  # what the network reads: the env's Box, or the codes of another space
+    action_space: gym.spaces.Discrete  # wrap_spaces makes every supported action space one Discrete
+    layout: ObservationLayout | None  # a non-Box observation space's (stored as codes), else None
 
 
-def _spaces_of(env: Any) -> EnvSpaces:
+def _spaces_of(env: gym.Env) -> EnvSpaces:
+    import gymnasium as gym
+
     try:
         layout = env.get_wrapper_attr("observation_layout")
     except AttributeError:  # a Box observation space: no codes
         layout = None
-    return EnvSpaces(env.observation_space, env.action_space, layout)
+    observation, action = env.observation_space, env.action_space
+    if not isinstance(observation, gym.spaces.Box) or not isinstance(action, gym.spaces.Discrete):
+        raise TypeError(f"r2d2kit.spaces.wrap_spaces left the spaces {observation} and {action}, not a Box and a "
+                        "Discrete (a bug: please report it)")
+    return EnvSpaces(observation, action, layout)
 
 
-def _probe(config: TrainConfig) -> tuple[Any, Any, Any]:
+def _probe(config: TrainConfig) -> tuple[gym.spaces.Box, gym.spaces.Discrete, ObservationLayout | None]:
     """(observation space, action space, observation layout or None) of one env made and closed."""
     probe = make_env(config)
     spaces = _spaces_of(probe)
@@ -135,16 +164,16 @@ class GoalReward:
 
     observation_size: int
     goal_size: int
-    compute_reward: Callable[..., Any]
-    compute_terminated: Callable[..., Any] | None  # None: the env has none (stored flags are kept)
-    env: Any  # the env compute_reward belongs to; close() it when done
+    compute_reward: RewardFn
+    compute_terminated: RewardFn | None  # None: the env has none (stored flags are kept)
+    env: gym.Env  # the env compute_reward belongs to; close() it when done
 
     def close(self) -> None:
         """Close the env behind ``compute_reward``."""
         self.env.close()
 
 
-def goal_reward(config: TrainConfig, env: Any = None) -> GoalReward:
+def goal_reward(config: TrainConfig, env: gym.Env | None = None) -> GoalReward:
     """The :class:`GoalReward` of the configured env (``replay.her`` needs one), bound to ``env`` (one made
     from the config; a new one if None), which it keeps open.
 
@@ -172,7 +201,7 @@ def goal_reward(config: TrainConfig, env: Any = None) -> GoalReward:
                       compute_terminated if callable(compute_terminated) else None, env)
 
 
-def build_network(config: TrainConfig, spaces: EnvSpaces | None = None) -> Any:
+def build_network(config: TrainConfig, spaces: EnvSpaces | None = None) -> QNetwork:
     """The online :class:`~r2d2kit.models.QNetwork` for the configured env (its ``spaces``; probed from a new
     env if None) and model; for a non-Box observation space the encoder is wrapped in
     :class:`~r2d2kit.models.code_encoding.CodeEncoder`."""
@@ -213,7 +242,7 @@ def build_network(config: TrainConfig, spaces: EnvSpaces | None = None) -> Any:
 CONV_ENCODERS = ("dqn", "r2d3", "minatar", "minigrid")  # built-ins that convolve images
 
 
-def _check_encoder_for_codes(config: TrainConfig, layout: Any) -> None:
+def _check_encoder_for_codes(config: TrainConfig, layout: ObservationLayout) -> None:
     """The encoder of a non-Box observation gets a flat vector of ``layout.encoded_size`` entries."""
     where = (f"env.id {config.env.id!r} observes {layout.space}, which the network gets as a vector of "
              f"{layout.encoded_size} entries (one-hots and values, see r2d2kit.spaces)")
@@ -231,7 +260,7 @@ def _priority_exponent(config: R2D2Config, sampler: str) -> float | None:
     return config.priority_exponent if "alpha" in SAMPLER_PARAMETERS[sampler] else None
 
 
-def make_sequence_replay(network: Any, config: R2D2Config, capacity: int, *, seed: Any = None,
+def make_sequence_replay(network: QNetwork, config: R2D2Config, capacity: int, *, seed: Seed = None,
                          initial_state: str = "stored", sampler: str = "proportional") -> SequenceReplayBuffer:
     """The replay an :class:`R2D2Learner` of ``network`` samples from.
 
@@ -249,9 +278,9 @@ def make_sequence_replay(network: Any, config: R2D2Config, capacity: int, *, see
         initial_state=initial_state, seed=seed)
 
 
-def make_sequence_her_replay(network: Any, config: R2D2Config, capacity: int, *, observation_size: int,
-                             goal_size: int, compute_reward: Any, compute_terminated: Any = None,
-                             n_sampled_goal: int = 4, goal_selection_strategy: str = "future", seed: Any = None,
+def make_sequence_her_replay(network: QNetwork, config: R2D2Config, capacity: int, *, observation_size: int,
+                             goal_size: int, compute_reward: RewardFn, compute_terminated: RewardFn | None = None,
+                             n_sampled_goal: int = 4, goal_selection_strategy: str = "future", seed: Seed = None,
                              initial_state: str = "stored", sampler: str = "proportional") -> SequenceHerReplayBuffer:
     """:func:`make_sequence_replay` for a goal env: windows relabelled in hindsight at sample time.
 
@@ -274,20 +303,28 @@ def make_sequence_her_replay(network: Any, config: R2D2Config, capacity: int, *,
         initial_state=initial_state, seed=seed)
 
 
-def relabel_terminated(config: TrainConfig, goal: GoalReward) -> Callable[..., Any] | None:
+def her_config(config: TrainConfig) -> HerConfig:
+    """``replay.her`` of a config that has it (a ``HerConfig`` once the config is built)."""
+    her = config.replay.her
+    if not isinstance(her, HerConfig):
+        raise ValueError("the config has no replay.her section: it does not relabel goals")
+    return her
+
+
+def relabel_terminated(config: TrainConfig, goal: GoalReward) -> RewardFn | None:
     """The ``compute_terminated`` relabelled rows use: the env's with ``replay.her.terminate_on_goal``, else None
     (the stored flags are kept). A new replay and a loaded one must get the same, or the targets change."""
-    return goal.compute_terminated if config.replay.her.terminate_on_goal else None
+    return goal.compute_terminated if her_config(config).terminate_on_goal else None
 
 
-def make_replay(config: TrainConfig, network: Any, goal: GoalReward | None, seed: int) -> SequenceReplayBuffer:
+def make_replay(config: TrainConfig, network: QNetwork, goal: GoalReward | None, seed: int) -> SequenceReplayBuffer:
     """The run's replay: :func:`make_sequence_replay`, or with ``replay.her`` (``goal`` from
     :func:`goal_reward`) :func:`make_sequence_her_replay` relabelling with the env's goal functions."""
     if goal is None:
         return make_sequence_replay(network, config.learner, config.replay.capacity,
                                     initial_state=config.replay.initial_state, sampler=config.replay.sampler,
                                     seed=seed)
-    her = config.replay.her
+    her = her_config(config)
     return make_sequence_her_replay(
         network, config.learner, config.replay.capacity, observation_size=goal.observation_size,
         goal_size=goal.goal_size, compute_reward=goal.compute_reward,
@@ -317,7 +354,7 @@ def load_replay(config: TrainConfig, goal: GoalReward | None, path: Path) -> Seq
                                             compute_terminated=relabel_terminated(config, goal))
     except ValueError as error:
         if "compute_terminated" in str(error):
-            saved = not config.replay.her.terminate_on_goal
+            saved = not her_config(config).terminate_on_goal
             raise CheckpointError(f"{path} was saved with replay.her.terminate_on_goal={str(saved).lower()}, the "
                                   f"config says {str(not saved).lower()}: the targets of relabelled windows would "
                                   f"change. Resume with the config the run was started with") from None
@@ -334,13 +371,13 @@ class RunParts:
 
     config: TrainConfig
     spaces: EnvSpaces
-    network: Any  # the online QNetwork; the learner owns it and its target
-    learner: Any  # R2D2Learner, restored from the checkpoint when resuming
+    network: QNetwork  # the online network; the learner owns it and its target
+    learner: R2D2Learner  # restored from the checkpoint when resuming
     goal: GoalReward | None  # replay.her's goal functions (close() it when done), else None
     replay: SequenceReplayBuffer
     state: dict[str, Any]  # the checkpoint's counters when resuming, else {}
 
-    def make_env(self) -> Any:
+    def make_env(self) -> gym.Env:
         """One env of the run (what actors and evaluations step)."""
         return make_env(self.config)
 
@@ -349,7 +386,7 @@ class RunParts:
         if self.goal is not None:
             self.goal.close()
 
-    def start_actors(self, epsilons: Any, incarnations: Any, callbacks: Any) -> Any:
+    def start_actors(self, epsilons: np.ndarray, incarnations: Incarnations, callbacks: CallbackList) -> ActorPool:
         """The :class:`~r2d2kit.runners.pool.ActorPool` of ``actors.runner``, started: acting in this process with
         the run's network (local), or in spawned processes / Ray actors that rebuild the env and the network
         from the config and take published weights.
@@ -363,23 +400,31 @@ class RunParts:
         import functools
 
         cfg, actors = self.config, self.config.actors
-        factories = (functools.partial(make_env, cfg), functools.partial(build_network, cfg), self.network, cfg.learner)
-        common = dict(epsilons=epsilons, incarnations=incarnations, extras=row_extras(self.goal))
+        env_factory = functools.partial(make_env, cfg)
+        network_factory = functools.partial(build_network, cfg)
+        extras = row_extras(self.goal)
         if actors.runner == "local":
             from r2d2kit.runners.local import LocalActors
 
-            return LocalActors(*factories, callbacks=callbacks, **common)
-        pooled = dict(common, callbacks=callbacks.for_actors(), num_actors=actors.num_actors,
-                      envs_per_actor=cfg.env.num_envs, publish_every=actors.publish_every, threads=actors.threads,
-                      max_restarts=actors.max_restarts)
+            return LocalActors(env_factory, network_factory, self.network, cfg.learner, epsilons=epsilons,
+                               incarnations=incarnations, callbacks=callbacks, extras=extras)
         if actors.runner == "ray":
             from r2d2kit.runners.ray_actors import RayActors
 
-            return RayActors(*factories, steps_per_batch=actors.steps_per_batch, address=actors.ray_address,
-                             num_cpus=actors.ray_num_cpus, cpus_per_actor=actors.cpus_per_actor, **pooled)
+            return RayActors(env_factory, network_factory, self.network, cfg.learner, epsilons=epsilons,
+                             incarnations=incarnations, callbacks=callbacks.for_actors(), extras=extras,
+                             num_actors=actors.num_actors, envs_per_actor=cfg.env.num_envs,
+                             publish_every=actors.publish_every, threads=actors.threads,
+                             max_restarts=actors.max_restarts, steps_per_batch=actors.steps_per_batch,
+                             address=actors.ray_address, num_cpus=actors.ray_num_cpus,
+                             cpus_per_actor=actors.cpus_per_actor)
         from r2d2kit.runners.processes import ProcessActors
 
-        return ProcessActors(*factories, ring_capacity=actors.ring_capacity, **pooled)
+        return ProcessActors(env_factory, network_factory, self.network, cfg.learner, epsilons=epsilons,
+                             incarnations=incarnations, callbacks=callbacks.for_actors(), extras=extras,
+                             num_actors=actors.num_actors, envs_per_actor=cfg.env.num_envs,
+                             publish_every=actors.publish_every, threads=actors.threads,
+                             max_restarts=actors.max_restarts, ring_capacity=actors.ring_capacity)
 
 
 def build_run(config: TrainConfig, checkpoint: Path | None = None) -> RunParts:

@@ -247,7 +247,8 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
 
-SECTIONS = {f.name: f.default_factory for f in dataclasses.fields(TrainConfig)}
+# each section's name and dataclass (the field's type: its default_factory builds one)
+SECTIONS: dict[str, type] = dict(typing.get_type_hints(TrainConfig))
 
 
 def _nearest(name: str, options: Sequence[str], cutoff: float = 0.5) -> str:
@@ -381,7 +382,7 @@ def _check_yaml_size(data: Any, where: str) -> None:
             pending.extend((item, depth + 1) for item in value)
 
 
-def apply_overrides(data: dict, overrides: Sequence[str], source: str = "--set") -> dict:
+def apply_overrides(data: Mapping[str, Any], overrides: Sequence[str], source: str = "--set") -> dict[str, Any]:
     """Apply ``section.key=value`` strings (value parsed as YAML) to a nested dict, in order.
 
     Section and key names are checked here, so that a typo is reported as the override's, not the file's.
@@ -425,8 +426,8 @@ def check_key_path(where: str, path: str) -> list[str]:
 def _check_name(where: str, section: Any, key: Any = None) -> None:
     """Refuse an unknown section (or an unknown key of a known one), naming the nearest valid name."""
     if section not in SECTIONS:
-        raise ConfigError(f"{where}: unknown section {section!r}; {_nearest(str(section), SECTIONS)}valid sections "
-                          f"are {list(SECTIONS)}")
+        nearest = _nearest(str(section), list(SECTIONS))
+        raise ConfigError(f"{where}: unknown section {section!r}; {nearest}valid sections are {list(SECTIONS)}")
     fields = [f.name for f in dataclasses.fields(SECTIONS[section])]
     if key is not None and key not in fields:
         raise ConfigError(f"{where}: unknown key {section}.{key}; {_nearest(str(key), fields)}valid keys in "

@@ -33,7 +33,8 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -49,6 +50,9 @@ from r2d2kit.training.run_directory import check_run_directory, run_path
 
 # evaluations reset their envs with seed run.seed + EVAL_SEED_OFFSET + env steps: episodes no training
 # env plays, the same for every run of a seed (benchmarks evaluate peers on these episodes too)
+if TYPE_CHECKING:
+    from r2d2kit.runners.pool import ActorPool
+
 EVAL_SEED_OFFSET = 7919
 COUNTERS = ("env_steps", "updates", "episodes", "next_eval", "next_checkpoint", "next_log", "update_credit",
             "train_seconds", "actor_restarts", "next_source", "best_eval", "best_eval_env_steps")
@@ -96,7 +100,8 @@ class Trainer:
         self.network, self.learner, self.replay = self.parts.network, self.parts.learner, self.parts.replay
         self.goal = self.parts.goal  # hindsight relabelling: the env's compute_reward (achieved goals ride each row)
         self.make_env = self.parts.make_env
-        self.counters = {name: 0 for name in COUNTERS}
+        # ints, but the update credit and the seconds (floats) and the best evaluation (None until one)
+        self.counters: dict[str, Any] = {name: 0 for name in COUNTERS}
         self.counters.update(next_eval=config.run.eval_every, next_checkpoint=config.checkpoints.every_env_steps,
                              next_log=config.logging.log_every, update_credit=0.0, train_seconds=0.0,
                              best_eval=None, best_eval_env_steps=None)
@@ -117,7 +122,7 @@ class Trainer:
         self.eval_actor = (self.network.actor(min(config.run.eval_episodes, MAX_EVAL_ENVS))
                            if config.run.eval_every else None)
         self.stopped_by: str | None = None
-        self.actors: Any = None
+        self.actors: ActorPool | None = None
         self._window = _Window()
         self._recent_returns: deque[float] = deque(maxlen=100)
         self.update_statistics = UpdateStatistics(config.learner.max_gradient_norm)
@@ -126,7 +131,7 @@ class Trainer:
         self._trained_rows_at_log = 0.0
 
     # ------------------------------------------------------------------ pieces
-    def start_actors(self) -> Any:
+    def start_actors(self) -> ActorPool:
         """The actor pool this config describes (local, processes or Ray), started and ready to
         ``collect()``; the caller closes it. :meth:`fit` uses it; so do benchmarks of the runners."""
         from r2d2kit.runners.pool import Incarnations
@@ -139,11 +144,11 @@ class Trainer:
         """End the run after the current step (final checkpoint, summary with ``stopped_by: reason``)."""
         self.stopped_by = self.stopped_by or reason
 
-    def request_stop(self, signum: int = signal.SIGINT, _frame: Any = None) -> None:
+    def request_stop(self, signum: int = signal.SIGINT, _frame: FrameType | None = None) -> None:
         """The SIGINT and SIGTERM handler: stop after the current step; a second signal aborts."""
         if self.stopped_by in STOP_SIGNALS.values():
             raise KeyboardInterrupt
-        self.stop(STOP_SIGNALS.get(signum, "Ctrl-C"))
+        self.stop(STOP_SIGNALS.get(signal.Signals(signum), "Ctrl-C"))
         print(f"\nstopping on {self.stopped_by}: finishing the current step and writing a final checkpoint "
               "(a second signal aborts)", file=sys.stderr, flush=True)
 
@@ -181,6 +186,9 @@ class Trainer:
 
     def _log_scalars(self) -> None:
         c, w = self.counters, self._window
+        actors = self.actors
+        if actors is None:
+            raise RuntimeError("_log_scalars runs inside fit(), once the actors have started")
         elapsed = max(time.perf_counter() - w.start, 1e-9)
         values = {
             "actors/env_steps_per_s": w.env_steps / elapsed, "learner/updates_per_s": w.updates / elapsed,
@@ -188,7 +196,7 @@ class Trainer:
             "learner/priority_mean": w.mean("priority"), "train/episode_return": w.mean("return"),
             "train/episode_length": w.mean("length"), "replay/sequences": len(self.replay),
             "replay/steps": self.replay.steps_stored, "actors/restarts": c["actor_restarts"],
-            "actors/weights_version": self.actors.weights_version, "actors/weight_lag": self.actors.weight_lag,
+            "actors/weights_version": actors.weights_version, "actors/weight_lag": actors.weight_lag,
         }
         values.update(self.update_statistics.summary())
         inserted = self.replay.rows_written - self._rows_at_log
