@@ -22,7 +22,8 @@ USER_CORE = "tests.models.three_state_cell:make"
 STATE_SHAPES = {"gru": {"state_h": (16,)}, USER_CORE: {"state_a": (16,), "state_b": (2,), "state_c": (3,)}}
 TINY = ["run.warmup_steps=200", "run.eval_every=300", "run.eval_episodes=8", "logging.progress=false",
         "logging.tensorboard=false", "checkpoints.every_env_steps=300", "checkpoints.save_replay=true",
-        "model.core_units=16", "actors.num_actors=1", "actors.steps_per_batch=25", "actors.publish_every=5"]
+        "model.core_units=16", "actors.num_actors=1", "actors.steps_per_batch=25", "actors.publish_every=5",
+        "learner.period=2"]  # windows start every 2 rows: most start after their episode's first row
 
 
 def config(core: str, runner: str, total: int):
@@ -49,9 +50,9 @@ def test_a_core_trains_through_every_runner_and_saves_resumes_and_evaluates(core
     first = Trainer(config(core, runner, 600), run_dir)
     summary = first.fit()
     assert summary["env_steps"] >= 600 and summary["updates"] > 0 and summary["runner"] == runner
-    batch = first.replay.sample(8)
+    batch = first.replay.sample(64)
     for key, shape in STATE_SHAPES[core].items():
-        assert batch[key].shape == (8,) + shape and np.abs(batch[key]).max() > 0  # stored, not zeros only
+        assert batch[key].shape == (64,) + shape and np.abs(batch[key]).max() > 0  # stored, not zeros only
     weights = [variable.numpy() for variable in first.learner.online.variables]
 
     resumed = Trainer(config(core, runner, 900), run_dir, resume=True)
