@@ -261,7 +261,7 @@ class SequenceBuilder:
         for time in range(start, start + self.length):
             rows.append(episode.rows[time - episode.first_row] if 0 <= time <= last_known else None)
         window: _Window = {"rows": rows, "env": env, "episode": episode.episode_id, "start": start,
-                  "transitions": -1 if episode.transitions is None else episode.transitions}
+                           "transitions": -1 if episode.transitions is None else episode.transitions}
         if episode.states:
             window["state"] = episode.states[first_real]
         return window
