@@ -22,7 +22,8 @@ USER_CORE = "tests.models.three_state_cell:make"
 STATE_SHAPES = {"gru": {"state_h": (16,)}, USER_CORE: {"state_a": (16,), "state_b": (2,), "state_c": (3,)}}
 TINY = ["run.warmup_steps=200", "run.eval_every=300", "run.eval_episodes=8", "logging.progress=false",
         "logging.tensorboard=false", "checkpoints.every_env_steps=300", "checkpoints.save_replay=true",
-        "model.core_units=16", "actors.num_actors=1", "actors.steps_per_batch=25", "actors.publish_every=5"]
+        "model.core_units=16", "actors.num_actors=1", "actors.steps_per_batch=25", "actors.publish_every=5",
+        "learner.period=3"]  # CueMemory episodes last 8 steps: windows must start mid-episode to store a non-zero state
 
 
 def config(core: str, runner: str, total: int):
