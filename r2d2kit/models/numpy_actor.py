@@ -34,8 +34,8 @@ process has loaded published weights).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 import keras
 import numpy as np
@@ -44,7 +44,60 @@ import tensorflow as tf
 from r2d2kit.models.code_encoding import CodeEncoder
 from r2d2kit.models.encoders import MLPModel
 
+if TYPE_CHECKING:
+    from numpy.typing import DTypeLike
+
+    from r2d2kit.models.cores import StateField
+
 __all__ = ["NumpyForward", "UnsupportedNetwork"]
+
+_Step = Callable[[list[np.ndarray], np.ndarray], np.ndarray]  # one layer's numpy forward: (weight values, x) -> y
+
+
+class ForwardNetwork(Protocol):
+    """What :class:`NumpyForward` reads of a :class:`~r2d2kit.models.QNetwork` (which imports this module, so it
+    cannot be imported here)."""
+
+    @property
+    def config(self) -> Mapping[str, object]: ...
+
+    @property
+    def obs_shape(self) -> tuple[int, ...]: ...
+
+    @property
+    def obs_dtype(self) -> DTypeLike: ...
+
+    @property
+    def num_actions(self) -> int: ...
+
+    @property
+    def core_units(self) -> int: ...
+
+    @property
+    def dueling(self) -> bool: ...
+
+    @property
+    def prev_action_reward(self) -> bool: ...
+
+    @property
+    def encoder(self) -> keras.Model: ...
+
+    @property
+    def cell(self) -> keras.layers.Layer: ...
+
+    @property
+    def core_norm(self) -> keras.layers.Layer | None: ...
+
+    @property
+    def value_layers(self) -> Sequence[keras.layers.Layer]: ...
+
+    @property
+    def advantage_layers(self) -> Sequence[keras.layers.Layer]: ...
+
+    @property
+    def model(self) -> keras.Model: ...
+
+    def state_spec(self) -> tuple[StateField, ...]: ...
 
 
 class UnsupportedNetwork(ValueError):
@@ -67,7 +120,7 @@ ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 }
 
 
-def _activation(layer: Any, key: str = "activation") -> Callable[[np.ndarray], np.ndarray]:
+def _activation(layer: keras.layers.Layer, key: str = "activation") -> Callable[[np.ndarray], np.ndarray]:
     name = layer.get_config().get(key)
     if not isinstance(name, str) or name not in ACTIVATIONS:
         raise UnsupportedNetwork(f"layer {layer.name!r}: {key} {name!r} (numpy forward knows {sorted(ACTIVATIONS)})")
@@ -78,11 +131,11 @@ class _Weights:
     """Keras variables read into numpy in one compiled call; ``add`` returns a slot for one of them."""
 
     def __init__(self) -> None:
-        self.variables: list[Any] = []
+        self.variables: list[keras.Variable] = []
         self.values: list[np.ndarray] = []
-        self._read: Any = None
+        self._read: Callable[[], tf.Tensor] | None = None  # set by compile
 
-    def add(self, variable: Any) -> int:
+    def add(self, variable: keras.Variable) -> int:
         self.variables.append(variable)
         return len(self.variables) - 1
 
@@ -90,14 +143,17 @@ class _Weights:
         variables = self.variables
 
         @tf.function(autograph=False)
-        def read_all():
+        def read_all() -> tf.Tensor:
             return tf.concat([tf.reshape(tf.convert_to_tensor(v), [-1]) for v in variables], axis=0)
 
         self._read = read_all
         self.refresh()
 
     def refresh(self) -> None:
-        flat = self._read().numpy()  # one call, one float32 vector of every weight used
+        read = self._read
+        if read is None:
+            raise RuntimeError("_Weights.refresh before compile")
+        flat = read().numpy()  # one call, one float32 vector of every weight used
         values, offset = [], 0
         for variable in self.variables:
             size = int(np.prod(variable.shape))
@@ -106,7 +162,7 @@ class _Weights:
         self.values = values
 
 
-def _dense(layer: Any, weights: _Weights) -> Callable[[list[np.ndarray], np.ndarray], np.ndarray]:
+def _dense(layer: keras.layers.Layer, weights: _Weights) -> _Step:
     if type(layer) is not keras.layers.Dense or getattr(layer, "lora_enabled", False):
         raise UnsupportedNetwork(f"layer {layer.name!r} ({type(layer).__name__}) is not a plain Dense layer")
     activation = _activation(layer)
@@ -117,7 +173,7 @@ def _dense(layer: Any, weights: _Weights) -> Callable[[list[np.ndarray], np.ndar
     return lambda w, x: activation(x @ w[kernel])
 
 
-def _layer_norm(layer: Any, weights: _Weights) -> Callable[[list[np.ndarray], np.ndarray], np.ndarray]:
+def _layer_norm(layer: keras.layers.Layer, weights: _Weights) -> _Step:
     config = layer.get_config()
     if type(layer) is not keras.layers.LayerNormalization or config.get("rms_scaling") or \
             list(np.atleast_1d(config.get("axis"))) != [-1]:
@@ -137,21 +193,21 @@ def _layer_norm(layer: Any, weights: _Weights) -> Callable[[list[np.ndarray], np
     return norm
 
 
-def _relu_layer(layer: Any, weights: _Weights) -> Callable[[list[np.ndarray], np.ndarray], np.ndarray]:
+def _relu_layer(layer: keras.layers.Layer, weights: _Weights) -> _Step:
     config = layer.get_config()
     if config.get("max_value") is not None or config.get("negative_slope") or config.get("threshold"):
         raise UnsupportedNetwork(f"layer {layer.name!r}: only a plain ReLU is supported")
     return lambda w, x: _relu(x)
 
 
-LAYERS: dict[type, Callable[[Any, _Weights], Callable[[list[np.ndarray], np.ndarray], np.ndarray]]] = {
+LAYERS: dict[type, Callable[[keras.layers.Layer, _Weights], _Step]] = {
     keras.layers.Dense: _dense,
     keras.layers.LayerNormalization: _layer_norm,
     keras.layers.ReLU: _relu_layer,
 }
 
 
-def _stack(layers: list, weights: _Weights) -> list[Callable[[list[np.ndarray], np.ndarray], np.ndarray]]:
+def _stack(layers: Sequence[keras.layers.Layer], weights: _Weights) -> list[_Step]:
     out = []
     for layer in layers:
         build = LAYERS.get(type(layer))
@@ -161,15 +217,16 @@ def _stack(layers: list, weights: _Weights) -> list[Callable[[list[np.ndarray], 
     return out
 
 
-def _run(stack: list, w: list[np.ndarray], x: np.ndarray) -> np.ndarray:
+def _run(stack: Sequence[_Step], w: list[np.ndarray], x: np.ndarray) -> np.ndarray:
     for layer in stack:
         x = layer(w, x)
     return x
 
 
-def _mlp_spec(network: Any) -> tuple[MLPModel, tuple[np.ndarray, np.ndarray] | None]:
+def _mlp_spec(network: ForwardNetwork) -> tuple[MLPModel, tuple[np.ndarray, np.ndarray] | None]:
     """The MLPModel behind the network's encoder and, for a CodeEncoder around it, its gather plan."""
-    spec, plan = network.config["encoder"], None
+    spec: object = network.config["encoder"]
+    plan: tuple[np.ndarray, np.ndarray] | None = None
     if type(spec) is CodeEncoder:
         source, category = spec.layout.encoding_plan()
         spec, plan = spec.encoder, (np.asarray(source, np.intp), np.asarray(category, np.float32))
@@ -179,7 +236,7 @@ def _mlp_spec(network: Any) -> tuple[MLPModel, tuple[np.ndarray, np.ndarray] | N
     return spec, plan
 
 
-def _encoder_dense_layers(network: Any, spec: MLPModel) -> list:
+def _encoder_dense_layers(network: ForwardNetwork, spec: MLPModel) -> list[keras.layers.Dense]:
     """The MLP encoder's Dense layers, in order; refused unless they hold every encoder weight."""
     dense = [layer for layer in _walk(network.encoder) if isinstance(layer, keras.layers.Dense)]
     units = [int(layer.units) for layer in dense]
@@ -193,7 +250,7 @@ def _encoder_dense_layers(network: Any, spec: MLPModel) -> list:
     return dense
 
 
-def _walk(layer: Any):
+def _walk(layer: keras.layers.Layer) -> Iterator[keras.layers.Layer]:
     """Every layer inside ``layer`` (nested models too), depth first. Encoders fold time into the
     batch, so no TimeDistributed wrapper hides a layer; any other weights are refused by the caller."""
     for child in getattr(layer, "layers", []):
@@ -214,7 +271,7 @@ class NumpyForward:
             and refuse the network if they differ (the guard against a misread layer).
     """
 
-    def __init__(self, network: Any, check: bool = True) -> None:
+    def __init__(self, network: ForwardNetwork, check: bool = True) -> None:
         self.network = network
         self.obs_shape, self.obs_dtype = tuple(network.obs_shape), np.dtype(network.obs_dtype)
         self.num_actions = int(network.num_actions)
@@ -229,7 +286,7 @@ class NumpyForward:
         if check:
             self.check_against_keras()
 
-    def _read_layers(self, network: Any, weights: _Weights) -> None:
+    def _read_layers(self, network: ForwardNetwork, weights: _Weights) -> None:
         spec, self._code_plan = _mlp_spec(network)  # first: refuses all but MLPModel
         self._encoder = _stack(_encoder_dense_layers(network, spec), weights)
         self._scale_uint8 = self.obs_dtype == np.uint8 and self._code_plan is None  # codes arrive as float32
@@ -241,7 +298,7 @@ class NumpyForward:
         self._advantage = _stack(list(network.advantage_layers), weights)
         self._value = _stack(list(network.value_layers), weights) if network.dueling else []
 
-    def _core_slots(self, cell: Any, weights: _Weights) -> tuple[int, int, int]:
+    def _core_slots(self, cell: keras.layers.Layer, weights: _Weights) -> tuple[int, int, int]:
         kind = type(cell)
         if kind not in (keras.layers.LSTMCell, keras.layers.GRUCell) or not cell.use_bias:
             raise UnsupportedNetwork(f"the recurrent cell {cell.name!r} ({kind.__name__}) is not a Keras LSTMCell "
@@ -262,7 +319,7 @@ class NumpyForward:
 
     # ------------------------------------------------------------------ public
     @property
-    def variables(self) -> list:
+    def variables(self) -> list[keras.Variable]:
         """The Keras variables this forward reads, in reading order."""
         return list(self._weights.variables)
 
@@ -290,6 +347,7 @@ class NumpyForward:
             x = x * self._input_scale
         x = _run(self._encoder, w, x.reshape(len(x), -1))  # [E, F]
         kernel, recurrent, bias = (w[slot] for slot in self._cell_slots)
+        next_state: tuple[np.ndarray, ...]
         if self._gru:
             next_state = self._gru_step(x, prev_action, prev_reward, state[0], kernel, recurrent, bias)
         else:
@@ -301,7 +359,8 @@ class NumpyForward:
         value = _run(self._value, w, hidden)  # [E, 1]
         return value + advantage - advantage.mean(axis=-1, keepdims=True), next_state
 
-    def _with_previous(self, z, prev_action, prev_reward, kernel):
+    def _with_previous(self, z: np.ndarray, prev_action: np.ndarray, prev_reward: np.ndarray,
+                       kernel: np.ndarray) -> np.ndarray:
         """``z`` plus the kernel's share of ``[one_hot(prev_action), prev_reward]``: a row gather, nothing
         concatenated."""
         if not self.network.prev_action_reward:
@@ -309,7 +368,8 @@ class NumpyForward:
         features = self._features
         return z + kernel[features + prev_action] + prev_reward[:, None] * kernel[features + self.num_actions]
 
-    def _lstm_step(self, x, prev_action, prev_reward, state, kernel, recurrent, bias):
+    def _lstm_step(self, x: np.ndarray, prev_action: np.ndarray, prev_reward: np.ndarray, state: tuple[np.ndarray, ...],
+                   kernel: np.ndarray, recurrent: np.ndarray, bias: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         h_prev, c_prev = state
         z = x @ kernel[:self._features] + h_prev @ recurrent + bias  # [E, 4U]
         z = self._with_previous(z, prev_action, prev_reward, kernel)
@@ -319,7 +379,8 @@ class NumpyForward:
         h_next = gates[:, 3 * u:] * np.tanh(c_next)  # [E, U]
         return h_next, c_next
 
-    def _gru_step(self, x, prev_action, prev_reward, h, kernel, recurrent, bias):
+    def _gru_step(self, x: np.ndarray, prev_action: np.ndarray, prev_reward: np.ndarray, h: np.ndarray,
+                  kernel: np.ndarray, recurrent: np.ndarray, bias: np.ndarray) -> tuple[np.ndarray]:
         u = self.units
         from_input = self._with_previous(x @ kernel[:self._features] + bias[0], prev_action, prev_reward,
                                          kernel)  # [E, 3U]

@@ -32,16 +32,34 @@ extras given with ``obs_t``, row ``T`` those given with the final observation, p
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 import numpy as np
 
 from r2d2kit._validation import as_per_env, check_positive_int
-from r2d2kit.replay.autoreset import ResetSteps
+from r2d2kit.replay.autoreset import AutoresetMode, ResetSteps
 from r2d2kit.replay.window_record import EPISODE_ROW, ROW_FLAGS, STATE_PREFIX, record_names
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 _ROW_KEYS = EPISODE_ROW  # the order of a kept row's tuple
 _OUTPUT_KEYS = record_names()
+
+# one kept row: (obs, action, reward, prev_action, prev_reward, terminated, truncated, extras), _ROW_KEYS then extras
+_Row = tuple[np.ndarray, np.ndarray, np.float32, np.ndarray, np.float32, bool, bool, dict[str, np.ndarray]]
+_State = tuple[np.ndarray, ...]  # one env's recurrent state, one array per part
+
+
+class _Window(TypedDict):
+    """One window before stacking: its rows (None: padding) and where it sits in its episode."""
+
+    rows: list[_Row | None]
+    env: int
+    episode: int
+    start: int
+    transitions: int  # T, or -1 while the episode runs
+    state: NotRequired[_State]  # the state before the window's first real row, when steps pass one
 
 
 class _Episode:
@@ -49,12 +67,12 @@ class _Episode:
 
     def __init__(self, episode_id: int) -> None:
         self.episode_id = episode_id
-        self.rows: list[tuple] = []  # (obs, action, reward, prev_action, prev_reward, terminated, truncated, extras)
+        self.rows: list[_Row] = []
         self.first_row = 0  # episode time of rows[0]
-        self.states: dict[int, tuple] = {}  # episode time -> recurrent state before that row
+        self.states: dict[int, _State] = {}  # episode time -> recurrent state before that row
         self.transitions: int | None = None  # T, known once the episode ended
         self.next_window = 0  # k of the next window to emit
-        self.last_action = None  # previous row's action and reward (rows may already be dropped)
+        self.last_action: np.ndarray | None = None  # previous row's action and reward (rows may already be dropped)
         self.last_reward = np.float32(0.0)
 
     @property
@@ -87,7 +105,7 @@ class SequenceBuilder:
     """
 
     def __init__(self, num_envs: int, burn_in: int, trace_length: int, n_step: int, period: int,
-                 autoreset_mode: Any = "next_step", state_names: Sequence[str] = ()) -> None:
+                 autoreset_mode: AutoresetMode = "next_step", state_names: Sequence[str] = ()) -> None:
         self.num_envs = check_positive_int("num_envs", num_envs)
         self.burn_in = check_positive_int("burn_in", burn_in, minimum=0)
         self.trace_length = check_positive_int("trace_length", trace_length)
@@ -109,10 +127,10 @@ class SequenceBuilder:
         self._extra_templates: dict[str, np.ndarray] = {}  # zero rows of the extras, fixed by the first step
 
     # ------------------------------------------------------------------ feeding
-    def step(self, obs: Any, action: Any, reward: Any, terminated: Any, truncated: Any,
-             state: Sequence[Any] | None = None,
-             extras: Mapping[str, Any] | None = None, final_obs: Any = None,
-             final_extras: Mapping[str, Any] | None = None) -> dict[str, np.ndarray] | None:
+    def step(self, obs: ArrayLike, action: ArrayLike, reward: ArrayLike, terminated: ArrayLike, truncated: ArrayLike,
+             state: Sequence[ArrayLike] | None = None,
+             extras: Mapping[str, ArrayLike] | None = None, final_obs: ArrayLike | None = None,
+             final_extras: Mapping[str, ArrayLike] | None = None) -> dict[str, np.ndarray] | None:
         """Feed one vector step; return the windows it completed (dense ``[W, L, ...]``) or None.
 
         ``extras`` (optional): more per-step fields ``{"name": [num_envs, ...]}`` that belong with
@@ -138,7 +156,7 @@ class SequenceBuilder:
 
         reset_only = self._resets.pending.copy()  # "next_step": these envs' obs is their final observation
         _, ended = self._resets.advance(done)
-        windows: list[dict[str, Any]] = []
+        windows: list[_Window] = []
         for env in range(self.num_envs):
             episode = self._episodes[env]
             row_state = None if states is None else tuple(np.array(part[env]) for part in states)
@@ -156,7 +174,8 @@ class SequenceBuilder:
             windows.extend(self._ready_windows(env, episode))
         return self._stack(windows) if windows else None
 
-    def _close_episode(self, env: int, final_obs: np.ndarray, state, extras) -> list[dict[str, Any]]:
+    def _close_episode(self, env: int, final_obs: np.ndarray, state: _State | None,
+                       extras: dict[str, np.ndarray]) -> list[_Window]:
         """Append the final observation's row to ``env``'s episode, emit its last windows, start the next."""
         episode = self._episodes[env]
         self._append_row(episode, final_obs, None, 0.0, False, False, state, extras)
@@ -166,8 +185,8 @@ class SequenceBuilder:
         self._episodes_started += 1
         return windows
 
-    def _check_final(self, done: np.ndarray, obs: np.ndarray, final_obs: Any,
-                     final_extras: Mapping[str, Any] | None) -> tuple[np.ndarray, dict[str, np.ndarray]] | None:
+    def _check_final(self, done: np.ndarray, obs: np.ndarray, final_obs: ArrayLike | None,
+                     final_extras: Mapping[str, ArrayLike] | None) -> tuple[np.ndarray, dict[str, np.ndarray]] | None:
         """``(final_obs, final_extras)`` as arrays shaped like ``obs`` and the extras, when this mode needs them
         on this step; ``None`` in ``"next_step"`` mode, where they must not be given."""
         if self.autoreset_mode == "next_step":
@@ -197,14 +216,22 @@ class SequenceBuilder:
                              "does on every step")
         return final_obs, self._check_extras(final_extras)
 
-    def _append_row(self, episode: _Episode, obs, action, reward, terminated, truncated, state, extras) -> None:
+    def _row_templates(self) -> dict[str, np.ndarray]:
+        """The zero rows for padding, fixed by the first step (which every row follows)."""
+        if self._templates is None:
+            raise RuntimeError("SequenceBuilder: no step fixed the row shapes yet")
+        return self._templates
+
+    def _append_row(self, episode: _Episode, obs: ArrayLike, action: ArrayLike | None, reward: float,
+                    terminated: bool, truncated: bool, state: _State | None, extras: dict[str, np.ndarray]) -> None:
         time = episode.known_rows
-        prev_action = self._templates["action"] if episode.last_action is None else episode.last_action
+        templates = self._row_templates()
+        prev_action = templates["action"] if episode.last_action is None else episode.last_action
         prev_reward = episode.last_reward
-        action = self._templates["action"] if action is None else np.array(action)
-        episode.rows.append((np.array(obs), action, np.float32(reward), prev_action,
+        row_action = templates["action"] if action is None else np.array(action)
+        episode.rows.append((np.array(obs), row_action, np.float32(reward), prev_action,
                              prev_reward, bool(terminated), bool(truncated), extras))
-        episode.last_action, episode.last_reward = action, np.float32(reward)
+        episode.last_action, episode.last_reward = row_action, np.float32(reward)
         if state is not None and self._starts_window(time):
             episode.states[time] = state
 
@@ -213,28 +240,28 @@ class SequenceBuilder:
         return time == 0 or (time + self.burn_in) % self.period == 0
 
     # ------------------------------------------------------------------ windows
-    def _ready_windows(self, env: int, episode: _Episode) -> list[dict[str, Any]]:
+    def _ready_windows(self, env: int, episode: _Episode) -> list[_Window]:
         ready = []
         while True:
             start = -self.burn_in + episode.next_window * self.period
-            ended = episode.transitions is not None
-            if ended and start + self.burn_in >= episode.transitions:
+            transitions = episode.transitions  # None while the episode runs
+            if transitions is not None and start + self.burn_in >= transitions:
                 break  # the trace would hold no transition
-            if not ended and start + self.length > episode.known_rows:
+            if transitions is None and start + self.length > episode.known_rows:
                 break  # rows still missing
             ready.append(self._window(env, episode, start))
             episode.next_window += 1
         self._forget_rows(episode)
         return ready
 
-    def _window(self, env: int, episode: _Episode, start: int) -> dict[str, Any]:
+    def _window(self, env: int, episode: _Episode, start: int) -> _Window:
         first_real = max(start, 0)
         last_known = episode.known_rows - 1
-        rows = []
+        rows: list[_Row | None] = []
         for time in range(start, start + self.length):
             rows.append(episode.rows[time - episode.first_row] if 0 <= time <= last_known else None)
-        window = {"rows": rows, "env": env, "episode": episode.episode_id, "start": start,
-                  "transitions": -1 if episode.transitions is None else episode.transitions}
+        window: _Window = {"rows": rows, "env": env, "episode": episode.episode_id, "start": start,
+                           "transitions": -1 if episode.transitions is None else episode.transitions}
         if episode.states:
             window["state"] = episode.states[first_real]
         return window
@@ -248,10 +275,10 @@ class SequenceBuilder:
             for time in [t for t in episode.states if t < keep_from]:
                 del episode.states[time]
 
-    def _stack(self, windows: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+    def _stack(self, windows: list[_Window]) -> dict[str, np.ndarray]:
         count, length = len(windows), self.length
-        out = {key: np.zeros((count, length) + self._templates[key].shape, self._templates[key].dtype)
-               for key in _ROW_KEYS}
+        templates = self._row_templates()
+        out = {key: np.zeros((count, length) + templates[key].shape, templates[key].dtype) for key in _ROW_KEYS}
         out.update({name: np.zeros((count, length) + template.shape, template.dtype)
                     for name, template in self._extra_templates.items()})
         out["mask"] = np.zeros((count, length), dtype=bool)
@@ -262,7 +289,7 @@ class SequenceBuilder:
                     continue
                 for key, value in zip(_ROW_KEYS, row):
                     out[key][w, t] = value
-                for name, value in row[len(_ROW_KEYS)].items():
+                for name, value in row[-1].items():  # the extras, after the _ROW_KEYS
                     out[name][w, t] = value
                 out["obs_mask"][w, t] = True
                 time = window["start"] + t
@@ -290,7 +317,7 @@ class SequenceBuilder:
                              f"state fields, e.g. ('state_h', 'state_c')); {'bad: ' + str(bad) if bad else 'repeated'}")
         return names
 
-    def _check_state(self, state: Sequence[Any] | None) -> tuple[np.ndarray, ...] | None:
+    def _check_state(self, state: Sequence[ArrayLike] | None) -> tuple[np.ndarray, ...] | None:
         given = state is not None
         if self._state_given is not None and given != self._state_given:
             raise ValueError("state is None but earlier steps passed a recurrent state; pass it every step" if
@@ -311,7 +338,7 @@ class SequenceBuilder:
                 raise ValueError(f"state[{i}] must have a leading axis of num_envs={self.num_envs}, got {part.shape}")
         return parts
 
-    def _check_extras(self, extras: Mapping[str, Any] | None) -> dict[str, np.ndarray]:
+    def _check_extras(self, extras: Mapping[str, ArrayLike] | None) -> dict[str, np.ndarray]:
         """Extras as ``[num_envs, ...]`` arrays with the names and shapes of the first step's."""
         if extras is None:
             extras = {}

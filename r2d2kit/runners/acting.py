@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -17,6 +17,13 @@ from r2d2kit.agent.policies import epsilon_greedy
 from r2d2kit.replay import SequenceBuilder
 from r2d2kit.runners.callbacks import Callback
 from r2d2kit.runners.episodes import EpisodeTracker
+
+if TYPE_CHECKING:
+    import gymnasium as gym
+    from numpy.typing import ArrayLike
+
+    from r2d2kit.agent.config import R2D2Config
+    from r2d2kit.models.qnetwork import QNetwork, StatefulActor
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
@@ -37,9 +44,11 @@ class ActingLoop:
     episode, ``on_actor_end`` in :meth:`close`) under ``actor_id``.
     """
 
-    def __init__(self, envs: Any, actor: Any, builder: SequenceBuilder, epsilons: np.ndarray, seed: int,
-                 extras: Sequence[str] = (), *, actor_id: int = 0, callbacks: Callback | None = None) -> None:
-        self.envs, self.actor, self.builder = envs, actor, builder
+    def __init__(self, envs: gym.vector.VectorEnv, actor: StatefulActor, builder: SequenceBuilder,
+                 epsilons: np.ndarray, seed: int, extras: Sequence[str] = (), *, actor_id: int = 0,
+                 callbacks: Callback | None = None) -> None:
+        self.envs: gym.vector.VectorEnv | None = envs  # None once closed
+        self.actor, self.builder = actor, builder
         self.epsilons = np.asarray(epsilons)
         self.rng = np.random.default_rng(seed)
         self.tracker = EpisodeTracker(envs.num_envs)
@@ -51,8 +60,9 @@ class ActingLoop:
         self.callbacks.on_actor_begin(actor_id)
 
     @classmethod
-    def build(cls, make_env: Callable[[], Any], network: Any, config: Any, epsilons: np.ndarray, seed: int,
-              extras: Sequence[str] = (), *, actor_id: int = 0, callbacks: Callback | None = None) -> ActingLoop:
+    def build(cls, make_env: Callable[[], gym.Env], network: QNetwork, config: R2D2Config, epsilons: np.ndarray,
+              seed: int, extras: Sequence[str] = (), *, actor_id: int = 0,
+              callbacks: Callback | None = None) -> ActingLoop:
         """The actor set-up: ``len(epsilons)`` envs from ``make_env``, windows shaped by ``config`` (an
         :class:`~r2d2kit.agent.config.R2D2Config`), acting with ``network``'s weights, which are read
         again only after :meth:`refresh_weights` or :meth:`load_weights` (acting never changes them)."""
@@ -67,7 +77,7 @@ class ActingLoop:
         actor = network.actor(num_envs, follow_weights=False)
         return cls(envs, actor, builder, epsilons, seed, extras, actor_id=actor_id, callbacks=callbacks)
 
-    def _extras_of(self, info: Mapping[str, Any]) -> dict[str, np.ndarray] | None:
+    def _extras_of(self, info: Mapping[str, ArrayLike]) -> dict[str, np.ndarray] | None:
         """The ``extras`` of every env from a vector env's ``info`` (each env must have given them)."""
         if not self.extras:
             return None
@@ -82,11 +92,14 @@ class ActingLoop:
 
     def step(self) -> tuple[dict[str, np.ndarray] | None, np.ndarray, np.ndarray]:
         """Act once in every env; return (finished windows or None, episode returns, episode lengths)."""
+        envs = self.envs
+        if envs is None:
+            raise RuntimeError("the acting loop is closed")
         tracker = self.tracker
         state = self.actor.get_state()
         q_values = self.actor.q_values(self.obs, tracker.prev_action, tracker.prev_reward)
         action = epsilon_greedy(q_values, self.epsilons, self.rng)
-        next_obs, reward, terminated, truncated, info = self.envs.step(action)
+        next_obs, reward, terminated, truncated, info = envs.step(action)
         windows = self.builder.step(self.obs, action, reward, terminated, truncated, state, extras=self.obs_extras)
         _, returns, lengths, restart = tracker.record(action, reward, terminated, truncated)
         self.actor.reset(restart)
@@ -107,7 +120,8 @@ class ActingLoop:
 
     def close(self) -> None:
         """Run the end hook and close the envs (safe to call twice)."""
-        if self.envs is not None:
+        envs = self.envs
+        if envs is not None:
             self.callbacks.on_actor_end(self.actor_id)
-            self.envs.close()
+            envs.close()
             self.envs = None

@@ -23,10 +23,14 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-# The trainer and the learner are typed Any: importing their classes here, even for type checking only, would close
-# an import cycle (the trainer imports this module), which tests/test_layout.py forbids.
+if TYPE_CHECKING:
+    from r2d2kit.agent.learner import R2D2Learner
+
+# The trainer is typed Any: importing its class here, even for type checking only, would close an import cycle (the
+# trainer imports this module), which tests/test_layout.py forbids; and a Protocol in its place would make every
+# subclass that annotates its hooks with the real Trainer (r2d2kit.tuning.worker does) an override mypy refuses.
 
 LEARNER_HOOKS = ("on_train_begin", "on_train_end", "on_step", "on_learner_begin", "on_learner_step",
                  "on_learner_end", "on_evaluation")
@@ -56,13 +60,13 @@ class Callback:
     def on_step(self, trainer: Any) -> bool | None:
         """After each round of the loop (collect, add to replay, train); ``trainer.counters`` is current."""
 
-    def on_learner_begin(self, learner: Any) -> bool | None:
+    def on_learner_begin(self, learner: R2D2Learner) -> bool | None:
         """Just before the first gradient update of this run (replay warm-up is over)."""
 
-    def on_learner_step(self, learner: Any, metrics: Mapping[str, float]) -> bool | None:
+    def on_learner_step(self, learner: R2D2Learner, metrics: Mapping[str, float]) -> bool | None:
         """After every gradient update; ``metrics`` holds ``loss``, ``q_mean`` and ``updates``."""
 
-    def on_learner_end(self, learner: Any) -> None:
+    def on_learner_end(self, learner: R2D2Learner) -> None:
         """After the last gradient update of this run."""
 
     def on_evaluation(self, trainer: Any, row: Mapping[str, float]) -> bool | None:
@@ -112,13 +116,13 @@ class CallbackList(Callback):
     def on_step(self, trainer: Any) -> bool | None:
         return self._call("on_step", trainer)
 
-    def on_learner_begin(self, learner: Any) -> bool | None:
+    def on_learner_begin(self, learner: R2D2Learner) -> bool | None:
         return self._call("on_learner_begin", learner)
 
-    def on_learner_step(self, learner: Any, metrics: Mapping[str, float]) -> bool | None:
+    def on_learner_step(self, learner: R2D2Learner, metrics: Mapping[str, float]) -> bool | None:
         return self._call("on_learner_step", learner, metrics)
 
-    def on_learner_end(self, learner: Any) -> None:
+    def on_learner_end(self, learner: R2D2Learner) -> None:
         self._call("on_learner_end", learner)
 
     def on_evaluation(self, trainer: Any, row: Mapping[str, float]) -> bool | None:

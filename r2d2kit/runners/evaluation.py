@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from r2d2kit.agent.policies import greedy
 from r2d2kit.runners.episodes import EpisodeTracker
+
+if TYPE_CHECKING:
+    import gymnasium as gym
+
+    from r2d2kit.models.qnetwork import StatefulActor
 
 # evaluations run min(episodes, MAX_EVAL_ENVS) envs side by side: the trainer's and `python -m r2d2kit.evaluate`'s
 # episodes are the same ones (and benchmarks play their peers on them)
@@ -29,8 +34,8 @@ class Evaluation:
         return None if self.successes is None else float(np.mean(self.successes))
 
 
-def evaluate(actor: Any, make_env: Callable[[], Any], episodes: int, seed: int, *, frames: list | None = None,
-             max_frames: int = 2000) -> Evaluation:
+def evaluate(actor: StatefulActor, make_env: Callable[[], gym.Env], episodes: int, seed: int, *,
+             frames: list[Any] | None = None, max_frames: int = 2000) -> Evaluation:
     """Greedy episodes, ``actor.num_envs`` at a time (the actor's state is reset), reading
     ``info["is_success"]`` at each episode's last step.
 
@@ -40,7 +45,8 @@ def evaluate(actor: Any, make_env: Callable[[], Any], episodes: int, seed: int, 
     Args:
         frames: a list to record the first episode of env 0 into, one ``render()`` after its reset
             and one after each of its steps (``1 + length`` frames, at most ``max_frames``); the
-            envs must be made with ``render_mode="rgb_array"``. None: nothing is rendered.
+            envs must be made with ``render_mode="rgb_array"``. None: nothing is rendered. (Typed
+            ``list[Any]``: gymnasium types ``render()`` as any of its render modes' results.)
         max_frames: the most frames recorded.
     """
     import gymnasium as gym
@@ -49,7 +55,7 @@ def evaluate(actor: Any, make_env: Callable[[], Any], episodes: int, seed: int, 
         envs = gym.vector.SyncVectorEnv([make_env] * actor.num_envs)
         obs, _ = envs.reset(seed=seed)
         recording = frames is not None
-        if recording:
+        if frames is not None:
             frames.append(envs.envs[0].render())
         actor.reset()
         quota = np.full(actor.num_envs, episodes // actor.num_envs)
@@ -62,7 +68,7 @@ def evaluate(actor: Any, make_env: Callable[[], Any], episodes: int, seed: int, 
             action = greedy(actor.q_values(obs, tracker.prev_action, tracker.prev_reward))
             obs, reward, terminated, truncated, info = envs.step(action)
             ended, ended_returns, _, restart = tracker.record(action, reward, terminated, truncated)
-            if recording:  # the frame after env 0's last step shows how its episode ended
+            if frames is not None and recording:  # the frame after env 0's last step shows how its episode ended
                 if len(frames) < max_frames:
                     frames.append(envs.envs[0].render())
                 recording = not ended[0]

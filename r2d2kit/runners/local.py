@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from r2d2kit.runners.acting import ActingLoop
 from r2d2kit.runners.callbacks import Callback
 from r2d2kit.runners.pool import Experience, Incarnations
+
+if TYPE_CHECKING:
+    import gymnasium as gym
+    from numpy.typing import DTypeLike
+
+    from r2d2kit.agent.config import R2D2Config
+    from r2d2kit.models.qnetwork import QNetwork
 
 
 class LocalActors:
@@ -22,9 +29,10 @@ class LocalActors:
     :meth:`collect` is one vector step.
     """
 
-    def __init__(self, make_env: Callable[[], Any], make_network: Callable[[], Any] | None, network: Any, config: Any,
-                 *, epsilons: np.ndarray, incarnations: Incarnations, callbacks: Callback | None = None,
-                 extras: Mapping[str, tuple[tuple[int, ...], Any]] | None = None) -> None:
+    def __init__(self, make_env: Callable[[], gym.Env], make_network: Callable[[], QNetwork] | None,
+                 network: QNetwork, config: R2D2Config, *, epsilons: np.ndarray, incarnations: Incarnations,
+                 callbacks: Callback | None = None,
+                 extras: Mapping[str, tuple[tuple[int, ...], DTypeLike]] | None = None) -> None:
         self.incarnations = incarnations
         self.restarts = 0
         self.source, seed = incarnations.start(0)
@@ -39,7 +47,7 @@ class LocalActors:
         return Experience([(windows, self.source)] if windows is not None else [], len(self.loop.epsilons),
                           episodes)
 
-    def publish(self, network: Any, updates: int) -> None:
+    def publish(self, network: QNetwork, updates: int) -> None:
         """The learner changed the shared weights: the actor reads them before its next step."""
         self.loop.refresh_weights()
         self._version += 1

@@ -21,9 +21,12 @@ restarted actor's first windows would be stitched onto the rows its dead predece
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from r2d2kit.models.qnetwork import QNetwork
 
 SEED_STRIDE = 1000  # actor i's first incarnation acts with seed + 1000 * i (restarts add the restart count)
 
@@ -47,7 +50,7 @@ class ActorPool(Protocol):
     def collect(self) -> Experience:
         """New windows (each batch with its incarnation's source id), env steps and finished episodes."""
 
-    def publish(self, network: Any, updates: int) -> None:
+    def publish(self, network: QNetwork, updates: int) -> None:
         """The learner's weights changed (``updates`` so far): make them available to the actors."""
 
     @property

@@ -26,7 +26,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -42,15 +42,29 @@ from r2d2kit.runners.shm import (
 )
 from r2d2kit.runners.weights import flatten_weights
 
+if TYPE_CHECKING:
+    from multiprocessing.process import BaseProcess
+    from multiprocessing.queues import Queue
+    from multiprocessing.synchronize import Event
+
+    import gymnasium as gym
+    from numpy.typing import DTypeLike
+
+    from r2d2kit.agent.config import R2D2Config
+    from r2d2kit.models.qnetwork import QNetwork
+
+# what an actor reports on its stats queue: (actor id, env steps, finished (return, length) episodes, weights version)
+StatsMessage = tuple[int, int, list[tuple[float, int]], int]
+
 
 @dataclass
 class ActorSpec:
     """Everything an actor process needs, picklable (no TensorFlow objects)."""
 
     actor_id: int
-    make_network: Callable[[], Any]  # returns a QNetwork; a module-level function or functools.partial
-    make_env: Callable[[], Any]
-    config: Any  # the learner's R2D2Config (window layout)
+    make_network: Callable[[], QNetwork]  # a module-level function or functools.partial
+    make_env: Callable[[], gym.Env]
+    config: R2D2Config  # the learner's (window layout)
     epsilons: np.ndarray  # one per env
     weights_name: str
     weights_size: int
@@ -67,7 +81,7 @@ class ActorSpec:
 STALL_TIMEOUT_S = 600.0  # ProcessActors.collect: silence from every live actor for this long is an error
 
 
-def actor_main(spec: ActorSpec, stats: mp.Queue, stop: mp.Event) -> None:
+def actor_main(spec: ActorSpec, stats: Queue[StatsMessage], stop: Event) -> None:
     """Body of an actor process: act with the newest weights, write windows into the ring."""
     for number in (signal.SIGINT, signal.SIGTERM):  # the learner stops us (Ctrl-C, `timeout` signal the whole group)
         signal.signal(number, signal.SIG_IGN)
@@ -84,7 +98,8 @@ def actor_main(spec: ActorSpec, stats: mp.Queue, stop: mp.Event) -> None:
     try:
         loop = ActingLoop.build(spec.make_env, spec.make_network(), spec.config, spec.epsilons, spec.seed,
                                 spec.extras, actor_id=spec.actor_id, callbacks=spec.callbacks)
-        version, steps_since_report, finished = -1, 0, []
+        version, steps_since_report = -1, 0
+        finished: list[tuple[float, int]] = []
         while not stop.is_set() and learner_alive():
             latest = weights.read(newer_than=version)
             if latest is not None:
@@ -104,7 +119,7 @@ def actor_main(spec: ActorSpec, stats: mp.Queue, stop: mp.Event) -> None:
         weights.close()
 
 
-def _deliver(windows: dict[str, np.ndarray], names: list[str], ring: RecordRing, stop: Any,
+def _deliver(windows: dict[str, np.ndarray], names: list[str], ring: RecordRing, stop: Event,
              learner_alive: Callable[[], bool]) -> bool:
     """Put every window into the ring, waiting while it is full (back-pressure: never drop).
 
@@ -137,9 +152,10 @@ class ProcessActors:
             after which :meth:`collect` raises instead of waiting for ever (a stuck actor or queue).
     """
 
-    def __init__(self, make_env: Callable[[], Any], make_network: Callable[[], Any], network: Any, config: Any, *,
-                 epsilons: np.ndarray, incarnations: Incarnations, callbacks: Callback | None = None,
-                 extras: Mapping[str, tuple[tuple[int, ...], Any]] | None = None, num_actors: int,
+    def __init__(self, make_env: Callable[[], gym.Env], make_network: Callable[[], QNetwork], network: QNetwork,
+                 config: R2D2Config, *, epsilons: np.ndarray, incarnations: Incarnations,
+                 callbacks: Callback | None = None,
+                 extras: Mapping[str, tuple[tuple[int, ...], DTypeLike]] | None = None, num_actors: int,
                  envs_per_actor: int, ring_capacity: int = 64, publish_every: int = 10, threads: int = 1,
                  max_restarts: int = 10, log: Callable[[str], None] | None = None,
                  stall_timeout: float = STALL_TIMEOUT_S) -> None:
@@ -153,7 +169,7 @@ class ProcessActors:
         self.weight_versions_seen: dict[int, int] = {}  # actor id -> newest version it acted with
         self.windows_per_actor: dict[int, int] = {}
         self._published_at = self._version = 0
-        self._processes: dict[int, Any] = {}
+        self._processes: dict[int, BaseProcess] = {}
         self._context = mp.get_context("spawn")  # TensorFlow is not fork-safe
         self.extras = dict(extras or {})
         self.stall_timeout = stall_timeout
@@ -165,7 +181,8 @@ class ProcessActors:
         initial = flatten_weights(network.variables)
         self._weights = WeightBroadcast.create(initial.size)
         self._rings: list[RecordRing] = []
-        self._stats = self._stop = None
+        self._stats: Queue[StatsMessage] | None = None
+        self._stop: Event | None = None
         try:
             self._rings = [RecordRing.create(self._layout, ring_capacity) for _ in range(num_actors)]
             self._stats, self._stop = self._context.Queue(), self._context.Event()
@@ -191,7 +208,12 @@ class ProcessActors:
 
     def actor_pids(self) -> dict[int, int]:
         """Process id of every actor's current process."""
-        return {actor_id: process.pid for actor_id, process in self._processes.items()}
+        pids = {}
+        for actor_id, process in self._processes.items():
+            if process.pid is None:  # never: a process is started as soon as it is made (_spawn)
+                raise RuntimeError(f"actor {actor_id}'s process was never started")
+            pids[actor_id] = process.pid
+        return pids
 
     def _drain(self, actor_id: int, experience: Experience) -> None:
         """Move the windows waiting in an actor's ring into ``experience``, under its incarnation's source."""
@@ -227,11 +249,14 @@ class ProcessActors:
             RuntimeError: an actor died and the restart budget is spent, or no actor reported
                 anything for ``stall_timeout`` seconds while all were alive.
         """
+        stats = self._stats
+        if stats is None:
+            raise RuntimeError("the actor processes are closed")
         experience = Experience()
         self._restart_dead(experience)
         try:
             while True:
-                actor_id, steps, finished, version = self._stats.get_nowait()
+                actor_id, steps, finished, version = stats.get_nowait()
                 experience.env_steps += steps
                 experience.episodes.extend(finished)
                 self.weight_versions_seen[actor_id] = max(version, self.weight_versions_seen.get(actor_id, -1))
@@ -250,7 +275,7 @@ class ProcessActors:
                                f"please report it")
         return experience
 
-    def publish(self, network: Any, updates: int) -> None:
+    def publish(self, network: QNetwork, updates: int) -> None:
         """Broadcast the weights if ``publish_every`` updates passed since the last broadcast."""
         if updates - self._published_at >= self.publish_every:
             self._version = self._weights.publish(flatten_weights(network.variables))
@@ -295,5 +320,5 @@ class ProcessActors:
     def __enter__(self) -> ProcessActors:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

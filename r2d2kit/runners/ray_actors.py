@@ -24,7 +24,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -32,6 +32,17 @@ from r2d2kit.runners.acting import THREAD_VARIABLES, ActingLoop, limit_threads
 from r2d2kit.runners.callbacks import Callback
 from r2d2kit.runners.pool import Experience, Incarnations
 from r2d2kit.runners.weights import flatten_weights
+
+if TYPE_CHECKING:
+    import gymnasium as gym
+    from numpy.typing import DTypeLike
+    from ray import ObjectRef
+
+    from r2d2kit.agent.config import R2D2Config
+    from r2d2kit.models.qnetwork import QNetwork
+
+# ActorBody.collect's answer: (windows or None, env steps, finished (return, length) episodes, weights version)
+Batch = tuple[dict[str, np.ndarray] | None, int, list[tuple[float, int]], int]
 
 RESTART_TIMEOUT_S = 300.0  # a failed actor that Ray has not brought back by then stops the run
 
@@ -43,8 +54,8 @@ class ActorBody:
     runs ``__init__`` again) gets its incarnation's seed, not its predecessor's.
     """
 
-    def __init__(self, actor_id: int, make_network: Callable[[], Any], make_env: Callable[[], Any], config: Any,
-                 epsilons: np.ndarray, threads: int = 1, callbacks: Callback | None = None,
+    def __init__(self, actor_id: int, make_network: Callable[[], QNetwork], make_env: Callable[[], gym.Env],
+                 config: R2D2Config, epsilons: np.ndarray, threads: int = 1, callbacks: Callback | None = None,
                  extras: tuple[str, ...] = ()) -> None:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         limit_threads(threads)
@@ -54,7 +65,7 @@ class ActorBody:
         self.actor_id, self.make_env, self.config, self.epsilons = actor_id, make_env, config, epsilons
         self.callbacks, self.extras = callbacks, extras
         self.network = make_network()
-        self.loop = None
+        self.loop: ActingLoop | None = None
         self.version = -1
 
     def pid(self) -> int:
@@ -67,7 +78,7 @@ class ActorBody:
 
         return ray.get_runtime_context().get_node_id()
 
-    def collect(self, weights: list, version: int, steps: int, seed: int) -> tuple[dict | None, int, list, int]:
+    def collect(self, weights: list[ObjectRef[np.ndarray]], version: int, steps: int, seed: int) -> Batch:
         """Act ``steps`` vector steps with weights ``version``; return (windows, env steps, episodes, version).
 
         ``weights`` is ``[ObjectRef]``: wrapped in a list so Ray does not fetch it unless the version changed.
@@ -75,15 +86,18 @@ class ActorBody:
         """
         import ray
 
-        if self.loop is None:
-            self.loop = ActingLoop.build(self.make_env, self.network, self.config, self.epsilons, seed, self.extras,
-                                         actor_id=self.actor_id, callbacks=self.callbacks)
+        loop = self.loop
+        if loop is None:
+            loop = ActingLoop.build(self.make_env, self.network, self.config, self.epsilons, seed, self.extras,
+                                    actor_id=self.actor_id, callbacks=self.callbacks)
+            self.loop = loop
         if version != self.version:
-            self.loop.load_weights(ray.get(weights[0]))
+            loop.load_weights(ray.get(weights[0]))
             self.version = version
-        batches, episodes = [], []
+        batches: list[dict[str, np.ndarray]] = []
+        episodes: list[tuple[float, int]] = []
         for _ in range(steps):
-            windows, returns, lengths = self.loop.step()
+            windows, returns, lengths = loop.step()
             if windows is not None:
                 batches.append(windows)
             episodes.extend(zip(returns.tolist(), lengths.tolist()))
@@ -115,9 +129,10 @@ class RayActors:
         cpus_per_actor: Ray CPU resources reserved per actor (placement).
     """
 
-    def __init__(self, make_env: Callable[[], Any], make_network: Callable[[], Any], network: Any, config: Any, *,
-                 epsilons: np.ndarray, incarnations: Incarnations, callbacks: Callback | None = None,
-                 extras: Mapping[str, tuple[tuple[int, ...], Any]] | None = None, num_actors: int,
+    def __init__(self, make_env: Callable[[], gym.Env], make_network: Callable[[], QNetwork], network: QNetwork,
+                 config: R2D2Config, *, epsilons: np.ndarray, incarnations: Incarnations,
+                 callbacks: Callback | None = None,
+                 extras: Mapping[str, tuple[tuple[int, ...], DTypeLike]] | None = None, num_actors: int,
                  envs_per_actor: int, steps_per_batch: int = 50, publish_every: int = 10, threads: int = 1,
                  max_restarts: int = 10, address: str | None = None, num_cpus: int | None = None,
                  cpus_per_actor: float = 1.0, log: Callable[[str], None] | None = None) -> None:
@@ -149,24 +164,35 @@ class RayActors:
                                       threads, callbacks, tuple(extras or {}))
                         for i in range(num_actors)]
         self._seeds = {i: incarnations.start(i)[1] for i in range(num_actors)}  # sent with each request
-        self._pending: dict[Any, int] = {}
+        self._pending: dict[ObjectRef[Batch], int] = {}
         self._retry_at: dict[int, float] = {}
         self._restarting: dict[int, float] = {}  # actor id -> when its failure was seen
         for actor_id in range(num_actors):
             self._request(actor_id)
 
+    # ray.remote(...)(ActorBody) gives handles whose methods' .remote() mypy cannot see (ray types a handle's
+    # methods through @ray.method, which this module cannot apply without importing Ray): hence the ignores below
+
     def _request(self, actor_id: int) -> None:
-        ref = self._actors[actor_id].collect.remote([self._weights], self._version, self.steps_per_batch,
-                                                    self._seeds[actor_id])
+        ref: ObjectRef[Batch] = self._actors[actor_id].collect.remote(  # type: ignore[attr-defined]
+            [self._weights], self._version, self.steps_per_batch, self._seeds[actor_id])
         self._pending[ref] = actor_id
 
     def actor_pids(self) -> dict[int, int]:
         """Process id of every actor (blocks until each answers)."""
-        return {i: self._ray.get(actor.pid.remote()) for i, actor in enumerate(self._actors)}
+        pids = {}
+        for i, actor in enumerate(self._actors):
+            ref: ObjectRef[int] = actor.pid.remote()  # type: ignore[attr-defined]
+            pids[i] = self._ray.get(ref)
+        return pids
 
     def actor_nodes(self) -> dict[int, str]:
         """Ray node id of every actor (blocks until each answers)."""
-        return {i: self._ray.get(actor.node_id.remote()) for i, actor in enumerate(self._actors)}
+        nodes = {}
+        for i, actor in enumerate(self._actors):
+            ref: ObjectRef[str] = actor.node_id.remote()  # type: ignore[attr-defined]
+            nodes[i] = self._ray.get(ref)
+        return nodes
 
     def collect(self) -> Experience:
         """Take every finished batch and ask its actor for the next one."""
@@ -214,7 +240,7 @@ class RayActors:
                 time.sleep(0.01)
         return experience
 
-    def publish(self, network: Any, updates: int) -> None:
+    def publish(self, network: QNetwork, updates: int) -> None:
         """One ``ray.put`` of the weights every ``publish_every`` updates; actors fetch it on their next batch."""
         if updates - self._published_at >= self.publish_every:
             self._weights = self._ray.put(flatten_weights(network.variables))

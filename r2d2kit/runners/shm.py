@@ -36,12 +36,15 @@ import re
 import secrets
 import time
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from multiprocessing import resource_tracker, shared_memory
-from typing import Any
+from typing import TYPE_CHECKING, Self
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike, DTypeLike
 
 HEADER_BYTES = 64
 SLOT_HEADER_BYTES = 16
@@ -76,7 +79,7 @@ def reclaim_orphaned_segments() -> list[str]:
     the creator together with its resource tracker left behind. A live creator's segments are never touched.
     """
     pattern = re.compile(rf"{PREFIX}{_namespace()}_(\d+)_[0-9a-f]{{12}}")
-    reclaimed = []
+    reclaimed: list[str] = []
     try:
         names = os.listdir(SHM_DIR)
     except OSError:
@@ -117,19 +120,20 @@ class _Segment:
     """Owns or attaches one segment; ``close`` releases it and, for the owner, unlinks it."""
 
     def __init__(self, block: shared_memory.SharedMemory, owner: bool) -> None:
-        self._block = block
+        self._block: shared_memory.SharedMemory | None = block
         self.owner = owner
         self.name = block.name
 
     def close(self) -> None:
         """Detach; the owner also unlinks the segment (safe to call twice)."""
-        if self._block is None:
+        block = self._block
+        if block is None:
             return
         self._release_views()
-        self._block.close()
+        block.close()
         if self.owner:
             try:
-                self._block.unlink()
+                block.unlink()
             except FileNotFoundError:
                 pass
         self._block = None
@@ -137,10 +141,10 @@ class _Segment:
     def _release_views(self) -> None:
         """Drop numpy views of the buffer (``SharedMemory.close`` refuses while they exist)."""
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __del__(self) -> None:
@@ -161,8 +165,9 @@ class WeightBroadcast(_Segment):
     def __init__(self, block: shared_memory.SharedMemory, size: int, owner: bool) -> None:
         super().__init__(block, owner)
         self.size = int(size)
-        self._header = np.ndarray((2,), dtype=np.int64, buffer=block.buf)
-        self._data = np.ndarray((self.size,), dtype=np.float32, buffer=block.buf, offset=HEADER_BYTES)
+        self._header: np.ndarray | None = np.ndarray((2,), dtype=np.int64, buffer=block.buf)
+        self._data: np.ndarray | None = np.ndarray((self.size,), dtype=np.float32, buffer=block.buf,
+                                                   offset=HEADER_BYTES)
 
     @classmethod
     def create(cls, size: int) -> WeightBroadcast:
@@ -174,43 +179,53 @@ class WeightBroadcast(_Segment):
         """Attach to an existing broadcast by name (an actor's side)."""
         return cls(_attach(name), size, owner=False)
 
+    def _views(self) -> tuple[np.ndarray, np.ndarray]:
+        """The header and payload views of the segment; ValueError once closed."""
+        if self._header is None or self._data is None:
+            raise ValueError(f"weight broadcast {self.name} is closed")
+        return self._header, self._data
+
     @property
     def version(self) -> int:
         """Number of completed publishes."""
-        return int(self._header[0]) // 2
+        header, _ = self._views()
+        return int(header[0]) // 2
 
     def publish(self, vector: np.ndarray) -> int:
         """Write a new version (single writer only); returns its version number."""
+        header, data = self._views()
         vector = np.ascontiguousarray(vector, dtype=np.float32)
         if vector.shape != (self.size,):
             raise ValueError(f"weight vector must have shape ({self.size},), got {vector.shape}")
         # the checksum before the odd mark: readers wait out only the copy (1 MB: 0.07 ms) and not the CRC
         # (0.34 ms), so a publisher that never rests still leaves them room to read
-        crc = zlib.crc32(vector)
-        self._header[0] += 1  # odd: writing
-        self._data[:] = vector
-        self._header[1] = crc
-        self._header[0] += 1  # even: complete
-        return int(self._header[0]) // 2
+        crc = zlib.crc32(vector.data)  # .data: the contiguous array's own buffer, not a copy
+        header[0] += 1  # odd: writing
+        data[:] = vector
+        header[1] = crc
+        header[0] += 1  # even: complete
+        return int(header[0]) // 2
 
     def read(self, newer_than: int = -1, timeout: float = 5.0) -> tuple[int, np.ndarray] | None:
         """A consistent copy ``(version, vector)`` if a version newer than ``newer_than`` exists, else None."""
+        header, data = self._views()
         deadline = time.monotonic() + timeout
         while True:
-            before = int(self._header[0])
+            before = int(header[0])
             if before % 2 == 0 and before // 2 <= max(newer_than, 0):
                 return None  # nothing newer (version 0: nothing published yet)
             if before % 2 == 0:
-                copy = self._data.copy()
-                crc = int(self._header[1])
-                if int(self._header[0]) == before and zlib.crc32(copy) == crc:
+                copy = data.copy()
+                crc = int(header[1])
+                if int(header[0]) == before and zlib.crc32(copy.data) == crc:
                     return before // 2, copy
             if time.monotonic() > deadline:
                 raise TimeoutError("weight broadcast stayed mid-write; is the learner alive?")
             time.sleep(0)
 
     def _release_views(self) -> None:
-        self._header = self._data = None
+        self._header = None
+        self._data = None
 
 
 @dataclass(frozen=True)
@@ -221,7 +236,7 @@ class RecordLayout:
     nbytes: int
 
     @classmethod
-    def from_spec(cls, spec: Mapping[str, tuple[tuple[int, ...], Any]]) -> RecordLayout:
+    def from_spec(cls, spec: Mapping[str, tuple[tuple[int, ...], DTypeLike]]) -> RecordLayout:
         fields, offset = [], 0
         for name, (shape, dtype) in spec.items():
             dtype = np.dtype(dtype)
@@ -235,9 +250,9 @@ class RecordLayout:
         return {name: (shape, dtype) for name, shape, dtype, _ in self.fields}
 
 
-def window_layout(length: int, obs_shape: tuple[int, ...], obs_dtype: Any, action_dtype: Any = np.int64,
-                  state: Mapping[str, tuple[tuple[int, ...], Any]] | None = None,
-                  extras: Mapping[str, tuple[tuple[int, ...], Any]] | None = None) -> RecordLayout:
+def window_layout(length: int, obs_shape: tuple[int, ...], obs_dtype: DTypeLike, action_dtype: DTypeLike = np.int64,
+                  state: Mapping[str, tuple[tuple[int, ...], DTypeLike]] | None = None,
+                  extras: Mapping[str, tuple[tuple[int, ...], DTypeLike]] | None = None) -> RecordLayout:
     """The record of one :class:`~r2d2kit.replay.SequenceBuilder` window (the learner gives it the max priority).
 
     ``state``: the recurrent state stored per window, ``{state_<name>: (shape, dtype)}``
@@ -259,9 +274,9 @@ class RecordRing(_Segment):
         self.capacity = int(capacity)
         self.torn = 0  # records skipped because their checksum did not match or they never became visible
         self._stale_since: tuple[int, float] | None = None  # (record index, first seen) of a record not yet visible
-        self._header = np.ndarray((3,), dtype=np.int64, buffer=block.buf)  # written, read, closed
-        self._slots = np.ndarray((self.capacity, SLOT_HEADER_BYTES + layout.nbytes), dtype=np.uint8,
-                                 buffer=block.buf, offset=HEADER_BYTES)
+        self._header: np.ndarray | None = np.ndarray((3,), dtype=np.int64, buffer=block.buf)  # written, read, closed
+        self._slots: np.ndarray | None = np.ndarray((self.capacity, SLOT_HEADER_BYTES + layout.nbytes),
+                                                    dtype=np.uint8, buffer=block.buf, offset=HEADER_BYTES)
 
     @classmethod
     def create(cls, layout: RecordLayout, capacity: int) -> RecordRing:
@@ -276,36 +291,46 @@ class RecordRing(_Segment):
         """Attach to an existing ring by name (the actor's side)."""
         return cls(_attach(name), layout, capacity, owner=False)
 
+    def _views(self) -> tuple[np.ndarray, np.ndarray]:
+        """The header and slot views of the segment; ValueError once closed."""
+        if self._header is None or self._slots is None:
+            raise ValueError(f"record ring {self.name} is closed")
+        return self._header, self._slots
+
     def __len__(self) -> int:
-        return int(self._header[0] - self._header[1])
+        header, _ = self._views()
+        return int(header[0] - header[1])
 
     @property
     def closed(self) -> bool:
         """True once the consumer asked producers to stop."""
-        return bool(self._header[2])
+        header, _ = self._views()
+        return bool(header[2])
 
     def close_for_writing(self) -> None:
         """Tell the producer to stop (it returns False from ``put`` instead of waiting)."""
-        self._header[2] = 1
+        header, _ = self._views()
+        header[2] = 1
 
-    def put(self, record: Mapping[str, Any], timeout: float | None = None) -> bool:
+    def put(self, record: Mapping[str, ArrayLike], timeout: float | None = None) -> bool:
         """Append one record, waiting while the ring is full. False if closed or timed out."""
+        header, slots = self._views()
         deadline = None if timeout is None else time.monotonic() + timeout
-        while int(self._header[0] - self._header[1]) >= self.capacity:
+        while int(header[0] - header[1]) >= self.capacity:
             if self.closed or (deadline is not None and time.monotonic() > deadline):
                 return False
             time.sleep(0.0005)
         if self.closed:
             return False
-        index = int(self._header[0])
-        slot = self._slots[index % self.capacity]
+        index = int(header[0])
+        slot = slots[index % self.capacity]
         for name, shape, dtype, offset in self.layout.fields:
             view = np.ndarray(shape, dtype=dtype, buffer=slot, offset=SLOT_HEADER_BYTES + offset)
             view[...] = record[name]
         stamp = slot[:SLOT_HEADER_BYTES].view(np.int64)
-        stamp[1] = zlib.crc32(slot[SLOT_HEADER_BYTES:])
+        stamp[1] = zlib.crc32(slot[SLOT_HEADER_BYTES:].data)  # .data: the slot's own bytes, not a copy
         stamp[0] = index + 1
-        self._header[0] = index + 1  # publish after the payload is written
+        header[0] = index + 1  # publish after the payload is written
         return True
 
     def drain(self, limit: int | None = None) -> list[dict[str, np.ndarray]]:
@@ -319,27 +344,28 @@ class RecordRing(_Segment):
             RuntimeError: the ring's counters claim more records than it has slots (a corrupt
                 segment); nothing is read.
         """
-        start = int(self._header[1])
-        available = int(self._header[0]) - start
+        header, slots = self._views()
+        start = int(header[1])
+        available = int(header[0]) - start
         if not 0 <= available <= self.capacity:
-            raise RuntimeError(f"record ring {self.name}: its counters (written {int(self._header[0])}, read {start}) "
+            raise RuntimeError(f"record ring {self.name}: its counters (written {int(header[0])}, read {start}) "
                                f"do not fit its {self.capacity} slots; the shared segment is corrupt")
         count = available if limit is None else min(available, limit)
-        out = []
+        out: list[dict[str, np.ndarray]] = []
         taken = 0
         while taken < count:
             index = start + taken
-            slot = self._slots[index % self.capacity].copy()
+            slot = slots[index % self.capacity].copy()
             stamp = slot[:SLOT_HEADER_BYTES].view(np.int64)
             if stamp[0] != index + 1 and not self._given_up_on(index):
                 break  # published counter seen before the payload: retry at the next drain
             taken += 1
-            if stamp[0] != index + 1 or stamp[1] != zlib.crc32(slot[SLOT_HEADER_BYTES:]):
+            if stamp[0] != index + 1 or stamp[1] != zlib.crc32(slot[SLOT_HEADER_BYTES:].data):
                 self.torn += 1
                 continue
             out.append({name: np.ndarray(shape, dtype=dtype, buffer=slot, offset=SLOT_HEADER_BYTES + offset)
                         for name, shape, dtype, offset in self.layout.fields})
-        self._header[1] = start + taken
+        header[1] = start + taken
         return out
 
     def _given_up_on(self, index: int) -> bool:
@@ -350,9 +376,10 @@ class RecordRing(_Segment):
         return now - self._stale_since[1] >= STALE_RECORD_SECONDS
 
     def _release_views(self) -> None:
-        self._header = self._slots = None
+        self._header = None
+        self._slots = None
 
 
-def stack_records(records: list[Mapping[str, np.ndarray]]) -> dict[str, np.ndarray]:
+def stack_records(records: Sequence[Mapping[str, np.ndarray]]) -> dict[str, np.ndarray]:
     """Stack drained window records into the ``[W, ...]`` dict ``SequenceReplayBuffer.add_sequences`` takes."""
     return {name: np.stack([record[name] for record in records]) for name in records[0]}

@@ -6,17 +6,23 @@ through the object store; both load it with :func:`load_published_weights`.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+if TYPE_CHECKING:
+    import keras
 
-def flatten_weights(variables) -> np.ndarray:
+    from r2d2kit.models.qnetwork import StatefulActor
+
+
+def flatten_weights(variables: Iterable[keras.Variable]) -> np.ndarray:
     """All variables as one float32 vector (the broadcast payload)."""
     return np.concatenate([np.asarray(v.numpy(), np.float32).ravel() for v in variables])
 
 
-def load_published_weights(actor: Any, vector: np.ndarray) -> None:
+def load_published_weights(actor: StatefulActor, vector: np.ndarray) -> None:
     """Load a :func:`flatten_weights` vector into an actor's network and tell the actor (so no copy goes stale).
 
     The one way actor processes and Ray actors take new weights: an actor acting on a numpy copy
