@@ -158,6 +158,8 @@ class Trainer:
         from r2d2kit.runners.evaluation import evaluate
 
         c = self.counters
+        if self.eval_actor is None:  # run.eval_every: 0 and a direct call: the actor is made on demand
+            self.eval_actor = self.network.actor(min(self.config.run.eval_episodes, MAX_EVAL_ENVS))
         evaluation = evaluate(self.eval_actor, self.make_env, self.config.run.eval_episodes,
                               seed=self.config.run.seed + EVAL_SEED_OFFSET + c["env_steps"])
         returns = evaluation.returns
