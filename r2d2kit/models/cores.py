@@ -23,6 +23,8 @@ from dataclasses import dataclass
 import keras
 import numpy as np
 
+__all__ = ["StateField", "check_core_name", "import_factory", "make_cell", "state_spec", "zero_state", "state_fields"]
+
 BUILT_IN_CORES = ("lstm", "gru")
 STATE_DTYPE = "float32"  # the state leaves the models in float32 under any dtype policy
 _BUILT_IN_STATE_NAMES = {"lstm": ("h", "c"), "gru": ("h",)}

@@ -23,6 +23,8 @@ from collections.abc import Mapping
 import numpy as np
 import numpy.typing as npt
 
+__all__ = ["window_fields", "record_names"]
+
 STEP_FIELDS = ("obs", "action")  # given with every step (their spaces are the user's); prev_action follows action
 # one row as SequenceBuilder keeps it until its windows are cut (mask and obs_mask are computed then)
 EPISODE_ROW = ("obs", "action", "reward", "prev_action", "prev_reward", "terminated", "truncated")
