@@ -51,6 +51,7 @@ def step_profile(backend: str, vector_steps: int, config: Path) -> dict:
     import gymnasium as gym
     import tensorflow as tf
 
+    from r2d2kit.models.cores import state_fields
     from r2d2kit.models.tf_setup import setup_tensorflow
     from r2d2kit.replay import SequenceBuilder
     from r2d2kit.runners.acting import ActingLoop
@@ -61,7 +62,8 @@ def step_profile(backend: str, vector_steps: int, config: Path) -> dict:
     times: dict[str, list] = {}  # seconds per call of each timed method
     actor = timed(network.actor(num_envs, follow_weights=False), times, "q_values", "get_state", "reset")
     envs = timed(gym.vector.SyncVectorEnv([make_env] * num_envs), times, "step")
-    builder = SequenceBuilder(num_envs, config.burn_in, config.trace_length, config.n_step, config.period)
+    builder = SequenceBuilder(num_envs, config.burn_in, config.trace_length, config.n_step, config.period,
+                              state_names=tuple(state_fields(network.state_spec())))
     loop = ActingLoop(envs, actor, builder, np.full(num_envs, 0.5), settings.run.seed)
     warmup = min(200, vector_steps)
     whole = np.empty(vector_steps)
