@@ -32,7 +32,7 @@ extras given with ``obs_t``, row ``T`` those given with the final observation, p
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, NotRequired, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 
@@ -40,7 +40,9 @@ from r2d2kit._validation import as_per_env, check_positive_int
 from r2d2kit.replay.autoreset import AutoresetMode, ResetSteps
 from r2d2kit.replay.window_record import EPISODE_ROW, ROW_FLAGS, STATE_PREFIX, record_names
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # typing.NotRequired is Python 3.11's; the package supports 3.10
+    from typing import NotRequired
+
     from numpy.typing import ArrayLike
 
 _ROW_KEYS = EPISODE_ROW  # the order of a kept row's tuple

@@ -39,11 +39,13 @@ import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from multiprocessing import resource_tracker, shared_memory
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # typing.Self is Python 3.11's; the package supports 3.10
+    from typing import Self
+
     from numpy.typing import ArrayLike, DTypeLike
 
 HEADER_BYTES = 64
