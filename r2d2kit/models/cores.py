@@ -102,6 +102,10 @@ def state_spec(cell: keras.layers.Layer, core: Core) -> tuple[StateField, ...]:
     names = tuple(str(name) for name in names)
     if len(names) != len(shapes) or len(set(names)) != len(names):
         raise ValueError(f"core {core!r}: state_names {names} must name each of its {len(shapes)} state tensors once")
+    unusable = [name for name in names if not f"state_{name}".isidentifier()]
+    if unusable:
+        raise ValueError(f"core {core!r}: state_names {unusable} do not make field names (state_<name>); use letters, "
+                         "digits and underscores")
     return tuple(StateField(name, shape) for name, shape in zip(names, shapes, strict=True))
 
 

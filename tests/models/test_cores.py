@@ -12,7 +12,7 @@ from r2d2kit.agent.config import R2D2Config
 from r2d2kit.agent.learner import R2D2Learner
 from r2d2kit.envs import ensure_registered
 from r2d2kit.models import MLPModel, QNetwork
-from r2d2kit.models.cores import StateField, state_fields
+from r2d2kit.models.cores import StateField, state_fields, state_spec
 from r2d2kit.runners.acting import ActingLoop
 
 USER_CORE = "tests.models.three_state_cell:make"
@@ -119,3 +119,32 @@ def test_stored_states_are_the_unrolled_states_and_burn_in_from_them_matches_a_f
                     np.testing.assert_allclose(q_after_burn_in[w, i], q[t], rtol=1e-4, atol=1e-5)
                     checked += 1
     assert checked > 100 and any(batch["start"].max() > 0 for batch in windows)  # windows after an episode's start
+
+
+class DeclaredCell:
+    """Just what state_spec reads of a cell: its state_size and optional state_names."""
+
+    def __init__(self, state_size, state_names=None) -> None:
+        self.state_size = state_size
+        if state_names is not None:
+            self.state_names = state_names
+
+
+@pytest.mark.parametrize(("cell", "expected"), [
+    (DeclaredCell(5), (StateField("0", (5,)),)),
+    (DeclaredCell([4, (2, 3)]), (StateField("0", (4,)), StateField("1", (2, 3)))),
+    (DeclaredCell([4, 2], ("fast", "slow")), (StateField("fast", (4,)), StateField("slow", (2,)))),
+])
+def test_a_users_state_spec_comes_from_its_state_size_and_names(cell, expected):
+    assert state_spec(cell, "my.module:make") == expected
+
+
+@pytest.mark.parametrize(("cell", "message"), [
+    (DeclaredCell([4, 2], ("a",)), r"must name each of its 2 state tensors once"),
+    (DeclaredCell([4, 2], ("a", "a")), r"must name each of its 2 state tensors once"),
+    (DeclaredCell([4], ("a-b",)), r"state_names \['a-b'\] do not make field names"),
+    (DeclaredCell([0]), r"empty or zero-sized entry"),
+])
+def test_a_state_spec_that_windows_could_not_store_is_refused(cell, message):
+    with pytest.raises(ValueError, match=message):
+        state_spec(cell, "my.module:make")
