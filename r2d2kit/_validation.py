@@ -6,7 +6,9 @@ Messages name the argument, the offending position and value, and the fix.
 
 from __future__ import annotations
 
+import importlib
 import numbers
+from collections.abc import Callable
 from typing import TypeAlias
 
 import numpy as np
@@ -16,6 +18,23 @@ from r2d2kit.kernels.sumtree import first_invalid_priority, first_out_of_range
 
 # What ``as_generator`` takes: an int seed, ``None`` (fresh entropy), a seed sequence, or a generator used as is
 Seed: TypeAlias = int | np.integer | np.random.SeedSequence | np.random.Generator | None
+
+
+def import_named(spec: str, what: str, expected: str) -> Callable[..., object]:
+    """The callable a ``"package.module:name"`` string names (a config's way to point at user code).
+
+    Raises:
+        ValueError: it cannot be imported, or is no callable (``what`` names the setting, ``expected``
+            says what it should be).
+    """
+    module_name, _, attribute = spec.partition(":")
+    try:
+        found = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as error:
+        raise ValueError(f"{what} {spec!r} cannot be imported: {error}") from None
+    if not callable(found):
+        raise ValueError(f"{what} {spec!r} is a {type(found).__name__}, not {expected}")
+    return found
 
 
 def check_positive_int(name: str, value: object, minimum: int = 1) -> int:

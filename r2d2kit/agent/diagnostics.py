@@ -24,6 +24,7 @@ import tensorflow as tf
 
 from r2d2kit.agent.learner import R2D2Learner
 from r2d2kit.agent.rescale import tf_inverse_value_rescale
+from r2d2kit.models.cores import BUILT_IN_CORES
 from r2d2kit.replay.sequence import SequenceReplayBuffer
 from r2d2kit.replay.window_record import NETWORK_ROWS
 
@@ -186,7 +187,7 @@ class HealthCheck:
         from each row's input and the previous row's output (an LSTM's or GRU's h); NaN for a user's core."""
         network = self.learner.online
         cell = network.cell
-        if network.core not in ("lstm", "gru"):  # a user's cell: its gates are its own
+        if network.core not in BUILT_IN_CORES:  # a user's cell: its gates are its own
             return tf.constant(math.nan, tf.float32)
         previous = tf.concat([self.learner.stored_state(batch)[0][:, tf.newaxis], hidden[:, :-1]], axis=1)
         from_input = tf.matmul(tf.cast(features, tf.float32), cell.kernel)

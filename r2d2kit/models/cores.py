@@ -16,12 +16,13 @@ GRU, ``state_0``, ``state_1``, ... for a user's cell (or the names in its ``stat
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import keras
 import numpy as np
+
+from r2d2kit._validation import import_named
 
 __all__ = ["StateField", "check_core_name", "import_factory", "make_cell", "state_spec", "zero_state", "state_fields"]
 
@@ -59,15 +60,7 @@ def check_core_name(core: Core) -> Core:
 
 def import_factory(core: str) -> Callable[[int], keras.layers.Layer]:
     """The function a ``"package.module:factory"`` core names; ValueError if it cannot be imported or called."""
-    module_name, _, attribute = core.partition(":")
-    try:
-        factory = getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as error:
-        raise ValueError(f"core {core!r} cannot be imported: {error}") from None
-    if not callable(factory):
-        raise ValueError(f"core {core!r} is a {type(factory).__name__}, not a function factory(units) returning a "
-                         "Keras RNN cell")
-    return factory
+    return import_named(core, "core", "a function factory(units) returning a Keras RNN cell")
 
 
 def make_cell(core: Core, units: int, name: str) -> keras.layers.Layer:

@@ -11,13 +11,12 @@ env and network there.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from r2d2kit._validation import Seed
+from r2d2kit._validation import Seed, import_named
 from r2d2kit.agent.config import R2D2Config
 from r2d2kit.replay import SequenceHerReplayBuffer, SequenceReplayBuffer
 from r2d2kit.replay.protocol import RewardFn
@@ -37,14 +36,10 @@ if TYPE_CHECKING:  # the heavy modules are imported where they are used
 
 
 def _import(spec: str, what: str) -> Callable[..., object]:
-    module_name, _, attribute = spec.partition(":")
     try:
-        found = getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as error:
-        raise ConfigError(f"{what} {spec!r} cannot be imported: {error}") from None
-    if not callable(found):
-        raise ConfigError(f"{what} {spec!r} is a {type(found).__name__}, not a class or function")
-    return found
+        return import_named(spec, what, "a class or function")
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
 
 
 def make_env(config: TrainConfig) -> gym.Env:
@@ -120,7 +115,7 @@ def observation_layout(config: TrainConfig) -> ObservationLayout | None:
         ConfigError: an unsupported observation or action space, or a ``model`` section that cannot
             read the encoded observation (a convolutional encoder, an ``input_scale`` of another length).
     """
-    layout = _probe(config)[2]
+    layout = _probe(config).layout
     if layout is not None:
         _check_encoder_for_codes(config, layout)
     return layout
@@ -149,12 +144,12 @@ def _spaces_of(env: gym.Env) -> EnvSpaces:
     return EnvSpaces(observation, action, layout)
 
 
-def _probe(config: TrainConfig) -> tuple[gym.spaces.Box, gym.spaces.Discrete, ObservationLayout | None]:
-    """(observation space, action space, observation layout or None) of one env made and closed."""
+def _probe(config: TrainConfig) -> EnvSpaces:
+    """The spaces of one env made and closed."""
     probe = make_env(config)
     spaces = _spaces_of(probe)
     probe.close()
-    return spaces.observation_space, spaces.action_space, spaces.layout
+    return spaces
 
 
 @dataclass
@@ -208,8 +203,8 @@ def build_network(config: TrainConfig, spaces: EnvSpaces | None = None) -> QNetw
     from r2d2kit.models import QNetwork
     from r2d2kit.models.cores import import_factory
 
-    obs_space, action_space, layout = (_probe(config) if spaces is None else
-                                       (spaces.observation_space, spaces.action_space, spaces.layout))
+    spaces = spaces or _probe(config)
+    obs_space, action_space, layout = spaces.observation_space, spaces.action_space, spaces.layout
     encoder = build_encoder(config)
     if layout is not None:
         from r2d2kit.models.code_encoding import CodeEncoder

@@ -15,6 +15,8 @@ if TYPE_CHECKING:
 
 def startup_summary(trainer: Trainer) -> str:
     """A few lines on the env, the network, the replay, the actors and the learning schedule."""
+    from r2d2kit.models.cores import BUILT_IN_CORES  # the network is built: Keras is loaded already
+
     cfg = trainer.config
     network = trainer.network
     encoder = network.config["encoder"]
@@ -22,7 +24,7 @@ def startup_summary(trainer: Trainer) -> str:
     epsilons = trainer.epsilons  # one per env of every actor
     actors = len(epsilons) // cfg.env.num_envs
     replay = trainer.replay
-    core = network.core.upper() if network.core in ("lstm", "gru") else cfg.model.core
+    core = network.core.upper() if network.core in BUILT_IN_CORES else cfg.model.core
     state = ", ".join(f"{field.name}{list(field.shape)}" for field in network.state_spec())
     return "\n".join([
         f"env: {cfg.env.id}, observation {network.obs_shape} {network.obs_dtype}, {network.num_actions} actions",

@@ -5,7 +5,6 @@ restores the weights and the replay, and the best weights replay the best evalua
 from __future__ import annotations
 
 import csv
-import os
 from pathlib import Path
 
 import numpy as np
@@ -29,16 +28,6 @@ TINY = ["run.warmup_steps=200", "run.eval_every=300", "run.eval_episodes=8", "lo
 def config(core: str, runner: str, total: int):
     return load_config(ROOT / "configs" / "cue_memory.yaml",
                        TINY + [f"model.core={core}", f"actors.runner={runner}", f"run.total_env_steps={total}"])
-
-
-@pytest.fixture
-def ray_instance(monkeypatch):
-    ray = pytest.importorskip("ray", reason="the ray extra is part of the test extras; install r2d2kit[test]")
-    # Ray workers import the test cell's module by name: give them the repository root
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
-    yield
-    ray.shutdown()
 
 
 @pytest.mark.parametrize("runner", ["local", "processes", "ray"])

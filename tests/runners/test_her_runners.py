@@ -9,7 +9,6 @@ rules of r2d2kit/replay/sequence_her.py's docstring), not from the buffer.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -88,16 +87,6 @@ def check_windows(batch: dict[str, np.ndarray], strategy: str, burn_in: int = 2,
         np.testing.assert_array_equal(batch["terminated"][b], (batch["mask"][b] & (times + 1 == tau))
                                       if terminate_on_goal else stored_terminated)
     return relabelled_count
-
-
-@pytest.fixture
-def ray_instance(monkeypatch):
-    ray = pytest.importorskip("ray", reason="the ray extra is part of the test extras; install r2d2kit[test]")
-    # Ray workers import the test env module by name: give them the repository root
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
-    yield
-    ray.shutdown()
 
 
 @pytest.mark.slow
