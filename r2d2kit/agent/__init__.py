@@ -16,6 +16,7 @@ _HOMES = {
     "value_rescale": "rescale", "inverse_value_rescale": "rescale", "tf_value_rescale": "rescale",
     "tf_inverse_value_rescale": "rescale",
     "greedy": "policies", "epsilon_greedy": "policies", "apex_epsilons": "policies", "boltzmann": "policies",
+    "EpsilonSchedule": "policies", "as_schedule": "policies",
 }
 __all__ = list(_HOMES)
 __getattr__ = lazy_exports("r2d2kit.agent", _HOMES)

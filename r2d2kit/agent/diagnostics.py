@@ -24,7 +24,7 @@ import tensorflow as tf
 
 from r2d2kit.agent.learner import R2D2Learner
 from r2d2kit.agent.rescale import tf_inverse_value_rescale
-from r2d2kit.models.cores import BUILT_IN_CORES
+from r2d2kit.models.cores import BUILT_IN_CORES, q_and_state
 from r2d2kit.replay.sequence import SequenceReplayBuffer
 from r2d2kit.replay.window_record import NETWORK_ROWS
 
@@ -113,7 +113,8 @@ class HealthCheck:
         relu_layers = [layer for layer in encoder.layers if _is_relu(layer)]
         self._encoder_units = (keras.Model(encoder.inputs, [layer.output for layer in relu_layers],
                                            name="health_encoder") if relu_layers else None)
-        self._rnn = keras.layers.RNN(network.cell, return_sequences=True, name="health_core")
+        self._rnn = (keras.layers.RNN(network.cell, return_sequences=True, name="health_core")
+                     if network.cell is not None else None)  # None: a feed-forward network's head reads the features
         self._measure = tf.function(self._forward)
 
     # ------------------------------------------------------------------ the compiled part
@@ -123,7 +124,8 @@ class HealthCheck:
         state = learner.stored_state(batch)
         q_stored, _ = learner._unroll(network, batch, slice(0, None), state)  # [B, L, A]
         features = network._features(batch["obs"], batch["prev_action"], batch["prev_reward"])  # [B, L, F]
-        hidden = self._rnn(features, mask=batch["obs_mask"], initial_state=state)  # [B, L, U]
+        hidden = (self._rnn(features, mask=batch["obs_mask"], initial_state=state) if self._rnn is not None
+                  else features)  # [B, L, U]: what the head reads
         outputs = {"difference": self._stale_state_difference(batch, context, q_stored),
                    "scale": tf.reduce_max(tf.abs(q_stored), axis=-1),
                    "dead_share": self._dead_relu_share(batch, hidden),
@@ -135,9 +137,11 @@ class HealthCheck:
         """``||Q(stored state) - Q(recomputed state)||`` per row ``[B, L]``; the recomputed state unrolls the
         context rows from a zero state with the current weights."""
         learner, network = self.learner, self.learner.online
+        if network.cell is None:  # no state: nothing to go stale
+            return tf.zeros_like(q_stored[..., 0])
         zeros = [tf.zeros_like(part) for part in learner.stored_state(batch)]
-        _, *fresh = network.model([context["obs"], context["prev_action"], context["prev_reward"],
-                                   context["obs_mask"], *zeros])
+        _, fresh = q_and_state(network.model([context["obs"], context["prev_action"], context["prev_reward"],
+                                              context["obs_mask"], *zeros]))
         q_fresh, _ = learner._unroll(network, batch, slice(0, None), fresh)
         return tf.norm(q_stored - q_fresh, axis=-1)
 
@@ -187,7 +191,7 @@ class HealthCheck:
         from each row's input and the previous row's output (an LSTM's or GRU's h); NaN for a user's core."""
         network = self.learner.online
         cell = network.cell
-        if network.core not in BUILT_IN_CORES:  # a user's cell: its gates are its own
+        if cell is None or network.core not in BUILT_IN_CORES:  # no core, or a user's cell: its gates are its own
             return tf.constant(math.nan, tf.float32)
         previous = tf.concat([self.learner.stored_state(batch)[0][:, tf.newaxis], hidden[:, :-1]], axis=1)
         from_input = tf.matmul(tf.cast(features, tf.float32), cell.kernel)

@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from r2d2kit.agent.config import R2D2Config
 from r2d2kit.agent.targets import tf_nstep_targets
+from r2d2kit.models.cores import q_and_state
 from r2d2kit.models.qnetwork import QNetwork
 from r2d2kit.replay.sequence import SequenceReplayBuffer
 from r2d2kit.replay.window_record import LEARNER_ROWS, NETWORK_ROWS
@@ -36,7 +37,8 @@ class R2D2Learner:
     Args:
         network: the online :class:`QNetwork` (actors built from it share its weights).
         config: hyper-parameters; the paper's by default.
-        optimizer: default Adam(learning_rate, epsilon=adam_epsilon) with global-norm clipping; with
+        optimizer: default :meth:`make_optimizer` (``config.optimizer``, Adam by default) with global-norm
+            clipping; with
             ``learning_rate_decay_updates > 0`` its rate falls linearly from ``learning_rate`` to
             ``final_learning_rate`` over that many updates and then stays there.
     """
@@ -50,13 +52,22 @@ class R2D2Learner:
         self.target = network.clone(name=f"{network.name}_target")
         self.target.copy_weights_from(self.online)
         self.state_keys = tuple(field.key for field in network.state_spec())  # the windows' stored state, in order
-        self.optimizer = optimizer or keras.optimizers.Adam(
-            learning_rate=self.learning_rate_schedule(self.config), epsilon=self.config.adam_epsilon,
-            global_clipnorm=self.config.max_gradient_norm)
+        self.optimizer = optimizer or self.make_optimizer(self.config)
         self.updates = 0
         self._sample_memory: tuple[Any, dict[str, np.ndarray]] | None = None  # (replay, arrays train_from reuses)
         self._train_step = tf.function(self._step)
         self._sync_target = tf.function(self._update_target)
+
+    @classmethod
+    def make_optimizer(cls, config: R2D2Config) -> keras.optimizers.Optimizer:
+        """``config.optimizer`` with its rate schedule and global-norm clipping: Adam, or RMSprop as the MinAtar
+        paper's DQN (centered, rho 0.95)."""
+        rate = cls.learning_rate_schedule(config)
+        if config.optimizer == "rmsprop":
+            return keras.optimizers.RMSprop(learning_rate=rate, rho=0.95, centered=True,
+                                            epsilon=config.rmsprop_epsilon, global_clipnorm=config.max_gradient_norm)
+        return keras.optimizers.Adam(learning_rate=rate, epsilon=config.adam_epsilon,
+                                     global_clipnorm=config.max_gradient_norm)
 
     @staticmethod
     def learning_rate_schedule(config: R2D2Config):
@@ -70,8 +81,7 @@ class R2D2Learner:
     # ------------------------------------------------------------------ the step
     def _unroll(self, network: QNetwork, batch, rows: slice, state):
         """Q ``[B, rows, A]`` and the state after ``rows`` (a list), unrolled from ``state``."""
-        q, *final = network.model([*(batch[name][:, rows] for name in NETWORK_ROWS), *state])
-        return q, final
+        return q_and_state(network.model([*(batch[name][:, rows] for name in NETWORK_ROWS), *state]))
 
     def stored_state(self, batch: Mapping[str, tf.Tensor]) -> list[tf.Tensor]:
         """The recurrent state stored with each window, in the network's state-spec order."""
@@ -93,7 +103,7 @@ class R2D2Learner:
         mask = tf.cast(batch["mask"][:, rest][:, trace], tf.float32)  # [B, T]
         td = (targets - q_taken) * mask
         valid = tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)  # [B]
-        per_sequence = tf.reduce_sum(0.5 * tf.square(td), axis=1) / valid  # [B]
+        per_sequence = tf.reduce_sum(self._row_loss(td), axis=1) / valid  # [B]
         loss = tf.reduce_mean(tf.cast(batch["weights"], tf.float32) * per_sequence)
         abs_td = tf.abs(td)
         return loss, {
@@ -105,6 +115,14 @@ class R2D2Learner:
             "mask": mask,
             "weights": batch["weights"],
         }
+
+    def _row_loss(self, td):
+        """``0.5 td^2``, or Huber's with delta 1 (equal to it for ``|td| <= 1``, linear beyond): ``config.loss``."""
+        if self.config.loss == "huber":
+            magnitude = tf.abs(td)
+            quadratic = tf.minimum(magnitude, 1.0)
+            return 0.5 * tf.square(quadratic) + (magnitude - quadratic)
+        return 0.5 * tf.square(td)
 
     def _unroll_after_burn_in(self, network: QNetwork, batch, burn: slice, rest: slice, state):
         """Q ``[B, T + n, A]`` of ``network`` over the rows after burn-in: the core starts from the stored
@@ -122,8 +140,9 @@ class R2D2Learner:
     def _targets(self, batch: Mapping[str, tf.Tensor], rest: slice, q_online, q_target):
         """Value-rescaled n-step double-Q targets ``[B, T]`` for the rows after burn-in (a subclass may vary them)."""
         cfg = self.config
+        q_select = q_online if cfg.double_q else q_target  # picks the bootstrap action; q_target values it
         return tf_nstep_targets(
-            batch["reward"][:, rest], batch["mask"][:, rest], batch["terminated"][:, rest], q_online, q_target,
+            batch["reward"][:, rest], batch["mask"][:, rest], batch["terminated"][:, rest], q_select, q_target,
             gamma=cfg.gamma, n_step=cfg.n_step, burn_in=0, trace_length=cfg.trace_length, eps=cfg.rescale_eps,
             rescale=cfg.value_rescaling)
 

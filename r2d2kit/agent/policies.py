@@ -1,9 +1,12 @@
-"""Action selection from Q-values ``[num_envs, A]``: greedy, epsilon-greedy, Ape-X epsilons, Boltzmann.
+"""Action selection from Q-values ``[num_envs, A]``: greedy, epsilon-greedy, Ape-X epsilons, a linear
+epsilon decay (:class:`EpsilonSchedule`), Boltzmann.
 
 Randomness comes from the caller's ``np.random.Generator`` so runs reproduce from a seed.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -45,6 +48,86 @@ def apex_epsilons(num_actors: int, epsilon: float = 0.4, alpha: float = 7.0) -> 
     if num_actors == 1:
         return np.array([epsilon])
     return epsilon ** (1.0 + alpha * np.arange(num_actors) / (num_actors - 1))
+
+
+@dataclass(frozen=True)
+class EpsilonSchedule:
+    """Each env's exploration rate over the run: fixed (Ape-X's per-env rates) or falling linearly from
+    ``start`` to ``final`` over the run's first ``decay_env_steps`` env steps (DQN's annealed rate).
+
+    Picklable, so actor processes and Ray actors take it. An actor knows only its own steps: it
+    estimates the run's env steps as ``elapsed_env_steps`` (taken before the pool started, e.g. by the
+    run it resumes) plus its own env steps times ``run_envs / len(self)``, which holds while actors
+    step at one rate. Slicing (``schedule[a:b]``) gives the schedule of some envs, e.g. one actor's.
+
+    Args:
+        start: the rate of each env at the run's env step 0 ``[E]`` (or one number for every env).
+        final: the rate after the decay (default: ``start``, a fixed rate).
+        decay_env_steps: env steps of the whole run over which the rate falls (0: no decay).
+        elapsed_env_steps: env steps the run took before these actors started.
+        run_envs: envs acting in the whole run (default: ``len(start)``).
+    """
+
+    start: np.ndarray
+    final: np.ndarray | None = None
+    decay_env_steps: int = 0
+    elapsed_env_steps: int = 0
+    run_envs: int = 0
+    _final: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        start = np.atleast_1d(np.asarray(self.start, dtype=np.float64)).copy()
+        final = start if self.final is None else np.broadcast_to(np.asarray(self.final, np.float64), start.shape)
+        if start.ndim != 1 or np.any((start < 0) | (start > 1)) or np.any((final < 0) | (final > 1)):
+            raise ValueError(f"EpsilonSchedule: rates must be one number per env in [0, 1], got start {start} and "
+                             f"final {final}")
+        for name in ("decay_env_steps", "elapsed_env_steps", "run_envs"):
+            if int(getattr(self, name)) < 0:
+                raise ValueError(f"EpsilonSchedule.{name} must be >= 0, got {getattr(self, name)!r}")
+        object.__setattr__(self, "start", start)
+        object.__setattr__(self, "_final", np.array(final))
+        object.__setattr__(self, "run_envs", int(self.run_envs) or len(start))
+
+    @classmethod
+    def linear(cls, num_envs: int, start: float, final: float, decay_env_steps: int,
+               elapsed_env_steps: int = 0) -> EpsilonSchedule:
+        """Every one of ``num_envs`` envs from ``start`` down to ``final`` over ``decay_env_steps`` env steps."""
+        num_envs = check_positive_int("num_envs", num_envs)
+        return cls(np.full(num_envs, check_float("start", start, 0.0, 1.0)),
+                   np.full(num_envs, check_float("final", final, 0.0, 1.0)), decay_env_steps, elapsed_env_steps)
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    def resumed(self, elapsed_env_steps: int) -> EpsilonSchedule:
+        """This schedule for actors that start after the run took ``elapsed_env_steps`` env steps."""
+        return EpsilonSchedule(self.start, self._final, self.decay_env_steps, elapsed_env_steps, self.run_envs)
+
+    def describe(self) -> str:
+        """One line for the start-up summary."""
+        if not self.decay_env_steps:
+            return f"epsilons {self.start.min():.3g} ... {self.start.max():.3g}"
+        return (f"epsilon {self.start.max():.3g} -> {self._final.max():.3g} over {self.decay_env_steps:,} env steps "
+                f"(now {self.epsilons().max():.3g})")
+
+    def __getitem__(self, envs: slice) -> EpsilonSchedule:
+        if not isinstance(envs, slice):
+            raise TypeError(f"an EpsilonSchedule is sliced by envs (schedule[a:b]), got {envs!r}")
+        return EpsilonSchedule(self.start[envs], self._final[envs], self.decay_env_steps, self.elapsed_env_steps,
+                               self.run_envs)
+
+    def epsilons(self, own_env_steps: int = 0) -> np.ndarray:
+        """The rate of each env after its actor took ``own_env_steps`` env steps (over its envs)."""
+        if not self.decay_env_steps:
+            return self.start
+        run_steps = self.elapsed_env_steps + own_env_steps * self.run_envs / len(self.start)
+        progress = min(run_steps / self.decay_env_steps, 1.0)
+        return self.start + progress * (self._final - self.start)
+
+
+def as_schedule(epsilons: npt.ArrayLike | EpsilonSchedule) -> EpsilonSchedule:
+    """``epsilons`` as a schedule: fixed per-env rates (an array, e.g. :func:`apex_epsilons`'s) or a schedule."""
+    return epsilons if isinstance(epsilons, EpsilonSchedule) else EpsilonSchedule(np.asarray(epsilons))
 
 
 def boltzmann(q_values: npt.ArrayLike, temperature: float, rng: np.random.Generator) -> np.ndarray:

@@ -2,8 +2,10 @@
 
 The POPGym benchmark's finding is that the best memory model differs by task, so the core is a
 choice: ``"lstm"`` (R2D2's), ``"gru"`` (the default of Stoix's recurrent DQN and of recurrent
-PQN), or ``"package.module:factory"``, a function ``factory(units) -> keras cell`` returning any
-Keras RNN cell (a layer with ``state_size`` and ``call(inputs, states) -> (output, new_states)``).
+PQN), ``"none"`` (no memory: a feed-forward Q-network, DQN's, on the same window replay; its state
+spec is empty, so windows store no state), or ``"package.module:factory"``, a function
+``factory(units) -> keras cell`` returning any Keras RNN cell (a layer with ``state_size`` and
+``call(inputs, states) -> (output, new_states)``).
 In Python the function itself may be given; a config names it, so that actor processes and Ray
 workers can import it.
 
@@ -18,15 +20,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import keras
 import numpy as np
 
 from r2d2kit._validation import import_named
 
-__all__ = ["StateField", "check_core_name", "import_factory", "make_cell", "state_spec", "zero_state", "state_fields"]
+__all__ = ["StateField", "check_core_name", "import_factory", "make_cell", "q_and_state", "state_spec", "zero_state",
+           "state_fields"]
 
-BUILT_IN_CORES = ("lstm", "gru")
+FEED_FORWARD = "none"  # the core name of a network without memory
+BUILT_IN_CORES = ("lstm", "gru", FEED_FORWARD)
 STATE_DTYPE = "float32"  # the state leaves the models in float32 under any dtype policy
 _BUILT_IN_STATE_NAMES = {"lstm": ("h", "c"), "gru": ("h",)}
 
@@ -63,13 +68,16 @@ def import_factory(core: str) -> Callable[[int], keras.layers.Layer]:
     return import_named(core, "core", "a function factory(units) returning a Keras RNN cell")
 
 
-def make_cell(core: Core, units: int, name: str) -> keras.layers.Layer:
-    """The Keras RNN cell of ``core`` with ``units`` units, named after the network (``name``).
+def make_cell(core: Core, units: int, name: str) -> keras.layers.Layer | None:
+    """The Keras RNN cell of ``core`` with ``units`` units, named after the network (``name``); None for
+    ``"none"`` (no memory: the head reads the features directly).
 
     Raises:
         ValueError: an unknown core, a factory that cannot be imported, or one that returns no RNN cell.
     """
     check_core_name(core)
+    if core == FEED_FORWARD:
+        return None
     if core == "lstm":
         return keras.layers.LSTMCell(units, name=f"{name}_lstm_cell")
     if core == "gru":
@@ -81,8 +89,11 @@ def make_cell(core: Core, units: int, name: str) -> keras.layers.Layer:
     return cell
 
 
-def state_spec(cell: keras.layers.Layer, core: Core) -> tuple[StateField, ...]:
-    """The recurrent state of ``cell`` (built by :func:`make_cell` for ``core``), one field per tensor."""
+def state_spec(cell: keras.layers.Layer | None, core: Core) -> tuple[StateField, ...]:
+    """The recurrent state of ``cell`` (built by :func:`make_cell` for ``core``), one field per tensor; none
+    for a feed-forward network (``cell`` None)."""
+    if cell is None:
+        return ()
     sizes = cell.state_size if isinstance(cell.state_size, (list, tuple)) else [cell.state_size]
     shapes = []
     for size in sizes:
@@ -100,6 +111,14 @@ def state_spec(cell: keras.layers.Layer, core: Core) -> tuple[StateField, ...]:
         raise ValueError(f"core {core!r}: state_names {unusable} do not make field names (state_<name>); use letters, "
                          "digits and underscores")
     return tuple(StateField(name, shape) for name, shape in zip(names, shapes, strict=True))
+
+
+def q_and_state(outputs) -> tuple[Any, list[Any]]:
+    """Q and the state (a list) from a call of a network's model: Keras returns a one-output model's
+    output bare, which is what a network without a core (no state) has."""
+    if isinstance(outputs, (list, tuple)):
+        return outputs[0], list(outputs[1:])
+    return outputs, []
 
 
 def zero_state(spec: tuple[StateField, ...], batch: int) -> tuple[np.ndarray, ...]:

@@ -18,6 +18,7 @@ One step, for ``E`` envs (``U`` core units, ``A`` actions), with an LSTM core::
     c' = f * c + i * g;   h' = o * tanh(c')
       (a GRU core, Keras' reset_after form: x_z, x_r, x_h = f K + b_in;  r_z, r_r, r_h = h R + b_rec
        z = sigmoid(x_z + r_z);  r = sigmoid(x_r + r_r);  h' = z * h + (1 - z) * tanh(x_h + r * r_h))
+      (no core, ``core="none"``: h' = [f, one_hot(prev_action), prev_reward], or f; no state)
     x = LayerNorm(h') if layer_norm else h'
     A(x), V(x): each stream its hidden layers, then its output layer
     Q = V + A - mean(A)  (dueling)   or   Q = A
@@ -42,6 +43,7 @@ import numpy as np
 import tensorflow as tf
 
 from r2d2kit.models.code_encoding import CodeEncoder
+from r2d2kit.models.cores import q_and_state
 from r2d2kit.models.encoders import MLPModel
 
 if TYPE_CHECKING:
@@ -83,7 +85,7 @@ class ForwardNetwork(Protocol):
     def encoder(self) -> keras.Model: ...
 
     @property
-    def cell(self) -> keras.layers.Layer: ...
+    def cell(self) -> keras.layers.Layer | None: ...
 
     @property
     def core_norm(self) -> keras.layers.Layer | None: ...
@@ -293,7 +295,7 @@ class NumpyForward:
         self._input_scale = None if spec.input_scale is None else np.asarray(spec.input_scale, np.float32)
         inputs = self._code_plan[0].size if self._code_plan is not None else int(np.prod(self.obs_shape))
         self._features = int(spec.units[-1]) if spec.units else int(inputs)
-        self._cell_slots = self._core_slots(network.cell, weights)
+        self._cell_slots = self._core_slots(network.cell, weights) if network.cell is not None else None
         self._norm = _stack([network.core_norm], weights) if network.core_norm is not None else []
         self._advantage = _stack(list(network.advantage_layers), weights)
         self._value = _stack(list(network.value_layers), weights) if network.dueling else []
@@ -346,18 +348,31 @@ class NumpyForward:
         if self._input_scale is not None:
             x = x * self._input_scale
         x = _run(self._encoder, w, x.reshape(len(x), -1))  # [E, F]
-        kernel, recurrent, bias = (w[slot] for slot in self._cell_slots)
         next_state: tuple[np.ndarray, ...]
-        if self._gru:
-            next_state = self._gru_step(x, prev_action, prev_reward, state[0], kernel, recurrent, bias)
+        if self._cell_slots is None:  # no core: the head reads the features (and previous action and reward)
+            next_state = ()
+            hidden = self._features_with_previous(x, prev_action, prev_reward)
         else:
-            next_state = self._lstm_step(x, prev_action, prev_reward, state, kernel, recurrent, bias)
-        hidden = _run(self._norm, w, next_state[0])
+            kernel, recurrent, bias = (w[slot] for slot in self._cell_slots)
+            if self._gru:
+                next_state = self._gru_step(x, prev_action, prev_reward, state[0], kernel, recurrent, bias)
+            else:
+                next_state = self._lstm_step(x, prev_action, prev_reward, state, kernel, recurrent, bias)
+            hidden = next_state[0]
+        hidden = _run(self._norm, w, hidden)
         advantage = _run(self._advantage, w, hidden)  # [E, A]
         if not self._value:
             return advantage, next_state
         value = _run(self._value, w, hidden)  # [E, 1]
         return value + advantage - advantage.mean(axis=-1, keepdims=True), next_state
+
+    def _features_with_previous(self, x: np.ndarray, prev_action: np.ndarray, prev_reward: np.ndarray) -> np.ndarray:
+        """``[x, one_hot(prev_action), prev_reward]`` (the sequence model's features), or ``x`` without them."""
+        if not self.network.prev_action_reward:
+            return x
+        one_hot = np.zeros((len(x), self.num_actions), np.float32)
+        one_hot[np.arange(len(x)), prev_action] = 1.0
+        return np.concatenate([x, one_hot, prev_reward[:, None].astype(np.float32)], axis=1)
 
     def _with_previous(self, z: np.ndarray, prev_action: np.ndarray, prev_reward: np.ndarray,
                        kernel: np.ndarray) -> np.ndarray:
@@ -406,8 +421,8 @@ class NumpyForward:
         spec = self.network.state_spec()
         state = tuple(rng.normal(size=(batch,) + field.shape).astype(np.float32) for field in spec)
         q_mine, state_mine = self.step(obs, prev_action, prev_reward, state)
-        q, *state_keras = self.network.model([obs[:, None], prev_action[:, None], prev_reward[:, None],
-                                              np.ones((batch, 1), bool), *state])
+        q, state_keras = q_and_state(self.network.model([obs[:, None], prev_action[:, None], prev_reward[:, None],
+                                                         np.ones((batch, 1), bool), *state]))
         mine = (q_mine, *state_mine)
         theirs = (keras.ops.convert_to_numpy(q)[:, 0], *(keras.ops.convert_to_numpy(part) for part in state_keras))
         names = ("Q-values", *(f"state {field.name!r}" for field in spec))

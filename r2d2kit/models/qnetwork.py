@@ -1,7 +1,8 @@
 """Recurrent Q-network: encoder -> [prev action one-hot, prev reward] -> memory core -> dueling head.
 
-The core is an LSTM (R2D2's), a GRU or a user's Keras cell (``models/cores.py``); its recurrent
-state is a tuple of tensors described once by :meth:`QNetwork.state_spec`. One set of layers serves
+The core is an LSTM (R2D2's), a GRU, a user's Keras cell or none (a feed-forward network, DQN's;
+``models/cores.py``); its recurrent state is a tuple of tensors (empty without a core) described
+once by :meth:`QNetwork.state_spec`. One set of layers serves
 two Keras models:
 
 * the **sequence model** (learner): any batch, any length; explicit initial state and a row
@@ -27,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 import tensorflow as tf
 
-from r2d2kit.models.cores import BUILT_IN_CORES, Core, StateField, make_cell, state_spec, zero_state
+from r2d2kit.models.cores import BUILT_IN_CORES, Core, StateField, make_cell, q_and_state, state_spec, zero_state
 from r2d2kit.models.encoders import ImageModel, MLPModel
 from r2d2kit.models.numpy_actor import NumpyForward, UnsupportedNetwork
 
@@ -60,9 +61,10 @@ class QNetwork:
         num_actions: discrete actions.
         encoder: an :class:`ImageModel`; default :class:`MLPModel` (vector observations).
         obs_dtype: dtype of observations (``"uint8"`` images are scaled to [0, 1] by the encoders).
-        core: the memory core: ``"lstm"`` (R2D2's), ``"gru"``, ``"package.module:factory"`` or the factory
+        core: the memory core: ``"lstm"`` (R2D2's), ``"gru"``, ``"none"`` (no memory: the head reads the
+            features of each row, as DQN's network does), ``"package.module:factory"`` or the factory
             itself (a function ``factory(units)`` returning a Keras RNN cell; see ``models/cores.py``).
-        core_units: the core's width (R2D2: 512); a user's factory gets it as ``units``.
+        core_units: the core's width (R2D2: 512); a user's factory gets it as ``units``; unused without a core.
         dueling: use a dueling head, ``Q = V + A - mean(A)`` (R2D2: yes).
         head_units: hidden units of each head stream (0: linear head).
         prev_action_reward: feed the previous action (one-hot) and reward to the core, as R2D2 does.
@@ -73,7 +75,8 @@ class QNetwork:
 
     The layers by role are public, so other forwards of the same weights (the actors' numpy step,
     :class:`~r2d2kit.models.numpy_actor.NumpyForward`) read them without knowing how they were built:
-    ``encoder`` (Keras model, time folded into the batch), ``cell`` (the core's Keras cell), ``core_norm``
+    ``encoder`` (Keras model, time folded into the batch), ``cell`` (the core's Keras cell, None without a core),
+    ``core_norm``
     (LayerNormalization of the core's output, or None), ``value_layers`` and ``advantage_layers`` (each
     head stream's layers in call order, the last one the output; ``value_layers`` unused without
     ``dueling``).
@@ -183,11 +186,18 @@ class QNetwork:
     def _rnn_label(self) -> str:
         return self.core if self.core in BUILT_IN_CORES else "core"
 
-    def _rnn(self, name: str) -> keras.layers.RNN:
+    def _rnn(self, name: str) -> keras.layers.RNN | None:
+        """The core unrolled over time, or None for a feed-forward network (``core="none"``)."""
+        if self.cell is None:
+            return None
         return keras.layers.RNN(self.cell, return_sequences=True, return_state=True, name=name)
 
     def _unroll(self, rnn, obs, prev_action, prev_reward, initial, obs_mask=None):
-        """Q ``[B, T, A]`` and the final state (a list in :meth:`state_spec` order, float32) from ``initial``."""
+        """Q ``[B, T, A]`` and the final state (a list in :meth:`state_spec` order, float32) from ``initial``.
+
+        Without a core (``rnn`` None) every row is computed on its own and there is no state."""
+        if rnn is None:
+            return self._head(self._features(obs, prev_action, prev_reward)), []
         outputs = rnn(self._features(obs, prev_action, prev_reward), mask=obs_mask, initial_state=list(initial))
         hidden, final = outputs[0], outputs[1:]
         return self._head(hidden), [_float32(part) for part in final]
@@ -310,7 +320,7 @@ class StatefulActor:
 
         @tf.function(input_signature=signature)
         def step(obs, prev_action, prev_reward, state):
-            q, *final = model([obs[:, None], prev_action[:, None], prev_reward[:, None], *state])
+            q, final = q_and_state(model([obs[:, None], prev_action[:, None], prev_reward[:, None], *state]))
             return q[:, 0], tuple(final)  # [E, A], the next state
 
         return step

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from r2d2kit.agent.policies import epsilon_greedy
+from r2d2kit.agent.policies import EpsilonSchedule, as_schedule, epsilon_greedy
 from r2d2kit.replay import SequenceBuilder
 from r2d2kit.runners.callbacks import Callback
 from r2d2kit.runners.episodes import EpisodeTracker
@@ -37,6 +37,9 @@ def limit_threads(threads: int) -> None:
 class ActingLoop:
     """One vector env stepped by a stateful actor with per-env epsilons, cut into R2D2 windows.
 
+    ``epsilons``: fixed per-env rates, or an :class:`~r2d2kit.agent.policies.EpsilonSchedule` (rates
+    that fall with the env steps taken).
+
     ``extras`` names per-env ``info`` entries stored beside each observation row (a goal env's
     ``"achieved_goal"``, which :class:`~r2d2kit.spaces.GoalObservation` puts in the info of every
     ``reset`` and ``step``): the entry that came with an observation goes into that observation's row.
@@ -45,11 +48,14 @@ class ActingLoop:
     """
 
     def __init__(self, envs: gym.vector.VectorEnv, actor: StatefulActor, builder: SequenceBuilder,
-                 epsilons: np.ndarray, seed: int, extras: Sequence[str] = (), *, actor_id: int = 0,
+                 epsilons: ArrayLike | EpsilonSchedule, seed: int, extras: Sequence[str] = (), *, actor_id: int = 0,
                  callbacks: Callback | None = None) -> None:
         self.envs: gym.vector.VectorEnv | None = envs  # None once closed
         self.actor, self.builder = actor, builder
-        self.epsilons = np.asarray(epsilons)
+        self.schedule = as_schedule(epsilons)
+        if len(self.schedule) != envs.num_envs:
+            raise ValueError(f"{len(self.schedule)} exploration rates for {envs.num_envs} envs: give one per env")
+        self.env_steps = 0  # taken by this loop, over its envs
         self.rng = np.random.default_rng(seed)
         self.tracker = EpisodeTracker(envs.num_envs)
         self.extras = tuple(extras)
@@ -60,8 +66,8 @@ class ActingLoop:
         self.callbacks.on_actor_begin(actor_id)
 
     @classmethod
-    def build(cls, make_env: Callable[[], gym.Env], network: QNetwork, config: R2D2Config, epsilons: np.ndarray,
-              seed: int, extras: Sequence[str] = (), *, actor_id: int = 0,
+    def build(cls, make_env: Callable[[], gym.Env], network: QNetwork, config: R2D2Config,
+              epsilons: ArrayLike | EpsilonSchedule, seed: int, extras: Sequence[str] = (), *, actor_id: int = 0,
               callbacks: Callback | None = None) -> ActingLoop:
         """The actor set-up: ``len(epsilons)`` envs from ``make_env``, windows shaped by ``config`` (an
         :class:`~r2d2kit.agent.config.R2D2Config`), acting with ``network``'s weights, which are read
@@ -70,6 +76,7 @@ class ActingLoop:
 
         from r2d2kit.models.cores import state_fields
 
+        epsilons = as_schedule(epsilons)
         num_envs = len(epsilons)
         envs = gym.vector.SyncVectorEnv([make_env] * num_envs)
         builder = SequenceBuilder(num_envs, config.burn_in, config.trace_length, config.n_step, config.period,
@@ -99,6 +106,7 @@ class ActingLoop:
         state = self.actor.get_state()
         q_values = self.actor.q_values(self.obs, tracker.prev_action, tracker.prev_reward)
         action = epsilon_greedy(q_values, self.epsilons, self.rng)
+        self.env_steps += len(action)
         next_obs, reward, terminated, truncated, info = envs.step(action)
         windows = self.builder.step(self.obs, action, reward, terminated, truncated, state, extras=self.obs_extras)
         _, returns, lengths, restart = tracker.record(action, reward, terminated, truncated)
@@ -107,6 +115,11 @@ class ActingLoop:
         for episode_return, length in zip(returns.tolist(), lengths.tolist()):
             self.callbacks.on_actor_episode(self.actor_id, episode_return, length)
         return windows, returns, lengths
+
+    @property
+    def epsilons(self) -> np.ndarray:
+        """Each env's exploration rate now."""
+        return self.schedule.epsilons(self.env_steps)
 
     def refresh_weights(self) -> None:
         """The network's weights changed in place: read them before the next step."""

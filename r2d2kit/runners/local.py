@@ -6,8 +6,9 @@ import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-import numpy as np
+import numpy.typing as npt
 
+from r2d2kit.agent.policies import EpsilonSchedule
 from r2d2kit.runners.acting import ActingLoop
 from r2d2kit.runners.callbacks import Callback
 from r2d2kit.runners.pool import Experience, Incarnations
@@ -30,7 +31,8 @@ class LocalActors:
     """
 
     def __init__(self, make_env: Callable[[], gym.Env], make_network: Callable[[], QNetwork] | None,
-                 network: QNetwork, config: R2D2Config, *, epsilons: np.ndarray, incarnations: Incarnations,
+                 network: QNetwork, config: R2D2Config, *, epsilons: npt.ArrayLike | EpsilonSchedule,
+                 incarnations: Incarnations,
                  callbacks: Callback | None = None,
                  extras: Mapping[str, tuple[tuple[int, ...], DTypeLike]] | None = None) -> None:
         self.incarnations = incarnations

@@ -29,7 +29,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
+from r2d2kit.agent.policies import EpsilonSchedule, as_schedule
 from r2d2kit.runners.acting import ActingLoop, limit_threads
 from r2d2kit.runners.callbacks import Callback
 from r2d2kit.runners.pool import Experience, Incarnations
@@ -65,7 +67,7 @@ class ActorSpec:
     make_network: Callable[[], QNetwork]  # a module-level function or functools.partial
     make_env: Callable[[], gym.Env]
     config: R2D2Config  # the learner's (window layout)
-    epsilons: np.ndarray  # one per env
+    epsilons: EpsilonSchedule  # one rate per env
     weights_name: str
     weights_size: int
     ring_name: str
@@ -142,7 +144,8 @@ class ProcessActors:
         make_network: picklable factory of the Q-network (each actor builds its own copy).
         network: the learner's online network (weight layout and the first broadcast).
         config: the learner's :class:`~r2d2kit.agent.learner.R2D2Config` (window layout).
-        epsilons: per-env epsilons over all actors' envs, actor-major.
+        epsilons: per-env epsilons over all actors' envs, actor-major, fixed or an
+            :class:`~r2d2kit.agent.policies.EpsilonSchedule`.
         incarnations: source ids and seeds of every actor start (a restarted actor gets new ones).
         callbacks: actor hooks (pickled into every actor).
         extras: per-row ``info`` entries the actors store with each observation, ``{name: (shape, dtype)}``
@@ -153,7 +156,7 @@ class ProcessActors:
     """
 
     def __init__(self, make_env: Callable[[], gym.Env], make_network: Callable[[], QNetwork], network: QNetwork,
-                 config: R2D2Config, *, epsilons: np.ndarray, incarnations: Incarnations,
+                 config: R2D2Config, *, epsilons: npt.ArrayLike | EpsilonSchedule, incarnations: Incarnations,
                  callbacks: Callback | None = None,
                  extras: Mapping[str, tuple[tuple[int, ...], DTypeLike]] | None = None, num_actors: int,
                  envs_per_actor: int, ring_capacity: int = 64, publish_every: int = 10, threads: int = 1,
@@ -161,7 +164,7 @@ class ProcessActors:
                  stall_timeout: float = STALL_TIMEOUT_S) -> None:
         self.make_network, self.make_env, self.config = make_network, make_env, config
         self.num_actors, self.envs_per_actor = num_actors, envs_per_actor
-        self.epsilons = np.asarray(epsilons)
+        self.epsilons = as_schedule(epsilons)
         self.ring_capacity, self.publish_every, self.threads = ring_capacity, publish_every, threads
         self.max_restarts, self.incarnations, self.callbacks = max_restarts, incarnations, callbacks
         self.log = log or (lambda message: print(message, file=sys.stderr, flush=True))

@@ -27,7 +27,9 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
+from r2d2kit.agent.policies import EpsilonSchedule, as_schedule
 from r2d2kit.runners.acting import THREAD_VARIABLES, ActingLoop, limit_threads
 from r2d2kit.runners.callbacks import Callback
 from r2d2kit.runners.pool import Experience, Incarnations
@@ -55,7 +57,7 @@ class ActorBody:
     """
 
     def __init__(self, actor_id: int, make_network: Callable[[], QNetwork], make_env: Callable[[], gym.Env],
-                 config: R2D2Config, epsilons: np.ndarray, threads: int = 1, callbacks: Callback | None = None,
+                 config: R2D2Config, epsilons: EpsilonSchedule, threads: int = 1, callbacks: Callback | None = None,
                  extras: tuple[str, ...] = ()) -> None:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         limit_threads(threads)
@@ -118,7 +120,8 @@ class RayActors:
         make_network: picklable factory of the Q-network (each actor builds its own copy).
         network: the learner's online network (weight layout and the first broadcast).
         config: the learner's :class:`~r2d2kit.agent.learner.R2D2Config` (window layout).
-        epsilons: per-env epsilons over all actors' envs, actor-major.
+        epsilons: per-env epsilons over all actors' envs, actor-major, fixed or an
+            :class:`~r2d2kit.agent.policies.EpsilonSchedule`.
         incarnations: source ids and seeds of every actor start (a restarted actor gets new ones).
         callbacks: actor hooks (pickled into every actor).
         extras: per-row ``info`` entries the actors store with each observation, ``{name: (shape, dtype)}``
@@ -130,7 +133,7 @@ class RayActors:
     """
 
     def __init__(self, make_env: Callable[[], gym.Env], make_network: Callable[[], QNetwork], network: QNetwork,
-                 config: R2D2Config, *, epsilons: np.ndarray, incarnations: Incarnations,
+                 config: R2D2Config, *, epsilons: npt.ArrayLike | EpsilonSchedule, incarnations: Incarnations,
                  callbacks: Callback | None = None,
                  extras: Mapping[str, tuple[tuple[int, ...], DTypeLike]] | None = None, num_actors: int,
                  envs_per_actor: int, steps_per_batch: int = 50, publish_every: int = 10, threads: int = 1,
@@ -160,7 +163,7 @@ class RayActors:
         remote = ray.remote(num_cpus=cpus_per_actor, max_restarts=max_restarts, max_task_retries=0,
                             runtime_env={"env_vars": env_vars})(ActorBody)
         n = envs_per_actor
-        self._actors = [remote.remote(i, make_network, make_env, config, np.asarray(epsilons[i * n:(i + 1) * n]),
+        self._actors = [remote.remote(i, make_network, make_env, config, as_schedule(epsilons)[i * n:(i + 1) * n],
                                       threads, callbacks, tuple(extras or {}))
                         for i in range(num_actors)]
         self._seeds = {i: incarnations.start(i)[1] for i in range(num_actors)}  # sent with each request

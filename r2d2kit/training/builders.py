@@ -25,9 +25,9 @@ from r2d2kit.training.config import ConfigError, HerConfig, TrainConfig
 
 if TYPE_CHECKING:  # the heavy modules are imported where they are used
     import gymnasium as gym
-    import numpy as np
 
     from r2d2kit.agent.learner import R2D2Learner
+    from r2d2kit.agent.policies import EpsilonSchedule
     from r2d2kit.models.encoders import ImageModel
     from r2d2kit.models.qnetwork import QNetwork
     from r2d2kit.runners.callbacks import CallbackList
@@ -381,13 +381,13 @@ class RunParts:
         if self.goal is not None:
             self.goal.close()
 
-    def start_actors(self, epsilons: np.ndarray, incarnations: Incarnations, callbacks: CallbackList) -> ActorPool:
+    def start_actors(self, epsilons: EpsilonSchedule, incarnations: Incarnations, callbacks: CallbackList) -> ActorPool:
         """The :class:`~r2d2kit.runners.pool.ActorPool` of ``actors.runner``, started: acting in this process with
         the run's network (local), or in spawned processes / Ray actors that rebuild the env and the network
         from the config and take published weights.
 
         Args:
-            epsilons: one exploration rate per env, over all actors' envs, actor-major.
+            epsilons: the exploration rate of each env, over all actors' envs, actor-major.
             incarnations: a :class:`~r2d2kit.runners.pool.Incarnations` (source ids and seeds).
             callbacks: a :class:`~r2d2kit.runners.callbacks.CallbackList`; actor pools in other processes get
                 only the callbacks with actor hooks.

@@ -67,17 +67,18 @@ class ModelConfig:
     encoder: str = "mlp"  # mlp | dqn | r2d3 | minatar | minigrid | "package.module:ImageModelSubclass"
     hidden: list = field(default_factory=lambda: [64])  # MLP encoder widths
     input_scale: float | list | None = None  # MLP: observation times this (one number or one per (encoded) input)
-    core: str = "lstm"  # memory core: lstm (R2D2's) | gru | "package.module:factory" (factory(units) -> Keras cell)
-    core_units: int = 512  # the core's width (R2D2: 512)
+    core: str = "lstm"  # memory core: lstm (R2D2's) | gru | none (feed-forward, DQN's) | "package.module:factory"
+    # (factory(units) -> Keras cell)
+    core_units: int = 512  # the core's width (R2D2: 512; unused with core none)
     dueling: bool = True  # dueling head: Q = V + A - mean(A)
     head_units: int = 512  # hidden units of each head stream (0: a linear head)
     prev_action_reward: bool = True  # feed the previous action (one-hot) and reward to the core, as R2D2 does
     layer_norm: bool = False  # layer-normalise the core's output and the head's hidden layers (not in R2D2)
 
     def __post_init__(self) -> None:
-        if self.core not in ("lstm", "gru") and ":" not in self.core:
-            raise ValueError(f"core must be lstm, gru or 'package.module:factory' (a function factory(units) "
-                             f"returning a Keras RNN cell), got {self.core!r}")
+        if self.core not in ("lstm", "gru", "none") and ":" not in self.core:
+            raise ValueError(f"core must be lstm, gru, none (a feed-forward network) or 'package.module:factory' (a "
+                             f"function factory(units) returning a Keras RNN cell), got {self.core!r}")
         if self.core_units < 1:
             raise ValueError(f"core_units must be >= 1, got {self.core_units}")
 
@@ -144,16 +145,21 @@ class ReplayConfig:
 
 
 RUNNERS = ("local", "processes", "ray")
+EXPLORATIONS = ("apex", "linear")
 
 
 @dataclass
 class ActorsConfig:
-    """Who acts: where (``runner``), how many, and how they explore (Ape-X per-env epsilons)."""
+    """Who acts: where (``runner``), how many, and how they explore (Ape-X's fixed per-env epsilons, or one
+    epsilon decaying linearly with the run's env steps as DQN's does)."""
 
     runner: str = "local"  # local: one process | processes: spawned processes on shared memory | ray: Ray actors
     num_actors: int = 2  # processes and ray runners
-    epsilon: float = 0.4  # env i of N explores with epsilon ** (1 + epsilon_alpha * i / (N - 1))
-    epsilon_alpha: float = 7.0  # Ape-X spread of the per-env epsilons (formula at epsilon)
+    exploration: str = "apex"  # apex: fixed per-env epsilons (R2D2's) | linear: one decaying epsilon (DQN's)
+    epsilon: float = 0.4  # apex: env i of N: epsilon ** (1 + epsilon_alpha * i / (N - 1)); linear: the final rate
+    epsilon_alpha: float = 7.0  # apex: the spread of the per-env epsilons (formula at epsilon)
+    epsilon_start: float = 1.0  # linear: every env's rate at env step 0; it falls to epsilon by epsilon_decay_steps
+    epsilon_decay_steps: int = 100_000  # linear: env steps of the run (all actors) over which the rate falls
     publish_every: int = 10  # learner updates between weight broadcasts
     ring_capacity: int = 64  # windows per actor ring; a full ring makes its actor wait
     threads: int = 1  # TensorFlow/BLAS threads per actor process
@@ -174,8 +180,16 @@ class ActorsConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.max_restarts < 0:
             raise ValueError(f"max_restarts must be >= 0, got {self.max_restarts}")
-        if not 0.0 <= self.epsilon <= 1.0:
-            raise ValueError(f"epsilon must be in [0, 1], got {self.epsilon}")
+        if self.exploration not in EXPLORATIONS:
+            raise ValueError(f"exploration must be one of {list(EXPLORATIONS)} (apex: Ape-X's fixed per-env "
+                             "epsilons; linear: epsilon_start down to epsilon over epsilon_decay_steps), got "
+                             f"{self.exploration!r}")
+        for name in ("epsilon", "epsilon_start"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
+        if self.epsilon_decay_steps < 0:
+            raise ValueError(f"epsilon_decay_steps must be >= 0 (0: epsilon from the start), got "
+                             f"{self.epsilon_decay_steps}")
 
 
 @dataclass
@@ -319,6 +333,9 @@ def build_config(data: Mapping[str, Any] | None, source: str = "<config>",
             origin = f"{source} (with --set {', '.join(blamed)})" if blamed else source
             raise ConfigError(f"{origin}: section {section!r}: {error}") from None
     config = TrainConfig(**sections)
+    if config.model.core == "none" and config.learner.burn_in:
+        raise ConfigError(f"{source}: model.core none keeps no recurrent state, so learner.burn_in "
+                          f"{config.learner.burn_in} would warm up nothing; set learner.burn_in: 0")
     _check_env_id(config.env.id, source)
     return config
 

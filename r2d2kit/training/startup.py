@@ -21,22 +21,21 @@ def startup_summary(trainer: Trainer) -> str:
     network = trainer.network
     encoder = network.config["encoder"]
     where = {"local": "in this process", "processes": "actor processes", "ray": "Ray actors"}[cfg.actors.runner]
-    epsilons = trainer.epsilons  # one per env of every actor
-    actors = len(epsilons) // cfg.env.num_envs
+    actors = len(trainer.epsilons) // cfg.env.num_envs  # one rate per env of every actor
     replay = trainer.replay
     core = network.core.upper() if network.core in BUILT_IN_CORES else cfg.model.core
     state = ", ".join(f"{field.name}{list(field.shape)}" for field in network.state_spec())
+    memory = (f"{core} {network.core_units} (state {state})" if network.cell is not None else
+              "no core (feed-forward)")
     return "\n".join([
         f"env: {cfg.env.id}, observation {network.obs_shape} {network.obs_dtype}, {network.num_actions} actions",
-        f"network: {type(encoder).__module__}.{type(encoder).__qualname__} encoder, {core} {network.core_units} "
-        f"(state {state}), "
+        f"network: {type(encoder).__module__}.{type(encoder).__qualname__} encoder, {memory}, "
         f"{'dueling ' if cfg.model.dueling else ''}head {cfg.model.head_units}: "
         f"{network.model.count_params():,} weights (online; the target network holds as many)",
         f"replay: {type(replay).__name__} of {cfg.replay.capacity:,} steps in {replay.nbytes / 2 ** 20:,.1f} MiB, "
         f"{replay.sampler!r}, windows of {cfg.learner.length} rows ({cfg.learner.burn_in} burn-in + "
         f"{cfg.learner.trace_length} trained + {cfg.learner.n_step} n-step)",
-        f"actors: {cfg.actors.runner}, {actors} x {cfg.env.num_envs} envs ({where}), epsilons "
-        f"{min(epsilons):.3g} ... {max(epsilons):.3g}",
+        f"actors: {cfg.actors.runner}, {actors} x {cfg.env.num_envs} envs ({where}), {trainer.epsilons.describe()}",
         f"learning: {cfg.run.updates_per_env_step:g} updates per env step of {cfg.learner.batch_size} windows after "
         f"{cfg.run.warmup_steps:,} warm-up steps, to {cfg.run.total_env_steps:,} env steps",
     ])

@@ -75,7 +75,7 @@ class Trainer:
     def __init__(self, config: TrainConfig, run_dir: str | Path, callbacks: Sequence[Callback] = (),
                  resume: bool = False) -> None:
         from r2d2kit.agent.diagnostics import HealthCheck, UpdateStatistics
-        from r2d2kit.agent.policies import apex_epsilons
+        from r2d2kit.agent.policies import EpsilonSchedule, apex_epsilons
         from r2d2kit.models.tf_setup import setup_tensorflow
         from r2d2kit.training.builders import build_run
         from r2d2kit.training.run_log import RunLog
@@ -115,8 +115,11 @@ class Trainer:
                                       "own env: drop --set env.id, or start a new run from this config")
             self.counters.update({name: state[name] for name in COUNTERS if name in state})
         num_actors = config.actors.num_actors if config.actors.runner != "local" else 1
-        self.epsilons = apex_epsilons(num_actors * config.env.num_envs, config.actors.epsilon,
-                                      config.actors.epsilon_alpha)
+        envs, actors = num_actors * config.env.num_envs, config.actors
+        self.epsilons = (EpsilonSchedule.linear(envs, actors.epsilon_start, actors.epsilon, actors.epsilon_decay_steps,
+                                                elapsed_env_steps=self.counters["env_steps"])
+                         if actors.exploration == "linear" else
+                         EpsilonSchedule(apex_epsilons(envs, actors.epsilon, actors.epsilon_alpha)))
         save_config(config, run_path(self.run_dir, "config.yaml"))
         self.log = RunLog(self.run_dir, tensorboard=config.logging.tensorboard)
         self.eval_actor = (self.network.actor(min(config.run.eval_episodes, MAX_EVAL_ENVS))
@@ -138,7 +141,8 @@ class Trainer:
 
         seed = self.config.run.seed + self.counters["env_steps"]  # a resumed run does not replay the same episodes
         incarnations = Incarnations(first_source=self.counters["next_source"], seed=seed)
-        return self.parts.start_actors(self.epsilons, incarnations, self.callbacks)
+        return self.parts.start_actors(self.epsilons.resumed(self.counters["env_steps"]), incarnations,
+                                       self.callbacks)
 
     def stop(self, reason: str) -> None:
         """End the run after the current step (final checkpoint, summary with ``stopped_by: reason``)."""

@@ -1,0 +1,185 @@
+"""From DQN to R2D2 one rung at a time, on a MinAtar game's shipped config: which of R2D2's pieces costs it?
+
+    python benchmarks/ladder.py --games freeway --rungs dqn --seeds 10 11 --json benchmarks/results/ladder_freeway.json
+    python benchmarks/ladder.py --games freeway asterix --json ladder.json --resume --markdown   # the table so far
+    python benchmarks/ladder.py --list                                                        # the rungs
+
+Rung 0 (``dqn``) is the game's config turned into the MinAtar paper's DQN as SB3 DQN runs it in
+``bench_minatar.py`` (feed-forward network, one env, one update of 32 single transitions per env step,
+1-step targets without double Q or value rescaling, Huber loss, centered RMSprop, a hard target copy
+every 1,000 updates, epsilon from 1 to 0.1 over 100k env steps). Each later rung gives one of R2D2's
+pieces back, in order, until the last rung is the shipped config itself; each states the hypothesis
+it tests. Every run keeps its run directory (``--runs-dir``), and the result stores its greedy
+curve and the means of its health columns over the last fifth of the run beside the curve.
+Screening seeds are 10 and up: the reported seeds (0-2) are never screened on.
+"""
+
+import csv
+import math
+from pathlib import Path
+
+import harness
+import numpy as np
+from harness import REPO_ROOT, Results, table
+
+GAMES = ("breakout", "space_invaders", "asterix", "freeway", "seaquest")
+DISTS = ("numpy", "tensorflow", "keras", "gymnasium", "minatar", "r2d2kit")
+
+# DQN as bench_minatar.py runs SB3's (the MinAtar paper's settings) on top of a shipped MinAtar config
+DQN = ["model.core=none", "model.dueling=false", "model.head_units=0", "model.prev_action_reward=false",
+       "learner.burn_in=0", "learner.trace_length=1", "learner.period=1", "learner.n_step=1",
+       "learner.double_q=false", "learner.value_rescaling=false", "learner.loss=huber", "learner.optimizer=rmsprop",
+       "learner.max_gradient_norm=1e10", "learner.target_update_period=1000", "learner.learning_rate_decay_updates=0",
+       "actors.runner=local", "env.num_envs=1", "actors.exploration=linear", "actors.epsilon=0.1",
+       "actors.epsilon_start=1.0", "actors.epsilon_decay_steps=100000", "run.updates_per_env_step=1.0"]
+
+# (name, hypothesis, the DQN overrides this rung drops: the shipped config's values return)
+RUNGS = [
+    ("dqn", "the toolkit's DQN with SB3 DQN's settings lands inside SB3 DQN's spread (else the comparison is off)",
+     []),
+    ("adam", "R2D2's optimiser and loss (Adam, epsilon 1e-6; squared TD; norm clipped at 40) learn as RMSprop and "
+     "Huber do", ["learner.optimizer", "learner.loss", "learner.max_gradient_norm"]),
+    ("double_q", "double-Q targets do not slow these games", ["learner.double_q"]),
+    ("n_step", "3-step returns do not bias Freeway's and Asterix's values under epsilon-greedy actors",
+     ["learner.n_step"]),
+    ("rescaling", "value rescaling h(x) keeps small action gaps (Freeway: 3% of Q) learnable",
+     ["learner.value_rescaling"]),
+    ("dueling", "the dueling head of 128 units learns as the linear head does", ["model.dueling", "model.head_units"]),
+    ("windows", "windows of 10 trained rows updated 10x less often (the same rows per env step; the target copied "
+     "every 500 updates) learn as single transitions do",
+     ["learner.trace_length", "learner.period", "run.updates_per_env_step", "learner.target_update_period"]),
+    ("rate_decay", "the rate falling to a tenth by 500k does not stop late learning",
+     ["learner.learning_rate_decay_updates"]),
+    ("actors", "8 envs in 2 actor processes (asynchronous weights) learn as 1 env in the learner's process does",
+     ["actors.runner", "env.num_envs"]),
+    ("apex", "Ape-X's fixed per-env epsilons (0.4 down to 0.0007) explore as well as epsilon 1 -> 0.1",
+     ["actors.exploration", "actors.epsilon", "actors.epsilon_start", "actors.epsilon_decay_steps"]),
+    ("lstm", "an LSTM core with stored state and 5 burn-in rows learns as the feed-forward network does",
+     ["model.core", "learner.burn_in"]),
+    ("r2d2", "the previous action and reward as inputs: this rung is the shipped config", ["model.prev_action_reward"]),
+]
+RUNG_NAMES = [name for name, _, _ in RUNGS]
+# health.csv columns summarised per run (their means over the last fifth of the run)
+HEALTH = ("health/q_taken", "health/action_gap", "health/greedy_disagreement", "learner/gradient_norm",
+          "learner/td_p50", "learner/loss", "health/overestimation", "health/dead_relu_share", "train/episode_return")
+
+
+def rung_overrides(rung: str) -> list[str]:
+    """The DQN overrides still in force at ``rung`` (each rung drops the ones it names, cumulatively)."""
+    dropped: set[str] = set()
+    for _, _, keys in RUNGS[:RUNG_NAMES.index(rung) + 1]:
+        dropped.update(keys)
+    return [item for item in DQN if item.split("=", 1)[0] not in dropped]
+
+
+def health_summary(path: Path) -> dict[str, float]:
+    """Means of the :data:`HEALTH` columns over the last fifth of ``health.csv``'s rows (NaN where absent)."""
+    if not path.exists():
+        return {}
+    with open(path) as handle:
+        rows = list(csv.DictReader(handle))
+    tail = rows[len(rows) - max(1, len(rows) // 5):]
+    out = {}
+    for column in HEALTH:
+        values = [float(row[column]) for row in tail if row.get(column) not in (None, "", "nan")]
+        out[column] = float(np.mean(values)) if values else math.nan
+    return out
+
+
+def run(job: dict) -> dict:
+    line = (f"  {job['rung']} {job['game']} seed {job['seed']} " "{steps:>8,} env steps: eval {mean:6.2f} +- {std:5.2f}"
+            ", training episodes {train_return:6.2f}, {updates:,} updates, {seconds:.0f} s")
+    evaluations = harness.evaluation_callback(line)
+    run_dir = Path(job["runs_dir"]) / f"{job['game']}-{job['rung']}-seed{job['seed']}"
+    config = REPO_ROOT / "configs" / "minatar" / f"{job['game']}.yaml"
+    trainer, summary, _ = harness.fit(config, [
+        *rung_overrides(job["rung"]), f"run.total_env_steps={job['steps']}", f"run.eval_every={job['eval_every']}",
+        f"run.seed={job['seed']}", f"run.eval_episodes={job['eval_episodes']}", "logging.diagnostics=true"],
+        [evaluations], run_dir)
+    return dict(evaluations=evaluations.rows, env_steps=int(summary["env_steps"]), updates=int(summary["updates"]),
+                train_seconds=float(summary["train_seconds"]), health=health_summary(run_dir / "health.csv"),
+                run_dir=str(run_dir), config=trainer.config.to_dict())
+
+
+def child(job: dict) -> dict:
+    result = run(job)
+    last = result["evaluations"][-1] if result["evaluations"] else None
+    return dict(result, error=None, final=last[1] if last else None)
+
+
+def report(runs: list[dict], games: list[str], markdown: bool) -> str:
+    header = ["rung", "hypothesis", *(f"{game} (seeds)" for game in games), "health (last fifth; per game)"]
+    rows = []
+    for name, hypothesis, _ in RUNGS:
+        done = {game: [r for r in runs if r["game"] == game and r["rung"] == name] for game in games}
+        if not any(done.values()):
+            continue
+        health = "; ".join(f"{game}: gap/Q {_mean(done[game], _gap_share):.3f}, churn "
+                           f"{_mean(done[game], _health('health/greedy_disagreement')):.3f}, "
+                           f"grad {_mean(done[game], _health('learner/gradient_norm')):.3g}"
+                           for game in games if done[game])
+        rows.append([name, hypothesis, *(harness.fmt_mean_std([r["final"] for r in done[game]]) for game in games),
+                     health])
+    curves = [[r["rung"], r["game"], str(r["seed"]), "  ".join(f"{e[1]:.1f}" for e in r["evaluations"])]
+              for r in sorted(runs, key=lambda r: (r["game"], RUNG_NAMES.index(r["rung"]), r["seed"]))]
+    return "\n".join([table(header, rows, markdown), "", table(["rung", "game", "seed", "greedy evaluations"], curves,
+                                                                markdown)])
+
+
+def _health(column: str):
+    return lambda run: run["health"].get(column, math.nan)
+
+
+def _mean(runs: list[dict], value) -> float:
+    values = [value(run) for run in runs]
+    return float(np.nanmean(values)) if any(not math.isnan(v) for v in values) else math.nan
+
+
+def _gap_share(run: dict) -> float:
+    """The action gap as a share of the mean Q of taken actions (Freeway's was 3% in the shipped runs)."""
+    gap, q = run["health"].get("health/action_gap", math.nan), run["health"].get("health/q_taken", math.nan)
+    return gap / abs(q) if q else math.nan
+
+
+def parse_args(argv=None):
+    p = harness.arg_parser(__doc__, "markdown", "json", "resume", "seeds")
+    p.add_argument("--games", nargs="+", default=["freeway", "asterix"], choices=GAMES)
+    p.add_argument("--rungs", nargs="+", default=RUNG_NAMES, choices=RUNG_NAMES)
+    p.add_argument("--steps", type=int, default=500_000, help="env steps per run")
+    p.add_argument("--eval-every", type=int, default=50_000)
+    p.add_argument("--eval-episodes", type=int, default=16)
+    p.add_argument("--runs-dir", default="runs/ladder", help="each run's directory: DIR/GAME-RUNG-seedN")
+    p.add_argument("--list", action="store_true", help="print the rungs and their overrides, and exit")
+    args = p.parse_args(argv)
+    args.seeds = args.seeds if args.seeds is not None else [10, 11]
+    if any(seed in (0, 1, 2) for seed in args.seeds):
+        p.error("seeds 0-2 are the reported seeds; screen on others (default 10 11)")
+    return args
+
+
+def main(argv=None) -> dict:
+    harness.serve_job(child)
+    args = parse_args(argv)
+    if args.list:
+        for name, hypothesis, _ in RUNGS:
+            overrides = " --set ".join(rung_overrides(name)) or "(none: the shipped config)"
+            print(f"{name}: {hypothesis}\n    --set {overrides}")
+        return {}
+    began, load_start = harness.start(DISTS)
+    results = Results(args.json, lambda r: (r["game"], r["rung"], r["seed"]), args.resume,
+                      lambda: dict(machine=harness.machine_line(DISTS), dqn=DQN))
+    todo = [dict(game=game, rung=rung, seed=seed, steps=args.steps, eval_every=args.eval_every,
+                 eval_episodes=args.eval_episodes, overrides=rung_overrides(rung))
+            for rung in args.rungs for seed in args.seeds for game in args.games]
+    for job, result in harness.sweep(__file__, todo, results, lambda r: f"{r['rung']} {r['game']} seed {r['seed']}",
+                                     extras=dict(runs_dir=str(Path(args.runs_dir).resolve()))):
+        if not result.get("error"):
+            print(f"  done: return {result['final']:.2f}, {result['train_seconds'] / 60:.0f} min", flush=True)
+            results.add(dict(result, **job))
+    shown = [r for r in results.runs if r["game"] in args.games]
+    harness.finish(report(shown, args.games, args.markdown), began, load_start)
+    return dict(runs=results.runs)
+
+
+if __name__ == "__main__":
+    main()
