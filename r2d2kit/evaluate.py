@@ -24,15 +24,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from r2d2kit.training.checkpoint import (  # noqa: E402
+from r2d2kit.training.checkpoint import (
     CheckpointError,
     latest_checkpoint,
     verify_checkpoint,
 )
-from r2d2kit.training.config import ConfigError, TrainConfig, load_config  # noqa: E402
-from r2d2kit.training.run_directory import RunDirectoryError, check_run_directory, run_path  # noqa: E402
+from r2d2kit.training.config import ConfigError, TrainConfig, load_config
+from r2d2kit.training.run_directory import RunDirectoryError, check_run_directory, run_path
 
 MAX_VIDEO_FRAMES = 2000  # --video stops recording there (a GIF of 2000 160x160 frames: a few MB)
 
@@ -238,4 +236,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from r2d2kit.console import quiet_native_logs
+
+    quiet_native_logs()  # before TensorFlow loads; the tests call main() without it (it takes over stderr)
     sys.exit(main())

@@ -18,14 +18,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import sys
 import time
 from pathlib import Path
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from r2d2kit.training.config import ConfigError, TrainConfig, load_config  # noqa: E402
+from r2d2kit.training.config import ConfigError, TrainConfig, load_config
 
 
 def describe(config: TrainConfig) -> str:
@@ -170,4 +167,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from r2d2kit.console import quiet_native_logs
+
+    quiet_native_logs()  # before TensorFlow loads; the tests call main() without it (it takes over stderr)
     sys.exit(main())
