@@ -41,6 +41,7 @@ from r2d2kit.training.config import (
     check_key_path,
     parse_yaml,
 )
+from r2d2kit.training.shipped import find_shipped_space, nearest_shipped_space, shipped_spaces
 
 if TYPE_CHECKING:
     import optuna
@@ -179,8 +180,14 @@ def load_space(path: str | os.PathLike, base: Mapping[str, Mapping[str, ConfigVa
     """
     where = os.fspath(path)
     if not os.path.isfile(where):
-        raise SpaceError(f"--space {where}: no such file; a space file maps section.key names to ranges, e.g. "
-                         "'learner.learning_rate: {low: 1.0e-4, high: 3.0e-3, log: true}'")
+        shipped = find_shipped_space(where)
+        if shipped is None:
+            near = nearest_shipped_space(where)
+            raise SpaceError(f"--space {where}: no such file, and no shipped search space of that name"
+                             + (f" (did you mean {near!r}?)" if near else "")
+                             + f"; the shipped ones are {list(shipped_spaces())}. A space file maps section.key names "
+                             "to ranges, e.g. 'learner.learning_rate: {low: 1.0e-4, high: 3.0e-3, log: true}'")
+        where = os.fspath(shipped)
     if os.path.getsize(where) > MAX_CONFIG_BYTES:
         raise SpaceError(f"{where}: {os.path.getsize(where):,} bytes is not a search space (limit "
                          f"{MAX_CONFIG_BYTES:,})")
