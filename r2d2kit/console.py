@@ -26,8 +26,11 @@ import threading
 __all__ = ["NATIVE_LOG_LINE", "filter_native_lines", "quiet_native_logs"]
 
 # absl's prefix: level letter, MMDD, time, thread id, file:line]; and absl's own pre-init warning.
+# cpu_feature_guard's message runs over two lines; its second ("To enable the following instructions: AVX2 ...,
+# in other operations, rebuild TensorFlow ...") has no prefix of its own.
 NATIVE_LOG_LINE = re.compile(
-    rb"[IWE]\d{4} [\d:.]+\s+\d+ [\w.\-/]+:\d+\] .*|WARNING: All log messages before absl::InitializeLog\(\) .*")
+    rb"[IWE]\d{4} [\d:.]+\s+\d+ [\w.\-/]+:\d+\] .*|WARNING: All log messages before absl::InitializeLog\(\) .*"
+    rb"|To enable the following instructions: .*rebuild TensorFlow with the appropriate compiler flags\.")
 _state: dict[str, object] = {}
 
 

@@ -14,22 +14,26 @@ from r2d2kit.console import filter_native_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 # what a native log line looks like, and the words of the lines TensorFlow 2.21 printed before the filter
-NATIVE = re.compile(r"^[IWEF]\d{4} |oneDNN|cuda|cuInit|absl|cpu_feature_guard|AVX", re.IGNORECASE | re.MULTILINE)
+NATIVE = re.compile(r"^[IWEF]\d{4} |oneDNN|cuda|cuInit|absl|cpu_feature_guard|AVX|To enable the following", re.IGNORECASE | re.MULTILINE)
 
 ONEDNN = (b"I0000 00:00:1795856059.645817    4950 port.cc:153] oneDNN custom operations are on. You may see "
           b"slightly different numerical results\n")
 CUINIT = b"E0000 00:00:1795856064.022215    4950 cuda_platform.cc:52] failed call to cuInit: INTERNAL\n"
 ABSL = b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
+GUARD = (b"I0000 00:00:1795858177.480723   19411 cpu_feature_guard.cc:227] This TensorFlow binary is optimized.\n"
+         b"To enable the following instructions: AVX2 AVX512F FMA, in other operations, rebuild TensorFlow with the "
+         b"appropriate compiler flags.\n")
 FATAL = b"F0000 00:00:1795856064.022215    4950 check.cc:1] Check failed: the process aborts\n"
 
 
 @pytest.mark.parametrize("data, shown, held", [
     (ABSL + ONEDNN + b"warning: kept\n" + CUINIT, b"warning: kept\n", b""),
     (FATAL, FATAL, b""),  # fatal lines explain a crash: they pass
+    (GUARD + b"kept\n", b"kept\n", b""),  # cpu_feature_guard's two-line message
     (b"\r 50%|#####     | 300/600" + ONEDNN, b"\r 50%|#####     | 300/600", b""),  # a bar keeps its part
     (b"\r 50%|#####", b"\r 50%|#####", b""),  # an incomplete bar is shown at once
     (ONEDNN[:60], b"", ONEDNN[:60]),  # a native line cut by the pipe is held until it ends
-], ids=["noise dropped", "fatal kept", "inside a bar", "bar without newline", "split native line"])
+], ids=["noise dropped", "fatal kept", "two-line message", "inside a bar", "bar without newline", "split native line"])
 def test_native_lines_are_dropped_and_everything_else_passes(data, shown, held):
     assert filter_native_lines(data) == (shown, held)
 
