@@ -14,7 +14,8 @@ from r2d2kit.console import filter_native_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 # what a native log line looks like, and the words of the lines TensorFlow 2.21 printed before the filter
-NATIVE = re.compile(r"^[IWEF]\d{4} |oneDNN|cuda|cuInit|absl|cpu_feature_guard|AVX|To enable the following", re.IGNORECASE | re.MULTILINE)
+NATIVE = re.compile(r"^[IWEF]\d{4} |oneDNN|cuda|cuInit|absl|cpu_feature_guard|AVX|To enable the following",
+                    re.IGNORECASE | re.MULTILINE)
 
 ONEDNN = (b"I0000 00:00:1795856059.645817    4950 port.cc:153] oneDNN custom operations are on. You may see "
           b"slightly different numerical results\n")
