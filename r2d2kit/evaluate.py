@@ -176,6 +176,7 @@ def evaluate_run(run_dir: str | os.PathLike, episodes: int = 20, seed: int = 123
     run_dir = Path(run_dir)
     check_inputs(run_dir, video)  # before TensorFlow loads (seconds): a mistyped path fails at once
     config = load_config(run_dir / "config.yaml")
+    env_factory, fps = video_env_factory(config) if video else (None, 0.0)  # a film that cannot be made: say so first
     weights = weights_file(run_dir, checkpoint, best)
 
     import numpy as np
@@ -184,7 +185,7 @@ def evaluate_run(run_dir: str | os.PathLike, episodes: int = 20, seed: int = 123
     from r2d2kit.runners.evaluation import MAX_EVAL_ENVS, evaluate
     from r2d2kit.training.builders import build_network, make_env
 
-    env_factory, fps = video_env_factory(config) if video else (functools.partial(make_env, config), 0.0)
+    env_factory = env_factory or functools.partial(make_env, config)
     setup_tensorflow()
     network = build_network(config)
     try:
