@@ -24,15 +24,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from r2d2kit.training.checkpoint import (  # noqa: E402
+from r2d2kit.training.checkpoint import (
     CheckpointError,
     latest_checkpoint,
     verify_checkpoint,
 )
-from r2d2kit.training.config import ConfigError, TrainConfig, load_config  # noqa: E402
-from r2d2kit.training.run_directory import RunDirectoryError, check_run_directory, run_path  # noqa: E402
+from r2d2kit.training.config import ConfigError, TrainConfig, load_config
+from r2d2kit.training.run_directory import RunDirectoryError, check_run_directory, run_path
 
 MAX_VIDEO_FRAMES = 2000  # --video stops recording there (a GIF of 2000 160x160 frames: a few MB)
 
@@ -53,7 +51,9 @@ def weights_file(run_dir: Path, checkpoint: str | None = None, best: bool = Fals
     else:
         path = latest_checkpoint(run_dir)
     if path is not None:
-        verify_checkpoint(path)
+        fix = (f"evaluate another checkpoint (--checkpoint NAME, one of {run_dir / 'checkpoints'}) or the best "
+               "evaluation's weights (--best)")
+        verify_checkpoint(path, only=("online.weights.h5",), fix=fix)  # playing needs no replay, target or optimizer
         return path / "online.weights.h5"
     final = run_path(run_dir, "weights.weights.h5")
     if not final.is_file():
@@ -145,6 +145,24 @@ def write_gif(frames: list, path: str | os.PathLike, fps: float = 20.0, min_side
     images[0].save(path, save_all=True, append_images=images[1:], duration=duration, loop=0)
 
 
+def check_inputs(run_dir: Path, video: str | None) -> None:
+    """Refuse a path that is no run directory and a ``--video`` name that is no GIF, before anything loads.
+
+    Raises:
+        ConfigError: naming the path and the fix.
+    """
+    if not run_dir.is_dir():
+        raise ConfigError(f"{run_dir}: no such directory; give the run directory python -m r2d2kit.train wrote "
+                          "(runs/<env>-<time> by default; its path is printed at the start of training)")
+    check_run_directory(run_dir)
+    if not (run_dir / "config.yaml").is_file():
+        raise ConfigError(f"{run_dir}: no config.yaml there; is it a run directory?")
+    if video:
+        if Path(video).suffix.lower() != ".gif":
+            raise ConfigError(f"--video {video!r}: it writes an animated GIF; name the file *.gif")
+        _require_pillow()
+
+
 def evaluate_run(run_dir: str | os.PathLike, episodes: int = 20, seed: int = 12345, checkpoint: str | None = None,
                  video: str | None = None, best: bool = False) -> dict:
     """Greedy returns of a run's network; returns ``mean``, ``std``, ``returns``, ``weights`` and
@@ -155,23 +173,19 @@ def evaluate_run(run_dir: str | os.PathLike, episodes: int = 20, seed: int = 123
     ``MAX_VIDEO_FRAMES`` frames), and ``video_frames`` says how many frames it holds. Whether the env
     renders is checked before the weights are loaded.
     """
+    run_dir = Path(run_dir)
+    check_inputs(run_dir, video)  # before TensorFlow loads (seconds): a mistyped path fails at once
+    config = load_config(run_dir / "config.yaml")
+    env_factory, fps = video_env_factory(config) if video else (None, 0.0)  # a film that cannot be made: say so first
+    weights = weights_file(run_dir, checkpoint, best)
+
     import numpy as np
 
     from r2d2kit.models.tf_setup import setup_tensorflow
     from r2d2kit.runners.evaluation import MAX_EVAL_ENVS, evaluate
     from r2d2kit.training.builders import build_network, make_env
 
-    run_dir = Path(run_dir)
-    check_run_directory(run_dir)
-    if not (run_dir / "config.yaml").is_file():
-        raise ConfigError(f"{run_dir}: no config.yaml there; is it a run directory?")
-    if video:
-        if Path(video).suffix.lower() != ".gif":
-            raise ConfigError(f"--video {video!r}: it writes an animated GIF; name the file *.gif")
-        _require_pillow()
-    config = load_config(run_dir / "config.yaml")
-    env_factory, fps = video_env_factory(config) if video else (functools.partial(make_env, config), 0.0)
-    weights = weights_file(run_dir, checkpoint, best)
+    env_factory = env_factory or functools.partial(make_env, config)
     setup_tensorflow()
     network = build_network(config)
     try:
@@ -223,4 +237,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from r2d2kit.console import quiet_native_logs
+
+    quiet_native_logs()  # before TensorFlow loads; the tests call main() without it (it takes over stderr)
     sys.exit(main())

@@ -18,14 +18,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import sys
 import time
 from pathlib import Path
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from r2d2kit.training.config import ConfigError, TrainConfig, load_config  # noqa: E402
+from r2d2kit.training.config import ConfigError, TrainConfig, load_config
 
 
 def describe(config: TrainConfig) -> str:
@@ -128,8 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         print_shipped_configs()
         return 0
-    from r2d2kit.training.checkpoint import CheckpointError
-    from r2d2kit.training.run_directory import RunDirectoryError
+    from r2d2kit.training.checkpoint import CheckpointError, latest_checkpoint
+    from r2d2kit.training.run_directory import RunDirectoryError, check_run_directory, existing_run_message, holds_run
 
     run_dir: Path | None = None
     created = False
@@ -139,12 +136,21 @@ def main(argv: list[str] | None = None) -> int:
                 raise ConfigError("--resume RUN_DIR uses RUN_DIR/config.yaml and writes into RUN_DIR; drop the "
                                   "CONFIG, --run-dir and --name arguments (change values with --set)")
             run_dir = Path(args.resume)
+            if not run_dir.is_dir():
+                raise ConfigError(f"--resume {run_dir}: no such directory; give the run directory a run was written "
+                                  "to (runs/<env>-<time> by default)")
             if not (run_dir / "config.yaml").is_file():
                 raise ConfigError(f"--resume {run_dir}: no config.yaml there; is it a run directory?")
             config = load_config(run_dir / "config.yaml", args.overrides)
+            check_run_directory(run_dir)
+            if latest_checkpoint(run_dir) is None:  # refused here, before TensorFlow loads (seconds), as Trainer would
+                raise CheckpointError(f"--resume {run_dir}: no checkpoint under {run_dir / 'checkpoints'}; start the "
+                                      "run without --resume")
         elif args.config:
             config = load_config(args.config, args.overrides)
             run_dir = run_directory_path(config, args.run_dir, args.name)
+            if holds_run(run_dir):  # refused before TensorFlow loads, as Trainer would refuse it
+                raise ConfigError(existing_run_message(run_dir))
             created = not run_dir.exists()
             run_dir.mkdir(parents=True, exist_ok=True)
         else:
@@ -161,4 +167,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from r2d2kit.console import quiet_native_logs
+
+    quiet_native_logs()  # before TensorFlow loads; the tests call main() without it (it takes over stderr)
     sys.exit(main())

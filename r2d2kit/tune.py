@@ -22,7 +22,6 @@ config, search space, storage or argument exits with status 2 and a message nami
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 import threading
@@ -33,11 +32,9 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from r2d2kit.training.config import ConfigError, TrainConfig, build_config, load_config  # noqa: E402
-from r2d2kit.training.run_directory import RunDirectoryError, check_run_directory  # noqa: E402
-from r2d2kit.tuning.space import SearchSpace, SpaceError, default_space, load_space, with_values  # noqa: E402
+from r2d2kit.training.config import ConfigError, TrainConfig, build_config, load_config
+from r2d2kit.training.run_directory import RunDirectoryError, check_run_directory
+from r2d2kit.tuning.space import SearchSpace, SpaceError, default_space, load_space, with_values
 
 if TYPE_CHECKING:
     import optuna
@@ -312,4 +309,7 @@ def _at_least(minimum: int) -> Callable[[str], int]:
 
 
 if __name__ == "__main__":
+    from r2d2kit.console import quiet_native_logs
+
+    quiet_native_logs()  # before TensorFlow loads; the tests call main() without it (it takes over stderr)
     sys.exit(main())

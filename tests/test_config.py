@@ -11,6 +11,8 @@ from r2d2kit.training.config import (
     save_config,
 )
 
+ENV = "env: {id: CueMemory-v0}\n"  # every config names its env (one without is refused)
+
 
 def write(tmp_path, text):
     path = tmp_path / "c.yaml"
@@ -68,7 +70,7 @@ def test_missing_file_is_named(tmp_path):
 
 
 def test_omitted_keys_keep_the_paper_defaults_and_ints_are_accepted_for_floats(tmp_path):
-    config = load_config(write(tmp_path, "learner: {burn_in: 2, gamma: 1}\n"))
+    config = load_config(write(tmp_path, "env: {id: CueMemory-v0}\nlearner: {burn_in: 2, gamma: 1}\n"))
     assert config.learner.burn_in == 2 and config.learner.gamma == 1.0
     assert (config.learner.trace_length, config.learner.n_step, config.learner.target_update_period) == (80, 5, 2500)
 
@@ -76,16 +78,15 @@ def test_omitted_keys_keep_the_paper_defaults_and_ints_are_accepted_for_floats(t
 def test_exponent_floats_without_a_dot_are_floats(tmp_path):
     # PyYAML (YAML 1.1) reads 1e-3 as the string '1e-3'; float fields take it as the number
     assert yaml.safe_load("x: 1e-3")["x"] == "1e-3"
-    config = load_config(write(tmp_path, "learner: {learning_rate: 1e-3, adam_epsilon: 5E-7}\n"),
+    config = load_config(write(tmp_path, f"{ENV}learner: {{learning_rate: 1e-3, adam_epsilon: 5E-7}}\n"),
                          ["learner.final_learning_rate=-0e+0", "learner.rescale_eps=.5e-2"])
     assert config.learner.learning_rate == 1e-3 and config.learner.adam_epsilon == 5e-7
     assert config.learner.final_learning_rate == 0.0 and config.learner.rescale_eps == 0.005
-    with pytest.raises(ConfigError, match=r"learner\.batch_size must be int, got '1e3'"):
-        load_config(write(tmp_path, "learner: {batch_size: 1e3}\n"))
+    assert load_config(write(tmp_path, f"{ENV}learner: {{batch_size: 1e3}}\n")).learner.batch_size == 1000
 
 
 def test_overrides_parse_as_yaml_and_win(tmp_path):
-    config = load_config(write(tmp_path, "model: {hidden: [8]}\nlearner: {batch_size: 8}\n"),
+    config = load_config(write(tmp_path, f"{ENV}model: {{hidden: [8]}}\nlearner: {{batch_size: 8}}\n"),
                          ["learner.batch_size=32", "model.hidden=[16, 16]", "run.seed=3"])
     assert config.learner.batch_size == 32 and config.model.hidden == [16, 16] and config.run.seed == 3
     with pytest.raises(ConfigError, match="section.key=value"):
@@ -101,9 +102,9 @@ def test_resolved_config_round_trips(tmp_path):
 @pytest.mark.parametrize("sections, gpu, named", [
     ("env: {id: CueMemory-v0}\n", False, ["model.core_units=512", ("125-row windows (learner.burn_in=40 + "
                                                                     "trace_length=80 + n_step=5)")]),
-    ("model: {core_units: 64}\n", False, ["125-row windows"]),
-    ("learner: {burn_in: 10, trace_length: 20, period: 10}\n", False, ["model.core_units=512"]),
-    ("model: {core_units: 64}\nlearner: {burn_in: 10, trace_length: 20, period: 10}\n", False, None),
+    (ENV + "model: {core_units: 64}\n", False, ["125-row windows"]),
+    (ENV + "learner: {burn_in: 10, trace_length: 20, period: 10}\n", False, ["model.core_units=512"]),
+    (ENV + "model: {core_units: 64}\nlearner: {burn_in: 10, trace_length: 20, period: 10}\n", False, None),
     ("env: {id: CueMemory-v0}\n", True, None),
 ], ids=["no learner section", "paper windows", "paper lstm", "small", "gpu"])
 def test_paper_sizes_without_a_gpu_are_warned_about_naming_the_overrides(tmp_path, sections, gpu, named):
@@ -170,3 +171,32 @@ def test_a_bad_override_is_blamed_on_the_override_not_the_file(tmp_path, overrid
 def test_a_bad_value_in_the_file_is_still_blamed_on_the_file(tmp_path):
     with pytest.raises(ConfigError, match=r"c\.yaml: learner\.batch_size must be int"):
         load_config(write(tmp_path, "learner: {batch_size: many}\n"), ["learner.gamma=0.9"])
+
+
+@pytest.mark.parametrize("override, message", [
+    ("run.seed=2.5", r"--set: run\.seed must be an integer, got 2\.5 \(= 2\.5, not a whole number\)"),
+    ("run.total_env_steps=1e-3", r"must be an integer, got '1e-3' \(= 0\.001, not a whole number\)"),
+    ("model.hidden=64,64", r"--set: model\.hidden must be a list, got '64,64' \(str\); write it as a YAML list, "
+                           r"e\.g\. \[64,64\] \(in a shell, quote it: --set 'model\.hidden=\[64,64\]'\)"),
+    ("model.hidden=64", r"model\.hidden must be a list, got 64 \(int\); write it as a YAML list, e\.g\. \[64\]"),
+    ("learner.learning_rate=-1", r"R2D2Config\.learning_rate must be > 0, got -1\.0$"),
+    ("learner.final_learning_rate=-1", r"R2D2Config\.final_learning_rate must be >= 0, got -1\.0$"),
+], ids=["fraction", "small exponent", "comma list", "bare number for a list", "learning rate", "final learning rate"])
+def test_override_messages_carry_the_fix(tmp_path, override, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(write(tmp_path, ENV), [override])
+
+
+def test_whole_numbers_written_as_exponents_or_floats_are_integers(tmp_path):
+    config = load_config(write(tmp_path, ENV + "learner: {batch_size: 64.0}\n"), ["run.total_env_steps=1e4"])
+    assert config.run.total_env_steps == 10_000 and type(config.run.total_env_steps) is int
+    assert config.learner.batch_size == 64 and type(config.learner.batch_size) is int
+
+
+@pytest.mark.parametrize("text", ["learner: {burn_in: 2}\n", "env:\nmodel: {core: gru}\n"], ids=["absent", "empty"])
+def test_a_config_without_an_env_is_refused_as_the_empty_file_is(tmp_path, text):
+    """It used to train CartPoleNoVel-v1 with the paper's 512-unit network, silently."""
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError, match=rf"{path}: no 'env:' section; .*a config names at least the env"):
+        load_config(path)
+    assert load_config(path, ["env.id=CueMemory-v0"]).env.id == "CueMemory-v0"  # --set can name it

@@ -298,7 +298,8 @@ def check_command(tokens: list[str]) -> list[str]:
                 if module == "r2d2kit.tune" and "--space" in args:  # the search space must fit the config
                     from r2d2kit.tuning.space import load_space
 
-                    load_space(ROOT / args[args.index("--space") + 1], loaded.to_dict())
+                    space = args[args.index("--space") + 1]  # a path under the checkout, or a shipped name
+                    load_space(ROOT / space if (ROOT / space).is_file() else space, loaded.to_dict())
             except Exception as error:  # noqa: BLE001 - the message is the finding
                 problems.append(f"config does not validate: {error}")
         return problems

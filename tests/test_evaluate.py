@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -148,3 +149,18 @@ def test_a_goal_run_reports_its_success_rate(tmp_path, capsys):
     assert result["success_rate"] == pytest.approx(np.mean(expected))
     assert main([str(tmp_path / "run"), "--episodes", "6", "--seed", "5"]) == 0
     assert f"greedy success rate: {np.mean(expected):.2f}" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_a_damaged_file_playing_does_not_read_is_no_obstacle_and_damaged_weights_name_the_ways_out(
+        cartpole_run, tmp_path, capsys):
+    run_dir, _ = cartpole_run
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    newest = copy / "checkpoints" / "ckpt-000000600"
+    (newest / "target.weights.h5").write_bytes(b"damaged")  # like a damaged replay.npz: playing needs neither
+    assert evaluate_run(copy, episodes=2)["weights"].endswith("ckpt-000000600/online.weights.h5")
+    (newest / "online.weights.h5").write_bytes(b"damaged")
+    assert main([str(copy), "--episodes", "2"]) == 2
+    error = capsys.readouterr().err
+    assert "online.weights.h5 is corrupted" in error and "--checkpoint NAME" in error and "--best" in error

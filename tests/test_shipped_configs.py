@@ -35,8 +35,9 @@ def test_the_wheel_carries_every_config_folder():
     code = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "r2d2kit").rglob("__init__.py")}
     data = {".".join(("r2d2kit", *p.relative_to(ROOT).parts)) for p in (ROOT / "configs").rglob("*")
             if p.is_dir()} | {"r2d2kit.configs"}
-    assert set(setuptools["packages"]) == code | data
-    assert setuptools["package-dir"] == {"r2d2kit.configs": "configs"}
+    assert set(setuptools["packages"]) == code | data | {"r2d2kit.examples"}
+    assert setuptools["package-dir"] == {"r2d2kit.configs": "configs", "r2d2kit.examples": "agents"}
+    assert (ROOT / "agents" / "__init__.py").is_file()  # agents/ is the one copy of r2d2kit.examples
     folders = {p.parent.relative_to(ROOT / "configs").as_posix() for p in ALL_YAML}
     patterns = set(setuptools["package-data"]["r2d2kit.configs"])
     assert {"*.yaml" if folder == "." else f"{folder}/*.yaml" for folder in folders} == patterns

@@ -137,6 +137,24 @@ def test_the_shipped_space_file_is_the_one_the_docs_show_and_it_fits_its_config(
                                                  "run.updates_per_env_step"]
 
 
+@pytest.mark.parametrize("argument", ["tune/cue_memory_space", "cue_memory_space",
+                                      "configs/tune/cue_memory_space.yaml"])
+def test_the_shipped_space_is_found_by_name_or_documented_path_from_any_directory(argument, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no configs/ here, as after pip install r2d2kit
+    space = load_space(argument, load_config("cue_memory").to_dict())
+    assert space.source == str(ROOT / "configs" / "tune" / "cue_memory_space.yaml") or "r2d2kit" in space.source
+    assert [d.key for d in space.dimensions][0] == "learner.learning_rate"
+
+
+def test_an_unknown_space_name_gets_the_nearest_shipped_one(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["cue_memory", "--space", "tune/cue_memory_spce", "--trials", "0"]) == 2
+    error = capsys.readouterr().err
+    assert ("--space tune/cue_memory_spce: no such file, and no shipped search space of that name (did you mean "
+            "'tune/cue_memory_space'?); the shipped ones are ['tune/cue_memory_space']") in error
+    assert not (tmp_path / "tune").exists()  # refused before the output folder was made
+
+
 # --------------------------------------------------------------------------- the study
 def test_an_existing_study_needs_resume_and_the_same_settings(tmp_path, capsys):
     assert main(tune_args(tmp_path, "--trials", "0")) == 0  # creates the study, runs nothing

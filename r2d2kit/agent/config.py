@@ -70,9 +70,10 @@ class R2D2Config:
         if not isinstance(self.learning_rate_decay_updates, int) or self.learning_rate_decay_updates < 0:
             raise ValueError("R2D2Config.learning_rate_decay_updates must be an integer >= 0, got "
                              f"{self.learning_rate_decay_updates!r}")
-        if self.learning_rate <= 0.0 or self.final_learning_rate < 0.0:
-            raise ValueError(f"R2D2Config.learning_rate must be > 0 and final_learning_rate >= 0, got "
-                             f"{self.learning_rate!r} and {self.final_learning_rate!r}")
+        if self.learning_rate <= 0.0:
+            raise ValueError(f"R2D2Config.learning_rate must be > 0, got {self.learning_rate!r}")
+        if self.final_learning_rate < 0.0:
+            raise ValueError(f"R2D2Config.final_learning_rate must be >= 0, got {self.final_learning_rate!r}")
         if not 0.0 < self.target_update_tau <= 1.0:
             raise ValueError(f"R2D2Config.target_update_tau must be in (0, 1] (1 copies the online weights, "
                              f"smaller values average them in), got {self.target_update_tau!r}")

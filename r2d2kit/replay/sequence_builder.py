@@ -144,12 +144,12 @@ class SequenceBuilder:
         """
         obs = np.asarray(obs)
         action = np.asarray(action)
+        for name, array in (("obs", obs), ("action", action)):  # in the signature's order: the first misfit is named
+            if array.ndim == 0 or array.shape[0] != self.num_envs:
+                raise ValueError(f"{name} must have a leading axis of num_envs={self.num_envs}, got {array.shape}")
         reward = as_per_env("reward", reward, self.num_envs, np.float32)
         terminated = as_per_env("terminated", terminated, self.num_envs, bool)
         truncated = as_per_env("truncated", truncated, self.num_envs, bool)
-        for name, array in (("obs", obs), ("action", action)):
-            if array.ndim == 0 or array.shape[0] != self.num_envs:
-                raise ValueError(f"{name} must have a leading axis of num_envs={self.num_envs}, got {array.shape}")
         states = self._check_state(state)
         extras = self._check_extras(extras)
         self._ensure_templates(obs, action)
@@ -324,6 +324,10 @@ class SequenceBuilder:
         if self._state_given is not None and given != self._state_given:
             raise ValueError("state is None but earlier steps passed a recurrent state; pass it every step" if
                              self._state_given else "a state was passed, but earlier steps passed none")
+        if state is None and self.state_names:  # else the windows would lack the fields add_sequences expects
+            raise ValueError(f"state is None, but the builder stores a recurrent state under {self.state_names}; "
+                             "pass the state each step starts from (state=(h, c), each [num_envs, units]), or build "
+                             "SequenceBuilder without state_names for a network without one")
         self._state_given = given
         if state is None:
             return None

@@ -25,6 +25,7 @@ import re
 import shutil
 import tempfile
 import zipfile
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -111,10 +112,18 @@ def save_checkpoint(run_dir: str | os.PathLike, learner, state: dict[str, Any], 
     return final
 
 
-def verify_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
-    """Check every file against the manifest and return ``state.json``; raise :class:`CheckpointError`."""
+def verify_checkpoint(path: str | os.PathLike, only: Collection[str] | None = None,
+                      fix: str | None = None) -> dict[str, Any]:
+    """Check the files against the manifest and return ``state.json``; raise :class:`CheckpointError`.
+
+    Args:
+        path: the checkpoint directory.
+        only: check just these files (and ``state.json``): evaluation reads the online weights and
+            needs no replay, so a damaged ``replay.npz`` must not stop it. Default: every file.
+        fix: the advice a refusal ends with (default: how to resume from an earlier checkpoint).
+    """
     path = Path(path)
-    fix = (f"delete {path} to resume from the checkpoint before it, or start a new run without --resume")
+    fix = fix or f"delete {path} to resume from the checkpoint before it, or start a new run without --resume"
     manifest_path = path / MANIFEST
     links = sorted(entry.name for entry in [path, *path.iterdir()] if entry.is_symlink()) if path.is_dir() else []
     if path.is_symlink() or links:
@@ -130,6 +139,8 @@ def verify_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     except (ValueError, KeyError, TypeError) as error:
         raise CheckpointError(f"checkpoint {path}: {MANIFEST} is corrupted ({error}); {fix}") from None
     for name, expected in files.items():
+        if only is not None and name not in only and name != "state.json":
+            continue
         file = path / name
         if not file.is_file():
             raise CheckpointError(f"checkpoint {path} is missing {name}; {fix}")

@@ -300,9 +300,25 @@ def _check_type(where: str, value: Any, annotation: Any) -> Any:
         return value
     if expected is int and isinstance(value, bool):
         raise ConfigError(f"{where} must be an integer, got {value!r}")
+    if expected is int and isinstance(value, (str, float)):
+        return _exact_integer(where, value)
+    if expected in (list, tuple) and isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        items = str(value).replace(" ", "")
+        raise ConfigError(f"{where} must be a list, got {value!r} ({type(value).__name__}); write it as a YAML list, "
+                          f"e.g. [{items}] (in a shell, quote it: --set '{where.rpartition(' ')[2]}=[{items}]')")
     if not isinstance(value, expected):
         raise ConfigError(f"{where} must be {expected.__name__}, got {value!r} ({type(value).__name__})")
     return value
+
+
+def _exact_integer(where: str, value: str | float) -> int:
+    """``1e4`` (a string to PyYAML) or ``10000.0`` for an int field: the integer when it is exact, else the fix."""
+    number = float(value) if isinstance(value, float) or _EXPONENT_FLOAT.fullmatch(value.strip()) else None
+    if number is not None and number.is_integer():
+        return int(number)
+    if number is not None:
+        raise ConfigError(f"{where} must be an integer, got {value!r} (= {number:g}, not a whole number)")
+    raise ConfigError(f"{where} must be int, got {value!r} ({type(value).__name__})")
 
 
 def build_config(data: Mapping[str, Any] | None, source: str = "<config>",
@@ -483,7 +499,13 @@ def load_config(path: str | os.PathLike, overrides: Sequence[str] = ()) -> Train
                           "least the env, e.g. 'env: {id: CartPoleNoVel-v1}' (configs/ holds complete ones)")
     if not isinstance(data, Mapping):
         raise ConfigError(f"{path}: the top level must be a mapping of sections {list(SECTIONS)}")
-    return build_config(apply_overrides(data or {}, overrides), source=path, overridden=overridden_keys(overrides))
+    merged = apply_overrides(data, overrides)
+    config = build_config(merged, source=path, overridden=overridden_keys(overrides))
+    if not merged.get("env"):  # (checked after the values, so that a typo is still named first)
+        raise ConfigError(f"{path}: no 'env:' section; without one the run would silently train the default env "
+                          f"({config.env.id}) with the paper's network; a config names at least the env, e.g. "
+                          "'env: {id: CartPoleNoVel-v1}' (configs/ holds complete ones)")
+    return config
 
 
 def save_config(config: TrainConfig, path: str | os.PathLike) -> None:

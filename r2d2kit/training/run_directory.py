@@ -47,3 +47,14 @@ def check_run_directory(run_dir: str | os.PathLike[str]) -> None:
             path = Path(folder, name)
             if path.is_symlink() and _leaves(path, root):
                 raise _refuse(path, run_dir)
+
+
+def holds_run(run_dir: str | os.PathLike[str]) -> bool:
+    """Whether ``run_dir`` already holds a run (its checkpoints or its evaluations): a new run must not write there."""
+    return (Path(run_dir) / "checkpoints").exists() or (Path(run_dir) / "metrics.csv").exists()
+
+
+def existing_run_message(run_dir: str | os.PathLike[str]) -> str:
+    """What to do instead of starting a new run in ``run_dir``, which already holds one (one wording everywhere)."""
+    return (f"run directory {run_dir} already holds a run; continue it with --resume {run_dir} "
+            "(Trainer(..., resume=True)), or pick another --run-dir / --name")

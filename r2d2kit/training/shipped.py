@@ -12,7 +12,8 @@ import difflib
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ShippedConfig", "config_directory", "find_shipped", "shipped_configs"]
+__all__ = ["ShippedConfig", "config_directory", "find_shipped", "find_shipped_space", "nearest_shipped",
+           "nearest_shipped_space", "shipped_configs", "shipped_spaces"]
 
 RESULT_PREFIX = "# result:"
 SPACES_FOLDER = "tune"  # configs/tune/ holds search spaces for python -m r2d2kit.tune, not configs to train
@@ -46,21 +47,49 @@ def shipped_configs() -> dict[str, ShippedConfig]:
     return found
 
 
+def shipped_spaces() -> dict[str, Path]:
+    """Every shipped search space for ``python -m r2d2kit.tune --space`` by name (``tune/cue_memory_space``)."""
+    directory = config_directory()
+    return {path.relative_to(directory).with_suffix("").as_posix(): path
+            for path in sorted((directory / SPACES_FOLDER).glob("*.yaml"))}
+
+
 def find_shipped(argument: str) -> Path | None:
     """The shipped config ``argument`` names (``breakout`` alone if unique, ``minatar/breakout``, or the
     documented ``configs/minatar/breakout.yaml``), else None."""
-    name = _shipped_name(argument)
-    configs = shipped_configs()
-    if name in configs:
-        return configs[name].path
-    by_leaf = [config for key, config in configs.items() if key.rsplit("/", 1)[-1] == name]
-    return by_leaf[0].path if len(by_leaf) == 1 else None
+    return _find(argument, {name: config.path for name, config in shipped_configs().items()})
+
+
+def find_shipped_space(argument: str) -> Path | None:
+    """The shipped search space ``argument`` names (``cue_memory_space``, ``tune/cue_memory_space`` or the
+    documented ``configs/tune/cue_memory_space.yaml``), else None."""
+    return _find(argument, shipped_spaces())
 
 
 def nearest_shipped(argument: str) -> str | None:
-    """The shipped name closest to ``argument`` (for a 'did you mean'), or None."""
-    close = difflib.get_close_matches(_shipped_name(argument), list(shipped_configs()), n=1, cutoff=0.6)
-    return close[0] if close else None
+    """The shipped config name closest to ``argument`` (for a 'did you mean'), or None."""
+    return _nearest(argument, list(shipped_configs()))
+
+
+def nearest_shipped_space(argument: str) -> str | None:
+    """The shipped search-space name closest to ``argument`` (for a 'did you mean'), or None."""
+    return _nearest(argument, list(shipped_spaces()))
+
+
+def _find(argument: str, files: dict[str, Path]) -> Path | None:
+    """``files[name]`` for the name ``argument`` gives, or the one file whose last name part it is, else None."""
+    name = _shipped_name(argument)
+    if name in files:
+        return files[name]
+    by_leaf = [path for key, path in files.items() if key.rsplit("/", 1)[-1] == name]
+    return by_leaf[0] if len(by_leaf) == 1 else None
+
+
+def _nearest(argument: str, names: list[str]) -> str | None:
+    name = _shipped_name(argument)
+    leaves = {key.rsplit("/", 1)[-1]: key for key in names}  # 'cue_memory_spce' is near the leaf, not the path
+    close = difflib.get_close_matches(name, names + list(leaves), n=1, cutoff=0.6)
+    return leaves.get(close[0], close[0]) if close else None
 
 
 def _shipped_name(argument: str) -> str:

@@ -46,7 +46,7 @@ from r2d2kit.training.checkpoint import (
     save_checkpoint,
 )
 from r2d2kit.training.config import ConfigError, TrainConfig, save_config
-from r2d2kit.training.run_directory import check_run_directory, run_path
+from r2d2kit.training.run_directory import check_run_directory, existing_run_message, holds_run, run_path
 
 # evaluations reset their envs with seed run.seed + EVAL_SEED_OFFSET + env steps: episodes no training
 # env plays, the same for every run of a seed (benchmarks evaluate peers on these episodes too)
@@ -83,9 +83,8 @@ class Trainer:
         setup_tensorflow()
         self.config = config
         self.run_dir = Path(run_dir)
-        if not resume and ((self.run_dir / "checkpoints").exists() or (self.run_dir / "metrics.csv").exists()):
-            raise ConfigError(f"run directory {self.run_dir} already holds a run; continue it with --resume "
-                              f"{self.run_dir} (Trainer(..., resume=True)), or pick another --run-dir / --name")
+        if not resume and holds_run(self.run_dir):
+            raise ConfigError(existing_run_message(self.run_dir))
         self.run_dir.mkdir(parents=True, exist_ok=True)
         check_run_directory(self.run_dir)
         self.callbacks = CallbackList(callbacks)

@@ -41,6 +41,7 @@ from r2d2kit.training.config import (
     check_key_path,
     parse_yaml,
 )
+from r2d2kit.training.shipped import find_shipped_space, nearest_shipped_space, shipped_spaces
 
 if TYPE_CHECKING:
     import optuna
@@ -179,8 +180,14 @@ def load_space(path: str | os.PathLike, base: Mapping[str, Mapping[str, ConfigVa
     """
     where = os.fspath(path)
     if not os.path.isfile(where):
-        raise SpaceError(f"--space {where}: no such file; a space file maps section.key names to ranges, e.g. "
-                         "'learner.learning_rate: {low: 1.0e-4, high: 3.0e-3, log: true}'")
+        shipped = find_shipped_space(where)
+        if shipped is None:
+            near = nearest_shipped_space(where)
+            raise SpaceError(f"--space {where}: no such file, and no shipped search space of that name"
+                             + (f" (did you mean {near!r}?)" if near else "")
+                             + f"; the shipped ones are {list(shipped_spaces())}. A space file maps section.key names "
+                             "to ranges, e.g. 'learner.learning_rate: {low: 1.0e-4, high: 3.0e-3, log: true}'")
+        where = os.fspath(shipped)
     if os.path.getsize(where) > MAX_CONFIG_BYTES:
         raise SpaceError(f"{where}: {os.path.getsize(where):,} bytes is not a search space (limit "
                          f"{MAX_CONFIG_BYTES:,})")
@@ -254,7 +261,12 @@ def _dimension(where: str, key: object, entry: object) -> Dimension:
                              "list of choices has 'choices'")
     if "choices" in entry:
         return _choices(where, key, entry)
-    return _range(where, key, entry, _is_float_key(names))
+    dimension = _range(where, key, entry, _is_float_key(names))
+    if _is_int_key(names) and not dimension.integer:
+        bound = next(value for value in (dimension.low, dimension.high, dimension.step) if isinstance(value, float))
+        raise SpaceError(f"{where}: {key} must be int, got {bound!r} in its range; write whole numbers, e.g. "
+                         "{low: 1, high: 5}")
+    return dimension
 
 
 def _choices(where: str, key: str, entry: Mapping[str, object]) -> Dimension:
@@ -311,11 +323,21 @@ def _bound(where: str, key: str, field: str, value: object) -> Number:
 
 def _is_float_key(names: Sequence[str]) -> bool:
     """Whether the config field named by ``section.key`` holds floats (int bounds then still sample floats)."""
+    return "float" in _annotation(names)
+
+
+def _is_int_key(names: Sequence[str]) -> bool:
+    """Whether the config field named by ``section.key`` holds integers (a float bound would sample 2.7)."""
+    return _annotation(names) == "int"
+
+
+def _annotation(names: Sequence[str]) -> str:
+    """The config field's annotation as text; empty for a key inside a mapping (replay.her.n_sampled_goal), where
+    the bounds' type decides."""
     if len(names) != 2:
-        return False  # a key inside a mapping (replay.her.n_sampled_goal): the bounds' type decides
+        return ""
     field = next(f for f in dataclasses.fields(SECTIONS[names[0]]) if f.name == names[1])
-    annotation = field.type if isinstance(field.type, str) else getattr(field.type, "__name__", "")
-    return "float" in annotation
+    return field.type if isinstance(field.type, str) else getattr(field.type, "__name__", "")
 
 
 def _get(data: Mapping[str, object], path: str) -> ConfigValue:

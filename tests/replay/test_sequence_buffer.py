@@ -380,7 +380,7 @@ def test_reused_memory_samples_match_the_reference_windows(num_envs, burn_in, tr
 def test_windows_of_the_wrong_dtype_or_row_shape_are_refused_by_name():
     """A float action used to be truncated into the int64 field; a wrong observation width was blamed on
     burn_in + trace_length + n_step."""
-    builder = SequenceBuilder(1, 0, 2, 1, 1, state_names=("state_h", "state_c"))
+    builder = SequenceBuilder(1, 0, 2, 1, 1)  # no recurrent state here
     buffer = SequenceReplayBuffer(50, {"obs": ((3,), "float32"), "action": ((), "int64")}, {},
                                   burn_in=0, trace_length=2, n_step=1, period=1, seed=0)
     windows = None

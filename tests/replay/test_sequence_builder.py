@@ -178,7 +178,8 @@ def run_and_check(specs, burn_in, trace_length, n_step, period, num_steps=None, 
     episodes = episodes_from_specs(specs, **episode_kwargs)
     if num_steps is None:
         num_steps = min(sum(e.span for e in mine) for mine in episodes)
-    builder = SequenceBuilder(len(specs), burn_in, trace_length, n_step, period, state_names=STATE_NAMES)
+    state_names = STATE_NAMES if episode_kwargs.get("with_state", True) else ()  # stateless episodes: no fields
+    builder = SequenceBuilder(len(specs), burn_in, trace_length, n_step, period, state_names=state_names)
     outputs = drive(builder, vector_steps(episodes, num_steps))
     assert_matches_reference(outputs, episodes, burn_in, trace_length, n_step, period)
     assert_well_formed(outputs, burn_in, trace_length)
@@ -409,7 +410,7 @@ def test_prev_action_survives_windows_that_do_not_overlap() -> None:
     prev_action/prev_reward of row t are action/reward of row t - 1 whenever t >= 1, even when no
     pending window still holds row t - 1.
     """
-    builder = SequenceBuilder(1, burn_in=0, trace_length=2, n_step=0, period=2, state_names=STATE_NAMES)
+    builder = SequenceBuilder(1, burn_in=0, trace_length=2, n_step=0, period=2)  # no recurrent state here
     outputs = [builder.step(np.array([[float(t)]]), np.array([t + 1]), np.array([10.0 * (t + 1)]),
                             np.array([False]), np.array([False])) for t in range(4)]
     assert outputs[0] is None and outputs[2] is None
@@ -483,7 +484,7 @@ def test_gymnasium_vector_env_next_step_autoreset() -> None:
     burn_in, trace_length, n_step, period = 2, 3, 1, 2
     envs = gym.vector.SyncVectorEnv([lambda i=i: ScriptedEnv(i, specs[i]) for i in range(3)])
     assert envs.metadata["autoreset_mode"] == gym.vector.AutoresetMode.NEXT_STEP
-    builder = SequenceBuilder(3, burn_in, trace_length, n_step, period, state_names=STATE_NAMES)
+    builder = SequenceBuilder(3, burn_in, trace_length, n_step, period)  # no recurrent state here
     obs, _ = envs.reset(seed=0)
     outputs = []
     for _ in range(16):
@@ -506,7 +507,7 @@ def scripted_windows(mode: str, steps: int) -> dict[str, np.ndarray]:
     gym_mode = {"next_step": gym.vector.AutoresetMode.NEXT_STEP, "same_step": gym.vector.AutoresetMode.SAME_STEP,
                 "disabled": gym.vector.AutoresetMode.DISABLED}[mode]
     envs = gym.vector.SyncVectorEnv([lambda i=i: ScriptedEnv(i, specs[i]) for i in range(3)], autoreset_mode=gym_mode)
-    builder = SequenceBuilder(3, 2, 3, 1, 2, autoreset_mode=gym_mode, state_names=STATE_NAMES)
+    builder = SequenceBuilder(3, 2, 3, 1, 2, autoreset_mode=gym_mode)  # no recurrent state here
     obs, _ = envs.reset(seed=0)
     outputs = []
     for _ in range(steps):
@@ -640,3 +641,18 @@ def test_step_rejects_obs_shape_change() -> None:
     builder.step(**GOOD)
     with pytest.raises(ValueError, match="shapes changed"):
         builder.step(**(GOOD | {"obs": np.zeros((3, 5), np.float32)}))
+
+
+def test_a_batch_of_another_size_is_blamed_on_its_first_field() -> None:
+    """A 3-env batch fed to a 2-env builder: every field misfits; obs, the first, is named (not reward)."""
+    builder = SequenceBuilder(2, burn_in=1, trace_length=2, n_step=1, period=2, state_names=STATE_NAMES)
+    with pytest.raises(ValueError, match=r"^obs must have a leading axis of num_envs=2, got \(3, 2\)"):
+        builder.step(**GOOD)
+
+
+def test_a_missing_state_is_refused_at_the_step_naming_the_state_fields() -> None:
+    """Without the check the windows came out without state_h and add_sequences failed later, far from the cause."""
+    builder = SequenceBuilder(3, burn_in=1, trace_length=2, n_step=1, period=2, state_names=("state_h",))
+    with pytest.raises(ValueError, match=r"state is None, but the builder stores a recurrent state under "
+                                         r"\('state_h',\); pass the state"):
+        builder.step(**(GOOD | {"state": None}))

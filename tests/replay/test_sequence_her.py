@@ -578,7 +578,7 @@ def test_builder_extras_follow_the_observation_rows():
     """Row t holds the extras given with o_t, row T those of the final observation, padding zeros."""
     episodes = [[GoalEpisode(0, 0, 3, "terminated"), GoalEpisode(0, 1, 9, "truncated")]]
     reference = ReferenceSequenceHer(episodes, 1, 2, 1, 2)
-    builder = SequenceBuilder(1, 1, 2, 1, 2, state_names=STATE_NAMES)
+    builder = SequenceBuilder(1, 1, 2, 1, 2)  # no recurrent state here
     windows = []
     for step in range(4):
         s = reference.vector_step(step)
@@ -600,7 +600,7 @@ def test_builder_extras_follow_the_observation_rows():
     ([np.zeros((2, 3))], None, TypeError, "extras must be a dict"),
 ])
 def test_builder_extras_validation(first, later, error, pattern):
-    builder = SequenceBuilder(2, 1, 2, 1, 2, state_names=STATE_NAMES)
+    builder = SequenceBuilder(2, 1, 2, 1, 2)  # no recurrent state here
     args = (np.zeros((2, 4)), np.zeros(2, np.int64), np.zeros(2), np.zeros(2, bool), np.zeros(2, bool))
     with pytest.raises(error, match=pattern):
         builder.step(*args, extras=first)
@@ -636,7 +636,7 @@ def test_constructor_validation(kwargs, error, pattern):
 def test_windows_without_achieved_goal_explain_the_fix():
     buffer = SequenceHerReplayBuffer(10, ((3,), "float32"), ((3,), "float32"), compute_reward=distance_reward,
                                      burn_in=1, trace_length=2, n_step=1)
-    builder = SequenceBuilder(1, 1, 2, 1, 2, state_names=STATE_NAMES)
+    builder = SequenceBuilder(1, 1, 2, 1, 2)  # no recurrent state here
     out = None
     for t in range(4):
         out = builder.step(np.zeros((1, 6)), [0], [0.0], [t == 2], [False]) or out

@@ -1,0 +1,211 @@
+"""Every learning result quoted outside docs/performance.md's prose, generated from benchmarks/results/*.json.
+
+One source for each number: the MinAtar and MiniGrid tables in ``docs/performance.md``, the summary
+that the README and ``docs/training.md`` give, and the ``# result:`` line of each shipped config
+(what ``python -m r2d2kit.train --list`` prints) are written here from the JSON the benchmark
+scripts save. Markdown pages hold them between ``<!-- results:NAME -->`` and ``<!-- /results -->``;
+a config holds one ``# result:`` line.
+
+    python docs/results.py            # list what differs from the data (exit 1 if anything does)
+    python docs/results.py --write    # rewrite the blocks and lines
+
+tests/test_docs.py fails while any of them differs from what the JSON gives.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+GAMES = {"breakout": "Breakout", "space_invaders": "SpaceInvaders", "freeway": "Freeway", "asterix": "Asterix",
+         "seaquest": "Seaquest"}
+POPGYM = ["RepeatFirstEasy", "RepeatPreviousEasy", "RepeatPreviousMedium", "CountRecallEasy",
+          "PositionOnlyCartPoleEasy", "NoisyPositionOnlyCartPoleEasy"]
+NOT_LEARNED = 2.0  # a MinAtar greedy return below this for both agents: neither learned the game (random play ~1)
+BLOCK = re.compile(r"(<!-- results:(?P<name>[a-z_]+) -->\n)(?P<body>.*?)(<!-- /results -->)", re.DOTALL)
+RESULT_LINE = re.compile(r"^# result:.*$", re.MULTILINE)
+
+
+def load(name: str) -> list[dict]:
+    """The runs of ``benchmarks/results/<name>.json`` that finished."""
+    return [run for run in json.loads((RESULTS / f"{name}.json").read_text())["runs"] if not run.get("error")]
+
+
+def _runs(runs: list[dict], **match: object) -> list[dict]:
+    found = [run for run in runs if all(run.get(key) == value for key, value in match.items())]
+    return sorted(found, key=lambda run: run["seed"])
+
+
+def _seeds(runs: list[dict]) -> str:
+    seeds = [run["seed"] for run in runs]
+    return f"seeds {seeds[0]}-{seeds[-1]}" if seeds == list(range(seeds[0], seeds[-1] + 1)) else \
+        "seeds " + ", ".join(map(str, seeds))
+
+
+def _end_over_highest(runs: list[dict]) -> float:
+    """The seed-mean curve's last point over its highest: 1.00 holds what it learned."""
+    curve = np.mean([[evaluation[1] for evaluation in run["evaluations"]] for run in runs], axis=0)
+    return float(curve[-1] / curve.max()) if curve.max() > 0 else float("nan")
+
+
+def _first_success(run: dict) -> int | None:
+    """Env steps of the first evaluation with greedy success 1.0 (column 5 of an evaluation row)."""
+    return next((int(e[0]) for e in run["evaluations"] if e[5] is not None and e[5] >= 1.0), None)
+
+
+def _each(runs: list[dict], key: str) -> str:
+    """``run[key]`` of each run, comma-separated, to two decimals."""
+    return ", ".join(f"{run[key]:.2f}" for run in runs)
+
+
+def _k(steps: int) -> str:
+    return f"{steps // 1000}k"
+
+
+# --------------------------------------------------------------------------- MinAtar (minatar.json)
+def minatar_table() -> str:
+    runs = load("minatar")
+    header = ("| 500k env steps, greedy, seeds 0-2 | R2D2 | per seed | seed-mean curve: end / its highest | SB3 DQN "
+              "| per seed | R2D2 >= DQN | env steps/s, R2D2 / DQN | training min, R2D2 / DQN "
+              "| peak RSS MB, R2D2 / DQN |\n"
+              "|---|---:|---|---:|---:|---|---|---:|---:|---:|\n")
+    rows = []
+    for game, title in GAMES.items():
+        r2d2, dqn = _runs(runs, game=game, agent="r2d2"), _runs(runs, game=game, agent="dqn")
+        mine, theirs = np.mean([r["final"] for r in r2d2]), np.mean([r["final"] for r in dqn])
+        verdict = "no" if mine < theirs else (f"yes ({mine / theirs:.1f}x)" if mine >= 1.5 * theirs else "yes")
+        rate = "{:,.0f} / {:,.0f}".format(*(np.mean([r["env_steps"] / r["train_seconds"] for r in runs_])
+                                            for runs_ in (r2d2, dqn)))
+        minutes = "{:.0f} / {:.0f}".format(*(np.mean([r["train_seconds"] / 60 for r in runs_])
+                                             for runs_ in (r2d2, dqn)))
+        rss = "{:,.0f} / {:,.0f}".format(*(max(r["peak_rss_mb"] for r in runs_) for runs_ in (r2d2, dqn)))
+        rows.append(f"| MinAtar {title} | {mine:.2f} | {_each(r2d2, 'final')} | "
+                    f"{_end_over_highest(r2d2):.2f} | {theirs:.2f} | {_each(dqn, 'final')} | "
+                    f"{verdict} | {rate} | {minutes} | {rss} |\n")
+    return header + "".join(rows)
+
+
+def minatar_result(game: str) -> str:
+    runs = load("minatar")
+    r2d2, dqn = _runs(runs, game=game, agent="r2d2"), _runs(runs, game=game, agent="dqn")
+    mine, theirs = np.mean([r["final"] for r in r2d2]), np.mean([r["final"] for r in dqn])
+    steps = _k(r2d2[0]["env_steps"])
+    return (f"# result: greedy {mine:.2f} at {steps} env steps, {_seeds(r2d2)} (SB3 DQN {theirs:.2f}"
+            f"{': behind' if mine < theirs else ''}; docs/performance.md)")
+
+
+# --------------------------------------------------------------------------- MiniGrid (minigrid.json)
+def minigrid_table() -> str:
+    runs = load("minigrid")
+    lines = ["| MiniGrid-MemoryS7-v0, greedy, 500k env steps | success per seed | mean "
+             "| first success 1.0 (per seed) |",
+             "|---|---|---:|---|"]
+    for agent, title in (("r2d2", "R2D2 (the shipped config)"), ("recurrent-ppo", "sb3-contrib RecurrentPPO")):
+        done = _runs(runs, agent=agent)
+        firsts = [_first_success(r) for r in done]
+        lines.append(f"| {title} | {_each(done, 'final_success')} | "
+                     f"{np.mean([r['final_success'] for r in done]):.2f} | "
+                     f"{', '.join(_k(f) if f is not None else 'never' for f in firsts)} |")
+    return "\n".join(lines) + "\n"
+
+
+def minigrid_result() -> str:
+    r2d2 = _runs(load("minigrid"), agent="r2d2")
+    success = np.mean([r["final_success"] for r in r2d2])
+    firsts = "/".join(_k(_first_success(r) or 0) for r in r2d2)
+    return (f"# result: greedy success {success:.2f} at {_k(r2d2[0]['env_steps'])} env steps on {_seeds(r2d2)}, "
+            f"first at {firsts} (docs/performance.md)")
+
+
+# --------------------------------------------------------------------------- POPGym (popgym.json)
+def popgym_result(env: str) -> str:
+    runs = load("popgym")
+    lstm = [r for r in _runs(runs, env=env, agent="r2d2") if r.get("core", "lstm") == "lstm"]
+    ppo = [r for r in runs if r["env"] == env and r["agent"] != "r2d2"]
+    return (f"# result: MMER {np.mean([r['mmer'] for r in lstm]):+.3f}, "
+            f"final {np.mean([r['final'] for r in lstm]):+.3f} "
+            f"at {_k(lstm[0]['env_steps'])} env steps, {_seeds(lstm)} (RecurrentPPO's MMER "
+            f"{np.mean([r['mmer'] for r in ppo]):+.3f}; docs/performance.md)")
+
+
+# --------------------------------------------------------------------------- the summary other pages give
+def summary() -> str:
+    """One paragraph for the README and docs/training.md, linking to the tables."""
+    runs = load("minatar")
+    finals = {game: {agent: np.mean([r["final"] for r in _runs(runs, game=game, agent=agent)])
+                     for agent in ("r2d2", "dqn")} for game in GAMES}
+    neither = [g for g in GAMES if max(finals[g].values()) < NOT_LEARNED]
+    ahead = [g for g in GAMES if finals[g]["r2d2"] >= finals[g]["dqn"] and g not in neither]
+    behind = [g for g in GAMES if g not in ahead and g not in neither]
+    said = "; ".join(f"{GAMES[g]} {finals[g]['r2d2']:.2f} against {finals[g]['dqn']:.2f}"
+                     for g in ahead + behind + neither)
+    grid = _runs(load("minigrid"), agent="r2d2")
+    ppo = _runs(load("minigrid"), agent="recurrent-ppo")
+    firsts = sorted(_first_success(r) or 0 for r in grid)
+    return (f"At 500k env steps on 2 cores (greedy, seeds 0-2), R2D2 against DQN with the MinAtar paper's settings: "
+            f"{said} (R2D2 ahead on {', '.join(GAMES[g] for g in ahead)}; behind on "
+            f"{', '.join(GAMES[g] for g in behind)}; neither learns {', '.join(GAMES[g] for g in neither)}). "
+            "MiniGrid-MemoryS7: greedy success "
+            f"{np.mean([r['final_success'] for r in grid]):.2f} at 500k on every seed, first reached at "
+            f"{_k(firsts[0])}-{_k(firsts[-1])} env steps (RecurrentPPO at 500k: "
+            f"{np.mean([r['final_success'] for r in ppo]):.2f}). The tables, the method and the curves: "
+            "[performance](performance.md#learning-images-minatar-beside-dqn-and-minigrid-memorys7-beside-recurrentppo).\n")
+
+
+BLOCKS: dict[str, Callable[[], str]] = {"minatar": minatar_table, "minigrid": minigrid_table, "summary": summary}
+PAGES = ["README.md", "docs/performance.md", "docs/training.md"]
+
+
+def result_lines() -> dict[str, str]:
+    """``{config path relative to the root: its generated # result: line}``."""
+    lines = {f"configs/minatar/{game}.yaml": minatar_result(game) for game in GAMES}
+    lines["configs/minigrid_memory.yaml"] = minigrid_result()
+    lines.update({f"configs/popgym/{env}.yaml": popgym_result(env) for env in POPGYM})
+    return lines
+
+
+def rendered() -> dict[str, str]:
+    """``{file relative to the root: its text with every generated part as the data gives it}``."""
+    out = {}
+    for page in PAGES:
+        text = (ROOT / page).read_text()
+        link = "docs/performance.md" if page == "README.md" else "performance.md"
+
+        def fill(match: re.Match, link: str = link) -> str:
+            body = BLOCKS[match["name"]]().replace("(performance.md#", f"({link}#")
+            return match.group(1) + body + match.group(4)
+
+        out[page] = BLOCK.sub(fill, text)
+    for path, line in result_lines().items():
+        text = (ROOT / path).read_text()
+        out[path] = RESULT_LINE.sub(lambda _, line=line: line, text, count=1)
+    return out
+
+
+def stale() -> list[str]:
+    """The files whose generated parts differ from the data."""
+    return [path for path, text in rendered().items() if (ROOT / path).read_text() != text]
+
+
+def main(argv: list[str]) -> int:
+    if "--write" in argv:
+        for path, text in rendered().items():
+            if (ROOT / path).read_text() != text:
+                (ROOT / path).write_text(text)
+                print(f"wrote {path}")
+        return 0
+    differ = stale()
+    for path in differ:
+        print(f"{path} differs from benchmarks/results/*.json: run python docs/results.py --write")
+    return 1 if differ else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
