@@ -127,6 +127,8 @@ class Trainer:
                          EpsilonSchedule(apex_epsilons(envs, actors.epsilon, actors.epsilon_alpha)))
         save_config(config, run_path(self.run_dir, "config.yaml"))
         self.log = RunLog(self.run_dir, tensorboard=config.logging.tensorboard)
+        if checkpoint is not None:
+            self.log.forget_after(self.counters["env_steps"])  # rows of training this run will redo
         self.eval_actor = (self.network.actor(min(config.run.eval_episodes, MAX_EVAL_ENVS))
                            if config.run.eval_every else None)
         self.stopped_by: str | None = None
