@@ -63,9 +63,9 @@ def test_an_actor_that_dies_on_every_start_stops_the_run_within_a_minute_cleanly
     deaths = [(when, line) for when, line in lines if line.startswith("actor 1 (pid ")]
     assert process.returncode == EXIT_ACTORS, stderr[-3000:]
     assert len(deaths) == 2, stderr[-3000:]  # two restarts granted, the third failure stops
-    assert "died of exit code 1; restarting it in 1 s (restart 1 of 10 within 60 s; failure 1 in a row of 3)" in \
+    assert "died of exit code 1; restarting it in 1 s (restart 1 of 10 within 60 s; crash 1 in a row of 3)" in \
         deaths[0][1]
-    assert "restarting it in 2 s" in deaths[1][1] and "failure 2 in a row of 3" in deaths[1][1]
+    assert "restarting it in 2 s" in deaths[1][1] and "crash 2 in a row of 3" in deaths[1][1]
     # one restart = back-off + the actor's start-up (spawn, TensorFlow import, network), measured here
     startup = deaths[1][0] - deaths[0][0] - 1.0
     to_stop = ended - deaths[0][0]  # back-off 1 s, a start, back-off 2 s, a start, the final checkpoint
@@ -74,7 +74,7 @@ def test_an_actor_that_dies_on_every_start_stops_the_run_within_a_minute_cleanly
     if os.getloadavg()[0] <= (os.cpu_count() or 1):  # on a machine not busy with other work: within a minute
         assert to_stop < 60, f"{to_stop:.0f} s from the first death to the stop"
     [line] = error_lines(stderr)
-    assert line.startswith("error: training stopped, actors failure: actor 1 died (exit code 1) 3 time(s) in a row "
+    assert line.startswith("error: training stopped, actors failure: actor 1 crashed (exit code 1) 3 time(s) in a row "
                            "without delivering an env step in between (actors.max_consecutive_failures=3)"), line
     checkpoint = latest_checkpoint(run_dir)
     assert checkpoint is not None and f"final checkpoint {checkpoint.name} written at" in line

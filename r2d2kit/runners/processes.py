@@ -37,7 +37,7 @@ from r2d2kit.agent.policies import EpsilonSchedule, as_schedule
 from r2d2kit.runners.acting import ActingLoop, limit_threads
 from r2d2kit.runners.callbacks import Callback
 from r2d2kit.runners.pool import Experience, Incarnations
-from r2d2kit.runners.restarts import ActorsFailed, RestartPolicy, describe_exit
+from r2d2kit.runners.restarts import ActorsFailed, RestartPolicy, describe_exit, killed_from_outside
 from r2d2kit.runners.shm import (
     RecordLayout,
     RecordRing,
@@ -255,7 +255,8 @@ class ProcessActors:
             # the dead incarnation's windows keep its source; the next one writes under a new source
             self._drain(actor_id, experience)
             how = describe_exit(process.exitcode)
-            restart = self.restart_policy.failed(actor_id, how)  # raises ActorsFailed: the run stops
+            crashed = not killed_from_outside(process.exitcode)
+            restart = self.restart_policy.failed(actor_id, how, crashed)  # raises ActorsFailed: the run stops
             self.log(f"actor {actor_id} (pid {process.pid}) died of {how}; restarting it in {restart.delay_s:g} s "
                      f"({restart.budget})")
             self._restart_at[actor_id] = now + restart.delay_s

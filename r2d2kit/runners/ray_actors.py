@@ -270,7 +270,9 @@ class RayActors:
             ray.kill(self._actors[actor_id], no_restart=False)
         else:
             how = f"{type(error).__name__}: {str(error).strip().splitlines()[0][:160] if str(error).strip() else ''}"
-        restart = self.restart_policy.failed(actor_id, how)  # raises ActorsFailed: the run stops
+        # a RayTaskError is the actor's own code failing; a dead process cannot be told from an outside kill
+        crashed = isinstance(error, ray.exceptions.RayTaskError)
+        restart = self.restart_policy.failed(actor_id, how, crashed)  # raises ActorsFailed: the run stops
         self._restarting[actor_id] = time.monotonic()
         _, self._seeds[actor_id] = self.incarnations.start(actor_id, restart=True)
         self.log(f"Ray actor {actor_id} failed ({how}); Ray restarts it and its batch is requested again in "

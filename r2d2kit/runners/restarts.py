@@ -7,10 +7,13 @@ the way the supervisors trusted with long jobs do:
   at most ``max_restarts`` restarts, over all actors, within any ``window_s`` seconds. A week of
   sporadic kills (an OOM kill a day, a preempted node) never adds up; many actors failing at once,
   faster than any one of them could loop, stops the run.
-* **Failures in a row without progress** (what Kubernetes' ``CrashLoopBackOff`` waits for): an actor
-  that fails ``max_consecutive_failures`` times without delivering anything in between (no env
-  step reported) is in a crash loop, e.g. an env that raises on its first step; the run stops.
-  Delivering anything resets the actor's count.
+* **Crashes in a row without progress**: an actor whose own code fails (an exception, a crash
+  signal such as SIGSEGV) ``max_consecutive_failures`` times without delivering anything in between
+  (no env step reported) is in a crash loop, e.g. an env that raises on its first step; the run
+  stops. Delivering anything resets the actor's count. A SIGKILL comes from outside (the OOM killer,
+  an operator, a preemption) and says nothing about the actor's code: it counts against the rate
+  budget and grows the back-off, but is never taken for a crash loop (Kubernetes retries such a
+  container with a growing back-off for as long as it takes).
 * **Back-off** between restarts of the same actor: ``backoff_s`` after its first failure in a row,
   doubling with each further one, at most ``max_backoff_s`` (Kubernetes: 10 s doubling to 5 min), so
   a crash loop does not spin the machine while it is being counted.
@@ -32,6 +35,11 @@ class ActorsFailed(RuntimeError):
     """The actors cannot go on: a restart budget is spent, or they stopped delivering; the message says which."""
 
 
+def killed_from_outside(exitcode: int | None) -> bool:
+    """Whether a process ended by SIGKILL (the OOM killer, an operator, a preemption), not by its own code."""
+    return exitcode == -signal.SIGKILL
+
+
 def describe_exit(exitcode: int | None) -> str:
     """How a process ended, in words: ``"signal SIGKILL"`` for -9, ``"exit code 1"``, ``"an unknown cause"``."""
     if exitcode is None:
@@ -49,7 +57,7 @@ class Restart:
     """The policy's answer to a failure that is not a stop: restart after ``delay_s``; ``budget`` says what is left."""
 
     delay_s: float
-    budget: str  # e.g. "restart 3 of 10 within 60 s; failure 1 in a row of 3"
+    budget: str  # e.g. "restart 3 of 10 within 60 s; crash 1 in a row of 3"
 
 
 class RestartPolicy:
@@ -59,10 +67,11 @@ class RestartPolicy:
         max_restarts: restarts over all actors allowed within ``window_s``; the failure that would be
             one more stops the run (0: the first failure stops it).
         window_s: the sliding window of ``max_restarts``, in seconds.
-        max_consecutive_failures: failures of one actor in a row, with nothing delivered in between,
-            that stop the run (1: the first failure of an actor that never delivered).
-        backoff_s: wait before restarting an actor after its first failure in a row; doubles with each
-            further failure in a row.
+        max_consecutive_failures: crashes of one actor in a row (failures of its own code, not
+            SIGKILLs), with nothing delivered in between, that stop the run (1: the first crash of an
+            actor that never delivered).
+        backoff_s: wait before restarting an actor after its first failure in a row (crash or kill);
+            doubles with each further failure in a row.
         max_backoff_s: the longest wait.
         clock: seconds, monotonic (tests pass a fake one).
     """
@@ -80,14 +89,19 @@ class RestartPolicy:
         self.clock = clock
         self.restarts = 0  # over the whole run (what summary.json and TensorBoard count)
         self._recent: deque[float] = deque()  # when each restart within the window was granted
-        self._in_a_row: dict[int, int] = {}  # actor id -> failures since it last delivered
+        self._in_a_row: dict[int, int] = {}  # actor id -> failures (crashes and kills) since it last delivered
+        self._crashes_in_a_row: dict[int, int] = {}  # actor id -> crashes since it last delivered
 
     def progress(self, actor_id: int) -> None:
         """``actor_id`` delivered (env steps, windows): its failures in a row start again from zero."""
         self._in_a_row.pop(actor_id, None)
+        self._crashes_in_a_row.pop(actor_id, None)
 
-    def failed(self, actor_id: int, how: str) -> Restart:
+    def failed(self, actor_id: int, how: str, crashed: bool = True) -> Restart:
         """Count a failure of ``actor_id`` (``how``: how it died, e.g. ``describe_exit(code)``).
+
+        ``crashed``: its own code failed (an exception, a crash signal); False for a kill from outside
+        (SIGKILL), which never counts towards a crash loop (:func:`killed_from_outside`).
 
         Returns:
             When to restart it and what is left of the budgets.
@@ -101,9 +115,11 @@ class RestartPolicy:
             self._recent.popleft()
         in_a_row = self._in_a_row.get(actor_id, 0) + 1
         self._in_a_row[actor_id] = in_a_row
-        if in_a_row >= self.max_consecutive_failures:
+        crashes = self._crashes_in_a_row.get(actor_id, 0) + int(crashed)
+        self._crashes_in_a_row[actor_id] = crashes
+        if crashes >= self.max_consecutive_failures:
             raise ActorsFailed(
-                f"actor {actor_id} died ({how}) {in_a_row} time(s) in a row without delivering an env step in "
+                f"actor {actor_id} crashed ({how}) {crashes} time(s) in a row without delivering an env step in "
                 f"between (actors.max_consecutive_failures={self.max_consecutive_failures}): a crash loop, e.g. an "
                 f"env or callback that fails at start; see the actor's traceback above")
         if len(self._recent) >= self.max_restarts:
@@ -115,4 +131,4 @@ class RestartPolicy:
         self.restarts += 1
         delay = min(self.backoff_s * 2.0 ** (in_a_row - 1), self.max_backoff_s)
         return Restart(delay, f"restart {len(self._recent)} of {self.max_restarts} within {self.window_s:g} s; "
-                              f"failure {in_a_row} in a row of {self.max_consecutive_failures}")
+                              f"crash {crashes} in a row of {self.max_consecutive_failures}")

@@ -27,10 +27,15 @@ def replay_events(policy: RestartPolicy, clock: FakeClock, events) -> list[float
         if event[0] == "progress":
             policy.progress(event[1])
             continue
-        _, actor_id, at = event
+        _, actor_id, at, *how = event
         clock.now = at
-        delays.append(policy.failed(actor_id, "signal SIGKILL").delay_s)
+        how = how[0] if how else "exit code 1"
+        delays.append(policy.failed(actor_id, how, crashed=not killed_from_outside_text(how)).delay_s)
     return delays
+
+
+def killed_from_outside_text(how: str) -> bool:
+    return how == "signal SIGKILL"
 
 
 def make(**kwargs) -> tuple[RestartPolicy, FakeClock]:
@@ -52,7 +57,7 @@ def test_sporadic_kills_over_a_week_never_spend_the_budget():
 @pytest.mark.parametrize("name, events, message", [
     ("a crash loop: three failures of one actor without progress",
      [("fail", 1, 0.0), ("fail", 1, 5.0), ("fail", 1, 12.0)],
-     r"actor 1 died \(signal SIGKILL\) 3 time\(s\) in a row without delivering .*max_consecutive_failures=3"),
+     r"actor 1 crashed \(exit code 1\) 3 time\(s\) in a row without delivering .*max_consecutive_failures=3"),
     ("four restarts within 60 s over two actors, each after progress",
      [("progress", 0), ("fail", 0, 0.0), ("progress", 1), ("fail", 1, 10.0), ("progress", 0), ("fail", 0, 20.0),
       ("progress", 1), ("fail", 1, 59.0)],
@@ -78,11 +83,25 @@ def test_the_window_slides_and_progress_resets_the_count_in_a_row():
     assert policy.restarts == 4
 
 
+def test_sigkills_in_a_row_are_never_a_crash_loop_but_grow_the_back_off_and_spend_the_rate_budget():
+    """SIGKILLs come from outside (the OOM killer, an operator): an actor killed while starting, again and again,
+    is retried with a growing back-off; only the rate budget stops such a storm."""
+    policy, clock = make(max_restarts=5)
+    delays = replay_events(policy, clock, [("fail", 0, 20.0 * k, "signal SIGKILL") for k in range(8)])
+    assert delays == [1.0, 2.0, 4.0, 5.0, 5.0, 5.0, 5.0, 5.0]  # never 3 crashes in a row; 3 per 60 s < 5
+    with pytest.raises(ActorsFailed, match="restart budget is spent"):
+        replay_events(policy, clock, [("fail", 1, 161.0 + k, "signal SIGKILL") for k in range(4)])  # 120, 140 + 4
+    policy, clock = make()  # a kill between crashes still leaves them in a row
+    with pytest.raises(ActorsFailed, match=r"crashed \(exit code 1\) 3 time\(s\) in a row"):
+        replay_events(policy, clock, [("fail", 0, 0.0), ("fail", 0, 1.0, "signal SIGKILL"), ("fail", 0, 2.0),
+                                      ("fail", 0, 3.0)])
+
+
 def test_the_back_off_doubles_with_each_failure_in_a_row_up_to_its_cap():
     policy, clock = make(max_restarts=100, max_consecutive_failures=10)
     delays = replay_events(policy, clock, [("fail", 0, float(t)) for t in range(6)])
     assert delays == [1.0, 2.0, 4.0, 5.0, 5.0, 5.0]
-    assert policy.failed(1, "exit code 1").budget == "restart 7 of 100 within 60 s; failure 1 in a row of 10"
+    assert policy.failed(1, "exit code 1").budget == "restart 7 of 100 within 60 s; crash 1 in a row of 10"
 
 
 def test_no_restart_budget_stops_at_the_first_failure_and_bad_settings_are_refused():
