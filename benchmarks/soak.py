@@ -85,15 +85,18 @@ def alive(pid: int) -> bool:
 
 
 def sample_process(pid: int) -> dict[str, float] | None:
-    """RSS (MB), threads and open file descriptors of one process; None if it is gone."""
+    """RSS (MB), threads, open file descriptors and mapped /dev/shm files (segments, semaphores) of one
+    process; None if it is gone."""
     try:
         status = Path(f"/proc/{pid}/status").read_text()
         fds = len(os.listdir(f"/proc/{pid}/fd"))
+        maps = Path(f"/proc/{pid}/maps").read_text()
     except OSError:
         return None
     values = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    shm = {line.split()[-1] for line in maps.splitlines() if " /dev/shm/" in line}
     return {"rss_mb": int(values.get("VmRSS", "0 kB").split()[0]) / 1024, "threads": int(values["Threads"]),
-            "fds": fds}
+            "fds": fds, "shm_mapped": len(shm)}
 
 
 def is_actor(pid: int, runner: str) -> bool:
@@ -217,7 +220,6 @@ class Soak:
                         self.seen.add(pid)
                     row["actors" if is_actor(pid, self.args.runner) else "others"].append(values)
             row["shm"] = len(our_segments({s["pid"] for s in self.segments}))
-            row["sem"] = sum(1 for name in os.listdir(SHM) if name.startswith("sem.mp-"))
             self.samples.append(row)
             time.sleep(max(0.0, self.args.sample_every - (time.monotonic() - now)))
 
@@ -453,11 +455,12 @@ def quarters(samples: list[dict], start: float, end: float) -> dict:
         actors, others = row["actors"], row["others"]
         return {"learner RSS MB": learner.get("rss_mb"), "learner fds": learner.get("fds"),
                 "learner threads": learner.get("threads"),
-                "actors RSS MB (sum)": sum(a["rss_mb"] for a in actors) if actors else None,
-                "actors fds (sum)": sum(a["fds"] for a in actors) if actors else None,
+                "learner /dev/shm files mapped": learner.get("shm_mapped"),
+                "actor RSS MB (largest)": max(a["rss_mb"] for a in actors) if actors else None,
+                "actor fds (most)": max(a["fds"] for a in actors) if actors else None,
                 "other processes RSS MB (sum)": sum(o["rss_mb"] for o in others) if others else None,
                 "processes": 1 + len(actors) + len(others) if row["learner"] else None,
-                "/dev/shm segments": row["shm"], "/dev/shm sem.mp-*": row["sem"]}
+                "run's /dev/shm segments": row["shm"]}
 
     span = end - start
     out: dict[str, dict] = {}

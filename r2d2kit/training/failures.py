@@ -6,15 +6,13 @@ writes a final checkpoint when its state is sound, and raises :class:`TrainingFa
 is one line: what failed, what was saved, and how to resume. ``python -m r2d2kit.train`` prints that
 line and exits with the failure's status (``--debug`` or ``R2D2KIT_DEBUG=1`` adds the traceback):
 
-======  =========  ==========================================================================
-status  kind       stops on
-======  =========  ==========================================================================
-0       (none)     the budget, Ctrl-C, SIGTERM, a callback: not failures
-2       (config)   a bad config, checkpoint or run directory, before training starts
-3       actors     an actor crash loop, too many restarts too fast, actors that stopped delivering
-4       learner    an error in an update, in replay, in a ring or an evaluation (a broken invariant)
-5       disk       a checkpoint or another run file that could not be written (a full disk, ENOSPC)
-======  =========  ==========================================================================
+| status | kind | stops on |
+|---|---|---|
+| 0 | | the budget, Ctrl-C, SIGTERM, a callback: not failures |
+| 2 | | a bad config, checkpoint or run directory, before training starts |
+| 3 | actors | an actor crash loop, too many restarts too fast, actors that stopped delivering |
+| 4 | learner | an error in an update, in replay, in a ring, an evaluation or a callback (a broken invariant) |
+| 5 | disk | a checkpoint or another run file that could not be written (a full disk, ENOSPC) |
 """
 
 from __future__ import annotations
