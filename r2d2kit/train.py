@@ -12,6 +12,9 @@ stops cleanly with a final checkpoint (exit 0); ``best.weights.h5`` holds the we
 greedy evaluation; ``--resume RUN_DIR`` continues from the newest
 checkpoint with the run's own config (``--set`` may change it, e.g. a longer budget). A bad config
 or an unusable checkpoint exits with status 2 and a message naming the file, the key and the fix.
+A failure mid-run stops cleanly (actors closed, a final checkpoint when the state is sound) and
+prints one line saying what failed, what was saved and how to resume; the exit status names the
+failure (``--debug`` or ``R2D2KIT_DEBUG=1`` adds the traceback).
 """
 
 from __future__ import annotations
@@ -111,9 +114,22 @@ def print_shipped_configs() -> None:
         print(f"  {'':<{width}}  result: {config.result}")
 
 
+EXIT_STATUSES = """exit status:
+  0  the run ended: its budget, Ctrl-C or SIGTERM (final checkpoint written), a callback
+  1  an unexpected error (a bug: the traceback is printed)
+  2  a bad config, checkpoint or run directory, before training started
+  3  the actors failed: a crash loop (actors.max_consecutive_failures), restarts too fast
+     (actors.max_restarts within actors.restart_window_s), or actors that stopped delivering
+  4  the learner failed: an update, replay, a ring, an evaluation or a callback raised
+  5  a write failed (a full disk): no final checkpoint; the newest complete one is what --resume picks
+on 3 and 4 a final checkpoint is written when the state is sound; every failure prints one line
+saying what failed, what was saved and how to resume (--debug or R2D2KIT_DEBUG=1: also the traceback)"""
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m r2d2kit.train``: load, override and check the config, then train; returns the exit status."""
-    parser = argparse.ArgumentParser(prog="python -m r2d2kit.train", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m r2d2kit.train", description=__doc__.splitlines()[0],
+                                     epilog=EXIT_STATUSES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("config", nargs="?", help="YAML config file, or a shipped config's name (see --list)")
     parser.add_argument("--list", action="store_true", help="list the shipped configs with what each measured")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
@@ -121,11 +137,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run-dir", help="write the run here instead of logging.run_dir/<name>")
     parser.add_argument("--name", help="run name under logging.run_dir")
     parser.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its newest checkpoint")
+    parser.add_argument("--debug", action="store_true",
+                        help="on a failure, print the traceback before the error line (also: R2D2KIT_DEBUG=1)")
     args = parser.parse_args(argv)
     if args.list:
         print_shipped_configs()
         return 0
     from r2d2kit.training.checkpoint import CheckpointError, latest_checkpoint
+    from r2d2kit.training.failures import TrainingFailed
     from r2d2kit.training.run_directory import RunDirectoryError, check_run_directory, existing_run_message, holds_run
 
     run_dir: Path | None = None
@@ -163,6 +182,15 @@ def main(argv: list[str] | None = None) -> int:
                 else "run directory")
         print(f"{kind} error: {error}", file=sys.stderr)
         return 2
+    except TrainingFailed as failure:
+        import os
+
+        if args.debug or os.environ.get("R2D2KIT_DEBUG", "") not in ("", "0"):
+            import traceback
+
+            traceback.print_exception(failure, file=sys.stderr)  # the cause's, then this one's
+        print(f"error: {failure}", file=sys.stderr, flush=True)
+        return failure.exit_code
     return 0
 
 

@@ -51,3 +51,20 @@ def test_a_file_from_before_the_min_max_columns_stays_aligned(tmp_path):
     assert [r["eval_mean"] for r in rows] == [2.0, 3.0]
     assert all("eval_min" not in r for r in rows)
     assert log.plot("old file").exists()  # no band to draw, the curve still is
+
+
+def test_a_resume_drops_the_rows_past_its_checkpoint_so_the_curve_never_goes_back(tmp_path):
+    """A learner killed at 3,000 env steps after its checkpoint at 2,000: the rows of 2,500 and 3,000 are
+    redone by the resumed run, so they go; the ones before stay, in both files."""
+    log = RunLog(tmp_path, tensorboard=False)
+    for step in (1000, 2000, 2500, 3000):
+        log.evaluation(row(step, [1.0, 0.0]))
+        log.health({"env_steps": step, "updates": step // 4, "learner/loss": 0.5})
+    assert RunLog(tmp_path, tensorboard=False).forget_after(2000) == 4
+    resumed = RunLog(tmp_path, tensorboard=False)
+    resumed.evaluation(row(2500, [1.0, 1.0]))
+    assert [r["env_steps"] for r in resumed.rows()] == [1000, 2000, 2500]
+    assert resumed.rows()[-1]["eval_mean"] == 1.0
+    with open(tmp_path / "health.csv", newline="") as handle:
+        assert [r["env_steps"] for r in csv.DictReader(handle)] == ["1000", "2000"]
+    assert resumed.forget_after(10_000) == 0

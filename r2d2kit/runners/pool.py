@@ -44,8 +44,11 @@ class Experience:
 class ActorPool(Protocol):
     """What the trainer needs from a pool of actors (local, processes or Ray)."""
 
-    restarts: int  # actor crashes recovered from so far
     incarnations: Incarnations  # source ids and seeds of every actor start
+
+    @property
+    def restarts(self) -> int:
+        """Actor crashes recovered from so far (restarts granted by the pool's restart policy)."""
 
     def collect(self) -> Experience:
         """New windows (each batch with its incarnation's source id), env steps and finished episodes."""

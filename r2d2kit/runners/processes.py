@@ -9,7 +9,9 @@
 
 Faults: an actor that dies is logged and restarted with the same ring, a new seed and a new source
 id (the windows it left in the ring are drained under its own source first, so replay never joins
-the two incarnations' rows; :mod:`r2d2kit.runners.pool`); actors stop by themselves
+the two incarnations' rows; :mod:`r2d2kit.runners.pool`), after the back-off of a
+:class:`~r2d2kit.runners.restarts.RestartPolicy`, which stops the run (:class:`~r2d2kit.runners.restarts.ActorsFailed`)
+on a crash loop or too many restarts too fast; actors stop by themselves
 when the learner's process disappears; actors ignore SIGINT and SIGTERM (Ctrl-C in a terminal and
 ``timeout`` signal the whole process group) so the learner alone decides how to stop; every segment
 is created and unlinked by the learner (:meth:`ProcessActors.close` on every exit path), so Ctrl-C,
@@ -35,6 +37,7 @@ from r2d2kit.agent.policies import EpsilonSchedule, as_schedule
 from r2d2kit.runners.acting import ActingLoop, limit_threads
 from r2d2kit.runners.callbacks import Callback
 from r2d2kit.runners.pool import Experience, Incarnations
+from r2d2kit.runners.restarts import ActorsFailed, RestartPolicy, describe_exit, killed_from_outside
 from r2d2kit.runners.shm import (
     RecordLayout,
     RecordRing,
@@ -150,6 +153,8 @@ class ProcessActors:
         callbacks: actor hooks (pickled into every actor).
         extras: per-row ``info`` entries the actors store with each observation, ``{name: (shape, dtype)}``
             (a goal env's ``{"achieved_goal": ((goal_size,), "float32")}`` for hindsight relabelling).
+        restart_policy: when a dead actor is restarted and when the run stops instead (default: the
+            config's defaults, :class:`~r2d2kit.runners.restarts.RestartPolicy`).
         log: where restarts are reported (default: stderr).
         stall_timeout: seconds without any env step reported or window delivered, every actor alive,
             after which :meth:`collect` raises instead of waiting for ever (a stuck actor or queue).
@@ -160,15 +165,16 @@ class ProcessActors:
                  callbacks: Callback | None = None,
                  extras: Mapping[str, tuple[tuple[int, ...], DTypeLike]] | None = None, num_actors: int,
                  envs_per_actor: int, ring_capacity: int = 64, publish_every: int = 10, threads: int = 1,
-                 max_restarts: int = 10, log: Callable[[str], None] | None = None,
+                 restart_policy: RestartPolicy | None = None, log: Callable[[str], None] | None = None,
                  stall_timeout: float = STALL_TIMEOUT_S) -> None:
         self.make_network, self.make_env, self.config = make_network, make_env, config
         self.num_actors, self.envs_per_actor = num_actors, envs_per_actor
         self.epsilons = as_schedule(epsilons)
         self.ring_capacity, self.publish_every, self.threads = ring_capacity, publish_every, threads
-        self.max_restarts, self.incarnations, self.callbacks = max_restarts, incarnations, callbacks
+        self.incarnations, self.callbacks = incarnations, callbacks
+        self.restart_policy = restart_policy or RestartPolicy()
         self.log = log or (lambda message: print(message, file=sys.stderr, flush=True))
-        self.restarts = 0
+        self._restart_at: dict[int, float] = {}  # actor id -> when its back-off ends (it is dead until then)
         self.weight_versions_seen: dict[int, int] = {}  # actor id -> newest version it acted with
         self.windows_per_actor: dict[int, int] = {}
         self._published_at = self._version = 0
@@ -230,49 +236,63 @@ class ProcessActors:
             experience.windows.append((stack_records(records), self.incarnations.source_of[actor_id]))
             self.windows_per_actor[actor_id] = self.windows_per_actor.get(actor_id, 0) + len(records)
 
+    @property
+    def restarts(self) -> int:
+        """Actor restarts granted so far (each death that did not stop the run)."""
+        return self.restart_policy.restarts
+
     def _restart_dead(self, experience: Experience) -> None:
+        now = time.monotonic()
         for actor_id, process in list(self._processes.items()):
+            if actor_id in self._restart_at:  # dead, backing off
+                if now >= self._restart_at[actor_id]:
+                    del self._restart_at[actor_id]
+                    self._last_heard = now  # a restarted actor gets the full start-up time
+                    self._spawn(actor_id, restart=True)
+                continue
             if process.is_alive():
                 continue
             # the dead incarnation's windows keep its source; the next one writes under a new source
             self._drain(actor_id, experience)
-            self._last_heard = time.monotonic()  # a restarted actor gets the full start-up time
-            if self.restarts >= self.max_restarts:
-                raise RuntimeError(f"actor {actor_id} died (exit code {process.exitcode}) and the restart budget "
-                                   f"(actors.max_restarts={self.max_restarts}) is spent; see its traceback above")
-            self.restarts += 1
-            self.log(f"actor {actor_id} (pid {process.pid}) died with exit code {process.exitcode}; restarting it "
-                     f"(restart {self.restarts} of at most {self.max_restarts})")
-            self._spawn(actor_id, restart=True)
+            how = describe_exit(process.exitcode)
+            crashed = not killed_from_outside(process.exitcode)
+            restart = self.restart_policy.failed(actor_id, how, crashed)  # raises ActorsFailed: the run stops
+            self.log(f"actor {actor_id} (pid {process.pid}) died of {how}; restarting it in {restart.delay_s:g} s "
+                     f"({restart.budget})")
+            self._restart_at[actor_id] = now + restart.delay_s
 
     def collect(self) -> Experience:
-        """Restart dead actors, then take every finished window and stats message waiting.
+        """Take every stats message and finished window waiting, then restart the actors that died.
 
         Raises:
-            RuntimeError: an actor died and the restart budget is spent, or no actor reported
-                anything for ``stall_timeout`` seconds while all were alive.
+            ActorsFailed: an actor died and the restart policy stops the run (a crash loop, too many
+                restarts too fast), or no actor reported anything for ``stall_timeout`` seconds while
+                all were alive.
         """
         stats = self._stats
         if stats is None:
             raise RuntimeError("the actor processes are closed")
         experience = Experience()
-        self._restart_dead(experience)
+        # stats first: a dead actor's last reports count as its progress before its death is judged
         try:
             while True:
                 actor_id, steps, finished, version = stats.get_nowait()
                 experience.env_steps += steps
                 experience.episodes.extend(finished)
                 self.weight_versions_seen[actor_id] = max(version, self.weight_versions_seen.get(actor_id, -1))
+                if steps:
+                    self.restart_policy.progress(actor_id)
         except queue.Empty:
             pass
+        self._restart_dead(experience)
         for actor_id in range(self.num_actors):
             self._drain(actor_id, experience)
         now = time.monotonic()
         if experience.env_steps or experience.windows:
             self._last_heard = now
-        elif now - self._last_heard > self.stall_timeout:
+        elif now - self._last_heard > self.stall_timeout and not self._restart_at:
             pids = ", ".join(str(process.pid) for process in self._processes.values())
-            raise RuntimeError(f"no env steps or windows from any of the {self.num_actors} actor processes for "
+            raise ActorsFailed(f"no env steps or windows from any of the {self.num_actors} actor processes for "
                                f"{now - self._last_heard:.0f} s although all are alive (pids {pids}); an actor or "
                                f"its stats queue is stuck: see what they run with `py-spy dump --pid PID`, and "
                                f"please report it")

@@ -11,8 +11,12 @@ only the transport differs. Each actor has one batch request in flight at a time
 that runs ahead of the learner waits for its next request (back-pressure, nothing dropped). Replay
 stays in the learner's process. ``ray.init(address=...)`` connects to an existing cluster when an
 address is configured (``actors.ray_address`` or the ``RAY_ADDRESS`` environment variable) and
-starts a local instance otherwise. Ray restarts an actor whose process dies (up to
-``max_restarts``); the batch it was working on is lost, counted in ``restarts`` and requested again.
+starts a local instance otherwise. Ray restarts an actor whose process dies; an actor whose code
+raises (an env error) is killed so that Ray restarts it too. Either is one failure for the pool's
+:class:`~r2d2kit.runners.restarts.RestartPolicy` (the same as the processes runner's): the batch it
+was working on is lost, counted in ``restarts`` and requested again after the policy's back-off, or
+the run stops with :class:`~r2d2kit.runners.restarts.ActorsFailed` on a crash loop or too many
+restarts too fast.
 The driver hands every incarnation its seed with its first request and files its windows under a
 new source id (:mod:`r2d2kit.runners.pool`), so a restarted actor neither replays its predecessor's
 episodes nor has its windows joined to its predecessor's rows.
@@ -33,6 +37,7 @@ from r2d2kit.agent.policies import EpsilonSchedule, as_schedule
 from r2d2kit.runners.acting import THREAD_VARIABLES, ActingLoop, limit_threads
 from r2d2kit.runners.callbacks import Callback
 from r2d2kit.runners.pool import Experience, Incarnations
+from r2d2kit.runners.restarts import ActorsFailed, RestartPolicy
 from r2d2kit.runners.weights import flatten_weights
 
 if TYPE_CHECKING:
@@ -130,6 +135,9 @@ class RayActors:
         address: Ray cluster address; None: ``RAY_ADDRESS`` if set, else a local instance.
         num_cpus: CPUs of a local instance (None: all of this machine).
         cpus_per_actor: Ray CPU resources reserved per actor (placement).
+        restart_policy: when a failed actor is asked for batches again and when the run stops instead
+            (default: :class:`~r2d2kit.runners.restarts.RestartPolicy`'s defaults, the config's).
+        log: where failures are reported (default: stderr).
     """
 
     def __init__(self, make_env: Callable[[], gym.Env], make_network: Callable[[], QNetwork], network: QNetwork,
@@ -137,16 +145,17 @@ class RayActors:
                  callbacks: Callback | None = None,
                  extras: Mapping[str, tuple[tuple[int, ...], DTypeLike]] | None = None, num_actors: int,
                  envs_per_actor: int, steps_per_batch: int = 50, publish_every: int = 10, threads: int = 1,
-                 max_restarts: int = 10, address: str | None = None, num_cpus: int | None = None,
-                 cpus_per_actor: float = 1.0, log: Callable[[str], None] | None = None) -> None:
+                 restart_policy: RestartPolicy | None = None, address: str | None = None,
+                 num_cpus: int | None = None, cpus_per_actor: float = 1.0,
+                 log: Callable[[str], None] | None = None) -> None:
         try:
             import ray
         except ImportError as error:
             raise ImportError(f"actors.runner 'ray' needs Ray: pip install 'r2d2kit[ray]' ({error})") from None
         self._ray = ray
         self.log = log or (lambda message: print(message, file=sys.stderr, flush=True))
-        self.publish_every, self.steps_per_batch, self.max_restarts = publish_every, steps_per_batch, max_restarts
-        self.restarts = 0
+        self.publish_every, self.steps_per_batch = publish_every, steps_per_batch
+        self.restart_policy = restart_policy or RestartPolicy()
         self.incarnations = incarnations
         self.windows_per_actor: dict[int, int] = {}
         self.weight_versions_seen: dict[int, int] = {}
@@ -160,7 +169,8 @@ class RayActors:
         self._published_at = 0
         # set before the worker imports TensorFlow (unpickling make_network already does)
         env_vars = {"TF_CPP_MIN_LOG_LEVEL": "2", **{name: str(threads) for name in THREAD_VARIABLES}}
-        remote = ray.remote(num_cpus=cpus_per_actor, max_restarts=max_restarts, max_task_retries=0,
+        # Ray restarts a dead actor without limit; the restart policy decides when the run stops
+        remote = ray.remote(num_cpus=cpus_per_actor, max_restarts=-1, max_task_retries=0,
                             runtime_env={"env_vars": env_vars})(ActorBody)
         n = envs_per_actor
         self._actors = [remote.remote(i, make_network, make_env, config, as_schedule(epsilons)[i * n:(i + 1) * n],
@@ -169,7 +179,7 @@ class RayActors:
         self._seeds = {i: incarnations.start(i)[1] for i in range(num_actors)}  # sent with each request
         self._pending: dict[ObjectRef[Batch], int] = {}
         self._retry_at: dict[int, float] = {}
-        self._restarting: dict[int, float] = {}  # actor id -> when its failure was seen
+        self._restarting: dict[int, float] = {}  # actor id -> when its failure was seen (until it answers)
         for actor_id in range(num_actors):
             self._request(actor_id)
 
@@ -197,8 +207,18 @@ class RayActors:
             nodes[i] = self._ray.get(ref)
         return nodes
 
+    @property
+    def restarts(self) -> int:
+        """Actor failures recovered from so far (restarts granted by the restart policy)."""
+        return self.restart_policy.restarts
+
     def collect(self) -> Experience:
-        """Take every finished batch and ask its actor for the next one."""
+        """Take every finished batch and ask its actor for the next one.
+
+        Raises:
+            ActorsFailed: an actor failed and the restart policy stops the run, or a failed actor did not
+                come back within ``RESTART_TIMEOUT_S``.
+        """
         ray = self._ray
         experience = Experience()
         now = time.monotonic()
@@ -211,24 +231,21 @@ class RayActors:
             actor_id = self._pending.pop(ref)
             try:
                 windows, steps, episodes, version = ray.get(ref)
-            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as error:
-                # the actor's process died; Ray is restarting it ("unavailable") or gave up ("died").
-                # Count the death once, then ask again shortly until the restarted actor answers.
-                if actor_id not in self._restarting:
-                    self._restarting[actor_id] = time.monotonic()
-                    self.restarts += 1
-                    _, self._seeds[actor_id] = self.incarnations.start(actor_id, restart=True)
-                    self.log(f"Ray actor {actor_id} failed ({type(error).__name__}); Ray restarts it and its batch "
-                             f"is requested again (failure {self.restarts} of at most {self.max_restarts})")
-                if self.restarts > self.max_restarts:
-                    raise RuntimeError(f"Ray actor {actor_id} failed and the restart budget "
-                                       f"(actors.max_restarts={self.max_restarts}) is spent: {error}") from None
-                if time.monotonic() - self._restarting[actor_id] > RESTART_TIMEOUT_S:
-                    raise RuntimeError(f"Ray actor {actor_id} did not come back within {RESTART_TIMEOUT_S:.0f} s of "
-                                       f"failing: {error}") from None
-                self._retry_at[actor_id] = time.monotonic() + 0.5
+            except ray.exceptions.RayTaskError as error:  # its code raised: a failure of this incarnation
+                self._failed(actor_id, error)
                 continue
-            self._restarting.pop(actor_id, None)
+            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as error:
+                # the actor's process died (Ray restarts it): one failure, however many requests fail until it
+                # answers again (a process that dies on every start is caught by RESTART_TIMEOUT_S)
+                if actor_id in self._restarting:
+                    self._await_restart(actor_id, error)
+                else:
+                    self._failed(actor_id, error)
+                continue
+            if self._restarting.pop(actor_id, None) is not None:
+                self.log(f"Ray actor {actor_id} is back")
+            if steps:
+                self.restart_policy.progress(actor_id)
             experience.env_steps += steps
             experience.episodes.extend(episodes)
             if windows is not None:
@@ -242,6 +259,32 @@ class RayActors:
             else:
                 time.sleep(0.01)
         return experience
+
+    def _failed(self, actor_id: int, error: Exception) -> None:
+        """A request failed: its actor's process died (Ray restarts it) or its code raised (killed here so
+        that Ray restarts it, as a fresh incarnation). One failure for the policy; ask again after its back-off."""
+        ray = self._ray
+        if isinstance(error, ray.exceptions.RayTaskError):
+            cause = getattr(error, "cause", None)  # the exception the actor's code raised
+            how = f"its code raised {type(cause).__name__}: {cause}" if cause is not None else "its code raised"
+            ray.kill(self._actors[actor_id], no_restart=False)
+        else:
+            how = f"{type(error).__name__}: {str(error).strip().splitlines()[0][:160] if str(error).strip() else ''}"
+        # a RayTaskError is the actor's own code failing; a dead process cannot be told from an outside kill
+        crashed = isinstance(error, ray.exceptions.RayTaskError)
+        restart = self.restart_policy.failed(actor_id, how, crashed)  # raises ActorsFailed: the run stops
+        self._restarting[actor_id] = time.monotonic()
+        _, self._seeds[actor_id] = self.incarnations.start(actor_id, restart=True)
+        self.log(f"Ray actor {actor_id} failed ({how}); Ray restarts it and its batch is requested again in "
+                 f"{restart.delay_s:g} s ({restart.budget})")
+        self._retry_at[actor_id] = time.monotonic() + restart.delay_s
+
+    def _await_restart(self, actor_id: int, error: Exception) -> None:
+        """A request to an actor Ray is restarting failed: ask again shortly, for at most ``RESTART_TIMEOUT_S``."""
+        if time.monotonic() - self._restarting[actor_id] > RESTART_TIMEOUT_S:
+            raise ActorsFailed(f"Ray actor {actor_id} did not come back within {RESTART_TIMEOUT_S:.0f} s of failing: "
+                               f"{error}") from None
+        self._retry_at[actor_id] = time.monotonic() + 0.5
 
     def publish(self, network: QNetwork, updates: int) -> None:
         """One ``ray.put`` of the weights every ``publish_every`` updates; actors fetch it on their next batch."""

@@ -394,10 +394,14 @@ class RunParts:
         """
         import functools
 
+        from r2d2kit.runners.restarts import RestartPolicy
+
         cfg, actors = self.config, self.config.actors
         env_factory = functools.partial(make_env, cfg)
         network_factory = functools.partial(build_network, cfg)
         extras = row_extras(self.goal)
+        restart_policy = RestartPolicy(actors.max_restarts, actors.restart_window_s, actors.max_consecutive_failures,
+                                       actors.restart_backoff_s, actors.max_restart_backoff_s)
         if actors.runner == "local":
             from r2d2kit.runners.local import LocalActors
 
@@ -410,7 +414,7 @@ class RunParts:
                              incarnations=incarnations, callbacks=callbacks.for_actors(), extras=extras,
                              num_actors=actors.num_actors, envs_per_actor=cfg.env.num_envs,
                              publish_every=actors.publish_every, threads=actors.threads,
-                             max_restarts=actors.max_restarts, steps_per_batch=actors.steps_per_batch,
+                             restart_policy=restart_policy, steps_per_batch=actors.steps_per_batch,
                              address=actors.ray_address, num_cpus=actors.ray_num_cpus,
                              cpus_per_actor=actors.cpus_per_actor)
         from r2d2kit.runners.processes import ProcessActors
@@ -419,7 +423,7 @@ class RunParts:
                              incarnations=incarnations, callbacks=callbacks.for_actors(), extras=extras,
                              num_actors=actors.num_actors, envs_per_actor=cfg.env.num_envs,
                              publish_every=actors.publish_every, threads=actors.threads,
-                             max_restarts=actors.max_restarts, ring_capacity=actors.ring_capacity)
+                             restart_policy=restart_policy, ring_capacity=actors.ring_capacity)
 
 
 def build_run(config: TrainConfig, checkpoint: Path | None = None) -> RunParts:

@@ -11,7 +11,9 @@ A checkpoint is one directory under ``<run>/checkpoints``::
         MANIFEST.json         size and SHA-256 of every file above, written last
 
 Everything is written into a hidden temporary directory which is renamed into place only when
-complete, so a crash mid-save leaves the previous checkpoint as the newest one. Loading checks the
+complete, so a crash mid-save leaves the previous checkpoint as the newest one, and a save that fails
+(a full disk) is a :class:`CheckpointWriteError` naming that checkpoint, after the temporary directory
+is removed; temporary directories a killed run left are removed by the next save. Loading checks the
 manifest first: a truncated or altered file is a :class:`CheckpointError` that names the file and
 says what to do, never a stack trace from deep inside h5py or numpy.
 """
@@ -36,10 +38,16 @@ from r2d2kit.training.run_directory import run_path
 MANIFEST = "MANIFEST.json"
 FORMAT = "r2d2kit.checkpoint"  # the manifest format tag (kept when the module moved to training/)
 _NAME = re.compile(r"^ckpt-(\d{9,})$")
+_TMP_PREFIX = ".tmp-ckpt-"  # a checkpoint being written; never a checkpoint (_NAME does not match it)
+_OLD_PREFIX = ".old-ckpt-"  # holds a checkpoint while a save of the same step replaces it
 
 
 class CheckpointError(RuntimeError):
     """A checkpoint that cannot be used; the message names the file and the fix."""
+
+
+class CheckpointWriteError(RuntimeError):
+    """A checkpoint could not be written (a full disk, an I/O error); the message names the newest good one."""
 
 
 def _sha256(path: Path) -> str:
@@ -85,9 +93,13 @@ def save_checkpoint(run_dir: str | os.PathLike, learner, state: dict[str, Any], 
         The checkpoint directory.
     """
     root = checkpoint_dir(run_dir)
-    root.mkdir(parents=True, exist_ok=True)
     final = root / f"ckpt-{int(state['env_steps']):09d}"
-    tmp = Path(tempfile.mkdtemp(prefix=".tmp-ckpt-", dir=root))
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        _clean_leftovers(root)
+        tmp = Path(tempfile.mkdtemp(prefix=_TMP_PREFIX, dir=root))
+    except OSError as error:
+        raise _write_error(run_dir, final, error) from error
     try:
         learner.online.model.save_weights(str(tmp / "online.weights.h5"))
         learner.target.model.save_weights(str(tmp / "target.weights.h5"))
@@ -101,15 +113,57 @@ def save_checkpoint(run_dir: str | os.PathLike, learner, state: dict[str, Any], 
         files = {path.name: {"bytes": path.stat().st_size, "sha256": _sha256(path)}
                  for path in sorted(tmp.iterdir())}
         (tmp / MANIFEST).write_text(json.dumps({"format": FORMAT, "version": 1, "files": files}, indent=2))
-        if final.exists():  # the same step saved twice (e.g. Ctrl-C right after a periodic save)
-            shutil.rmtree(final)
-        os.rename(tmp, final)
-    except BaseException:
+        for path in tmp.iterdir():
+            _fsync(path, os.O_RDONLY)
+        _fsync(tmp, os.O_RDONLY)  # the files' data and names reach the disk before the rename publishes them
+        if final.exists():  # the same step saved twice (e.g. Ctrl-C right after a periodic save): swap, then drop
+            replaced = Path(tempfile.mkdtemp(prefix=_OLD_PREFIX, dir=root))
+            os.rename(final, replaced / final.name)
+            os.rename(tmp, final)
+            shutil.rmtree(replaced, ignore_errors=True)
+        else:
+            os.rename(tmp, final)
+        _fsync(root, os.O_RDONLY)
+    except BaseException as error:
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(error, OSError):
+            raise _write_error(run_dir, final, error) from error
         raise
     for old in list_checkpoints(run_dir)[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+def _fsync(path: Path, flags: int) -> None:
+    """fsync a file or a directory (its entries: the files written, a rename)."""
+    descriptor = os.open(path, flags)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def _clean_leftovers(root: Path) -> None:
+    """Remove what a killed save left: half-written temporary directories, and a replaced checkpoint
+    (put back if the kill came between its swap's two renames). One trainer writes a run directory."""
+    for stale in root.glob(f"{_TMP_PREFIX}*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    for held in root.glob(f"{_OLD_PREFIX}*"):
+        for checkpoint in held.iterdir():
+            if _NAME.match(checkpoint.name) and not (root / checkpoint.name).exists():
+                os.rename(checkpoint, root / checkpoint.name)
+        shutil.rmtree(held, ignore_errors=True)
+
+
+def _write_error(run_dir: str | os.PathLike, final: Path, error: OSError) -> CheckpointWriteError:
+    """The named error of a failed save: which checkpoint, why, and which one ``--resume`` picks instead."""
+    newest = latest_checkpoint(run_dir)
+    kept = (f"the newest complete checkpoint is still {newest.name}, the one --resume picks" if newest is not None
+            else "no earlier checkpoint exists")
+    reason = error.strerror or str(error)
+    return CheckpointWriteError(f"could not write checkpoint {final.name} into {final.parent} ({reason}, errno "
+                                f"{error.errno}); nothing of it was kept and {kept}; free space on that disk "
+                                f"(or move the run) before resuming")
 
 
 def verify_checkpoint(path: str | os.PathLike, only: Collection[str] | None = None,

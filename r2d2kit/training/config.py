@@ -163,11 +163,16 @@ class ActorsConfig:
     publish_every: int = 10  # learner updates between weight broadcasts
     ring_capacity: int = 64  # windows per actor ring; a full ring makes its actor wait
     threads: int = 1  # TensorFlow/BLAS threads per actor process
-    max_restarts: int = 10  # actor crashes tolerated per run before training stops
     ray_address: str | None = None  # ray: cluster to join ("auto", "ray://head:10001"); None: RAY_ADDRESS or local
     ray_num_cpus: int | None = None  # ray: CPUs of a local instance (None: all)
     cpus_per_actor: float = 1.0  # ray: CPU resources reserved per actor (placement)
     steps_per_batch: int = 50  # ray: vector steps per batch an actor sends back
+    # --- restarts: when a dead actor is restarted, and when the run stops instead
+    max_restarts: int = 10  # restarts over all actors allowed within restart_window_s; one more stops the run
+    restart_window_s: float = 60.0  # the sliding window of max_restarts, seconds (systemd: StartLimitIntervalSec)
+    max_consecutive_failures: int = 3  # one actor crashing this often in a row (not SIGKILLs), delivering nothing: stop
+    restart_backoff_s: float = 1.0  # wait before an actor's restart; doubles with each failure (or kill) in a row
+    max_restart_backoff_s: float = 30.0  # the longest wait before a restart
 
     def __post_init__(self) -> None:
         if self.runner not in RUNNERS:
@@ -178,8 +183,14 @@ class ActorsConfig:
         for name in ("num_actors", "publish_every", "ring_capacity", "threads", "steps_per_batch"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.max_restarts < 0:
-            raise ValueError(f"max_restarts must be >= 0, got {self.max_restarts}")
+        if self.max_restarts < 0 or self.max_consecutive_failures < 1:
+            raise ValueError(f"max_restarts must be >= 0 and max_consecutive_failures >= 1, got {self.max_restarts} "
+                             f"and {self.max_consecutive_failures}")
+        if not (0 < self.restart_window_s < math.inf and 0 <= self.restart_backoff_s <= self.max_restart_backoff_s
+                < math.inf):
+            raise ValueError(f"restart_window_s must be > 0 and 0 <= restart_backoff_s <= max_restart_backoff_s, all "
+                             f"finite, got {self.restart_window_s}, {self.restart_backoff_s} and "
+                             f"{self.max_restart_backoff_s}")
         if self.exploration not in EXPLORATIONS:
             raise ValueError(f"exploration must be one of {list(EXPLORATIONS)} (apex: Ape-X's fixed per-env "
                              "epsilons; linear: epsilon_start down to epsilon over epsilon_decay_steps), got "

@@ -1,6 +1,7 @@
 """What a run writes while it trains: evaluation rows (CSV), TensorBoard scalars, the learning curve.
 
-``metrics.csv`` gets one row per greedy evaluation and is appended to on ``--resume``;
+``metrics.csv`` gets one row per greedy evaluation and is appended to on ``--resume`` (after the
+rows past the resumed checkpoint are dropped: that training is redone, so the curve never goes back);
 ``tensorboard/`` holds the scalars (``tensorboard --logdir runs``); ``learning_curve.png`` is drawn
 from ``metrics.csv`` at the end, so a resumed run's curve covers the whole run.
 """
@@ -65,6 +66,26 @@ class RunLog:
         """Append one log interval's training-health values to ``health.csv`` (fixed columns; a resumed
         run keeps its file's header)."""
         _append_row(self.health_path, HEALTH_FIELDS, row, blank_nan=True)
+
+    def forget_after(self, env_steps: int) -> int:
+        """Drop the ``metrics.csv`` and ``health.csv`` rows logged after ``env_steps`` (a resumed run goes on
+        from a checkpoint taken before them: a learner killed after its last checkpoint); returns how many."""
+        dropped = 0
+        for path in (self.metrics_path, self.health_path):
+            if not path.is_file():
+                continue
+            with open(path, newline="") as handle:
+                lines = handle.read().splitlines(keepends=True)
+            if not lines:
+                continue
+            rows = list(csv.DictReader(lines))
+            kept = [line for line, row in zip(lines[1:], rows) if float(row["env_steps"]) <= env_steps]
+            if len(kept) < len(rows):
+                dropped += len(rows) - len(kept)
+                tmp = path.with_name(f".{path.name}.tmp")
+                tmp.write_text("".join(lines[:1] + kept))
+                tmp.replace(path)
+        return dropped
 
     def rows(self) -> list[dict[str, float]]:
         """Every evaluation row written so far (this run and the runs it resumed)."""

@@ -17,7 +17,11 @@ batch scheduler's preemption): it then writes a final checkpoint,
 closes the actors (every shared-memory segment is unlinked) and returns normally, with
 ``summary["stopped_by"]`` saying which. The weights of the best greedy evaluation so far are kept
 in ``best.weights.h5`` (``python -m r2d2kit.evaluate RUN --best``).
-A second signal aborts at once. ``Trainer(..., resume=True)`` continues from the run directory's
+A second signal aborts at once. A failure the run cannot train through (the actors' restart policy
+stops them, an update or the replay raises, the disk is full) is a clean stop as well: actors
+closed, a final checkpoint when the state is sound, ``summary.json`` with ``stopped_by: "failure:
+<kind>"``, then :class:`~r2d2kit.training.failures.TrainingFailed` with a one-line message and an
+exit status (:mod:`r2d2kit.training.failures`). ``Trainer(..., resume=True)`` continues from the run directory's
 newest checkpoint: counters, networks, optimizer (so a learning-rate schedule goes on where it was)
 and, if it was saved, the replay buffer; without a saved replay the buffer warms up again.
 """
@@ -40,12 +44,14 @@ import numpy as np
 
 from r2d2kit.runners.callbacks import Callback, CallbackList
 from r2d2kit.runners.evaluation import MAX_EVAL_ENVS
+from r2d2kit.runners.restarts import ActorsFailed
 from r2d2kit.training.checkpoint import (
     CheckpointError,
     latest_checkpoint,
     save_checkpoint,
 )
 from r2d2kit.training.config import ConfigError, TrainConfig, save_config
+from r2d2kit.training.failures import TrainingFailed, is_disk_error
 from r2d2kit.training.run_directory import check_run_directory, existing_run_message, holds_run, run_path
 
 # evaluations reset their envs with seed run.seed + EVAL_SEED_OFFSET + env steps: episodes no training
@@ -121,6 +127,8 @@ class Trainer:
                          EpsilonSchedule(apex_epsilons(envs, actors.epsilon, actors.epsilon_alpha)))
         save_config(config, run_path(self.run_dir, "config.yaml"))
         self.log = RunLog(self.run_dir, tensorboard=config.logging.tensorboard)
+        if checkpoint is not None:
+            self.log.forget_after(self.counters["env_steps"])  # rows of training this run will redo
         self.eval_actor = (self.network.actor(min(config.run.eval_episodes, MAX_EVAL_ENVS))
                            if config.run.eval_every else None)
         self.stopped_by: str | None = None
@@ -131,6 +139,7 @@ class Trainer:
         self.health = HealthCheck(self.learner, seed=config.run.seed) if config.logging.diagnostics else None
         self._rows_at_log = self.replay.rows_written
         self._trained_rows_at_log = 0.0
+        self._phase = "starting"  # what the loop was doing, named in a failure's message
 
     # ------------------------------------------------------------------ pieces
     def start_actors(self) -> ActorPool:
@@ -232,11 +241,15 @@ class Trainer:
                    unit="step", dynamic_ncols=True)
         learner_started = False
         last = time.perf_counter()
+        restarts_before = c["actor_restarts"]  # a resumed run counts on from its checkpoint's
+        failure: tuple[str, Exception] | None = None
         try:
             self.actors = self.start_actors()
             last = time.perf_counter()  # actor start-up (spawn, TF import) is not training time
             while c["env_steps"] < cfg.run.total_env_steps and self.stopped_by is None:
+                self._phase = "collecting from the actors"
                 experience = self.actors.collect()
+                self._phase = "adding windows to replay"
                 for windows, source in experience.windows:
                     self.replay.add_sequences(windows, source=source)
                 c["env_steps"] += experience.env_steps
@@ -249,6 +262,7 @@ class Trainer:
                 if self.replay.steps_stored >= cfg.run.warmup_steps:
                     c["update_credit"] += cfg.run.updates_per_env_step * experience.env_steps
                 trained = 0
+                self._phase = "an update"
                 while c["update_credit"] >= 1.0 and len(self.replay) and self.stopped_by is None:
                     if not learner_started:
                         learner_started = True
@@ -267,14 +281,16 @@ class Trainer:
                     if self.callbacks.on_learner_step(self.learner, metrics) is False:
                         self.stop(f"callback {self.callbacks.stopped_by}")
                     self.actors.publish(self.network, self.learner.updates)
-                c["actor_restarts"] = self.actors.restarts
+                c["actor_restarts"] = restarts_before + self.actors.restarts
                 c["next_source"] = self.actors.incarnations.next_source
                 now = time.perf_counter()
                 c["train_seconds"] += now - last
                 last = now
+                self._phase = "logging"
                 if c["env_steps"] >= c["next_log"]:
                     self._log_scalars()
                     c["next_log"] = _next_multiple(c["env_steps"], cfg.logging.log_every)
+                self._phase = "an evaluation"
                 if self.eval_actor is not None and c["env_steps"] >= c["next_eval"]:
                     row = self.evaluate()
                     bar.set_postfix(eval=f"{row['eval_mean']:.1f}", updates=c["updates"])
@@ -282,23 +298,81 @@ class Trainer:
                     last = time.perf_counter()  # evaluation time is not training time
                 if cfg.checkpoints.every_env_steps and c["env_steps"] >= c["next_checkpoint"]:
                     c["next_checkpoint"] = _next_multiple(c["env_steps"], cfg.checkpoints.every_env_steps)
+                    self._phase = "a checkpoint"
                     self.checkpoint()
                     last = time.perf_counter()
+                self._phase = "a callback's on_step"
                 if self.callbacks.on_step(self) is False:
                     self.stop(f"callback {self.callbacks.stopped_by}")
                 if not experience.windows and not trained and not experience.env_steps:
                     time.sleep(0.002)  # actors are busy: do not spin
+        except ActorsFailed as error:
+            failure = ("actors", error)
+        except Exception as error:  # noqa: BLE001  (every failure ends as a clean stop: _stop_on_failure)
+            if self.actors is None:
+                raise  # the actors never started: a setup error, not a failure of a running run
+            failure = ("disk" if is_disk_error(error) else "learner", error)
         finally:
             bar.close()
             if self.actors is not None:
-                self.actors.close()
+                self.actors.close()  # every actor process reaped, every segment unlinked, on every path
             if self.goal is not None:
                 self.goal.close()
             for number, previous in previous_handlers.items():
                 signal.signal(number, previous)
+        if failure is not None:
+            self._stop_on_failure(*failure)
         if learner_started:
             self.callbacks.on_learner_end(self.learner)
-        return self._finish()
+        try:
+            return self._finish()
+        except Exception as error:
+            if not is_disk_error(error):
+                raise
+            self._stop_on_failure("disk", error)
+            raise  # never reached: _stop_on_failure raises
+
+    def _stop_on_failure(self, kind: str, error: Exception) -> None:
+        """End a failed run cleanly: a final checkpoint when the state is sound, ``summary.json``, and
+        :class:`TrainingFailed` with one line saying what failed, what was saved and how to resume."""
+        c = self.counters
+        what = " ".join(str(error).split()) if isinstance(error, ActorsFailed) or kind == "disk" else (
+            f"{type(error).__name__} in {self._phase}: {' '.join(str(error).split())}")
+        what = what if len(what) <= 600 else what[:597] + "..."
+        checkpoint: Path | None = None
+        if kind == "disk":
+            saved = "no final checkpoint (the disk refused a write)"
+        elif kind == "learner" and not self._learner_state_finite():
+            saved = "no final checkpoint (the learner's weights are not finite: the state is not sound)"
+        else:
+            try:
+                checkpoint = self.checkpoint()
+                saved = f"final checkpoint {checkpoint.name} written at {c['env_steps']:,} env steps"
+            except Exception as save_error:  # noqa: BLE001  (the failure is reported; this is why nothing was saved)
+                saved = f"no final checkpoint ({' '.join(str(save_error).split())[:300]})"
+        newest = latest_checkpoint(self.run_dir)
+        if newest is None:
+            resume = "no checkpoint to resume from: start the run again"
+        else:
+            resume = f"resume from {newest.name} with: python -m r2d2kit.train --resume {self.run_dir}"
+        message = f"training stopped, {kind} failure: {what}; {saved}; {resume}"
+        self.stopped_by = f"failure: {kind}"
+        try:
+            summary = {"env_steps": c["env_steps"], "updates": c["updates"], "episodes": c["episodes"],
+                       "actor_restarts": c["actor_restarts"], "stopped_by": self.stopped_by, "error": message,
+                       "checkpoint": str(newest.relative_to(self.run_dir)) if newest is not None else None,
+                       "runner": self.config.actors.runner}
+            run_path(self.run_dir, "summary.json").write_text(json.dumps(summary, indent=2))
+        except OSError:
+            pass  # the disk is full: the message says the rest
+        self.log.close()
+        raise TrainingFailed(message, kind, checkpoint) from error
+
+    def _learner_state_finite(self) -> bool:
+        """Whether the networks and the optimizer hold finite numbers (a checkpoint of them is worth keeping)."""
+        variables = [*self.learner.online.model.weights, *self.learner.target.model.weights,
+                     *self.learner.optimizer.variables]
+        return all(np.all(np.isfinite(np.asarray(v.numpy()))) for v in variables)
 
     def _finish(self) -> dict[str, Any]:
         c = self.counters
