@@ -15,6 +15,7 @@ Screening seeds are 10 and up: the reported seeds (0-2) are never screened on.
 """
 
 import csv
+import json
 import math
 from pathlib import Path
 
@@ -150,6 +151,9 @@ def parse_args(argv=None):
     p.add_argument("--eval-episodes", type=int, default=16)
     p.add_argument("--runs-dir", default="runs/ladder", help="each run's directory: DIR/GAME-RUNG-seedN")
     p.add_argument("--list", action="store_true", help="print the rungs and their overrides, and exit")
+    p.add_argument("--table", action="store_true", help="run nothing: print the table of --json and --include")
+    p.add_argument("--include", nargs="+", default=[], metavar="JSON",
+                   help="also show the runs of these result files (runs in parallel write one file each)")
     args = p.parse_args(argv)
     args.seeds = args.seeds if args.seeds is not None else [10, 11]
     if any(seed in (0, 1, 2) for seed in args.seeds):
@@ -170,13 +174,14 @@ def main(argv=None) -> dict:
                       lambda: dict(machine=harness.machine_line(DISTS), dqn=DQN))
     todo = [dict(game=game, rung=rung, seed=seed, steps=args.steps, eval_every=args.eval_every,
                  eval_episodes=args.eval_episodes, overrides=rung_overrides(rung))
-            for rung in args.rungs for seed in args.seeds for game in args.games]
+            for rung in args.rungs for seed in args.seeds for game in args.games] if not args.table else []
     for job, result in harness.sweep(__file__, todo, results, lambda r: f"{r['rung']} {r['game']} seed {r['seed']}",
                                      extras=dict(runs_dir=str(Path(args.runs_dir).resolve()))):
         if not result.get("error"):
             print(f"  done: return {result['final']:.2f}, {result['train_seconds'] / 60:.0f} min", flush=True)
             results.add(dict(result, **job))
-    shown = [r for r in results.runs if r["game"] in args.games]
+    included = [run for path in args.include for run in json.loads(Path(path).read_text())["runs"]]
+    shown = [r for r in results.runs + included if r["game"] in args.games and not r.get("error")]
     harness.finish(report(shown, args.games, args.markdown), began, load_start)
     return dict(runs=results.runs)
 
