@@ -140,7 +140,7 @@ def test_context_and_returns_match_the_record_across_ring_wraps(num_envs, burn_i
 
 def test_returns_of_a_hand_checked_episode():
     """One env, one episode of 4 transitions with rewards 1, 2, 3, 4, gamma 0.5, then a second episode."""
-    builder = SequenceBuilder(1, 0, 2, 1, 1, state_names=("state_h", "state_c"))
+    builder = SequenceBuilder(1, 0, 2, 1, 1)  # windows without a recurrent state, as the buffer stores them
     buffer = SequenceReplayBuffer(100, {"obs": ((1,), "float32"), "action": ((), "int64")}, {},
                                   burn_in=0, trace_length=2, n_step=1, period=1, seed=0)
     rewards = [1.0, 2.0, 3.0, 4.0, 0.0, 7.0]

@@ -59,15 +59,18 @@ class SignalActorOnce(Callback):
 
 
 def test_actors_feed_the_learner_and_a_killed_actor_is_restarted(tmp_path):
-    config = two_actors_on_cue_memory(total_env_steps=4_000, updates_per_env_step=0.1)
-    killer = SignalActorOnce(after_windows=20)
+    """The run stops once the restarted actor has delivered 5 more windows (on a loaded machine a restart, after
+    its back-off, can take longer than the other actor needs for a fixed budget)."""
+    config = two_actors_on_cue_memory(total_env_steps=200_000, updates_per_env_step=0.1)
+    killer = SignalActorOnce(after_windows=20, stop_after=5)
     trainer = Trainer(config, tmp_path / "run", callbacks=[killer])
     summary = trainer.fit()
     pool = trainer.actors
     assert isinstance(pool, ActorPool)
     assert killer.sent, "the run ended before actor 1 could be killed"
+    assert summary["stopped_by"].startswith("callback"), summary["stopped_by"]
     assert summary["actor_restarts"] >= 1 and pool.actor_pids()[1] != killer.sent["pid"]
-    assert summary["env_steps"] >= 4_000 and summary["updates"] > killer.sent["updates"] + 20  # the learner went on
+    assert summary["updates"] > killer.sent["updates"] + 20  # the learner went on
     assert pool.windows_per_actor[1] > killer.sent["windows"]  # the restarted actor delivers again
     assert pool.weight_versions_seen[0] > 1, pool.weight_versions_seen  # actors act on published weights
     assert len(killer.sent["segments"]) == 3 and not set(killer.sent["segments"]) & set(our_segments())
