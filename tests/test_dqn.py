@@ -183,12 +183,12 @@ def test_acting_loop_explores_at_the_scheduled_rate(monkeypatch):
     from r2d2kit.envs.memory import CueMemoryEnv
 
     used = []
+    original = acting.epsilon_greedy
 
     def recording(q_values, epsilon, rng):
         used.append(np.array(epsilon))
-        return acting.epsilon_greedy.__wrapped__(q_values, epsilon, rng)
+        return original(q_values, epsilon, rng)
 
-    recording.__wrapped__ = acting.epsilon_greedy
     monkeypatch.setattr(acting, "epsilon_greedy", recording)
     network = QNetwork((2,), 2, MLPModel((8,)), core="none", head_units=0, dueling=False, prev_action_reward=False)
     schedule = EpsilonSchedule.linear(16, 1.0, 0.0, decay_env_steps=16 * 400)
