@@ -8,7 +8,9 @@
 Runs ``python -m r2d2kit.train configs/cue_memory.yaml`` (2 actors, ``--runner``) and, for
 ``--minutes`` of chaos counted from the run's first logged interval (1,000 env steps):
 
-* SIGKILLs a random actor every 15-40 s (``--kill-every``), as the OOM killer or a preempted node would;
+* SIGKILLs a random actor every 15-40 s (``--kill-every``), as the OOM killer or a preempted node would,
+  but none in the chaos' last ``QUIET_S`` seconds: a kill there could not be noticed and restarted
+  (the restart waits out its back-off) before the SIGTERM, and would read as uncounted;
 * SIGKILLs the learner once (at ``--learner-kill-at`` of the time; 0: never), waits for its actors to
   leave, and continues the run with ``--resume``;
 * with ``--disk-full``, fills the disk during one checkpoint (a simulated ENOSPC: the learner runs
@@ -45,6 +47,7 @@ REPO = Path(__file__).resolve().parents[1]
 SHM = Path("/dev/shm")
 SHM_PREFIX = "r2d2kit_"  # r2d2kit.runners.shm.PREFIX: names r2d2kit_<pid namespace>_<creator pid>_<token>
 DISK_FLAG_VARIABLE = "R2D2KIT_SOAK_DISK_FULL_FLAG"
+QUIET_S = 15.0  # no actor kill this close to the SIGTERM: the pool notices a death on its next poll
 
 
 # --- /proc
@@ -303,7 +306,7 @@ class Soak:
                     disk_at = None
                     self.fill_the_disk()
                     next_kill = time.monotonic() + self.rng.uniform(*a.kill_every)
-                elif now >= next_kill:
+                elif now >= next_kill and now < end - QUIET_S:
                     self.kill_an_actor()
                     next_kill = now + self.rng.uniform(*a.kill_every)
                 time.sleep(0.2)

@@ -48,7 +48,8 @@ def test_weight_broadcast_is_never_torn_under_concurrent_writes():
         stop.set()
         writer.join(timeout=60)
         assert writer.exitcode == 0
-        assert reads == 100 and broadcast.version > reads  # the reads raced a writer publishing all along
+        # the writer published all along: every read found a newer version (a fast reader may see each one)
+        assert reads == 100 and broadcast.version >= reads
     assert broadcast.name not in our_segments()  # (other runs on the machine may hold their own segments)
 
 
