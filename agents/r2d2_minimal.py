@@ -21,6 +21,7 @@ from tqdm.auto import tqdm
 import r2d2kit.envs  # noqa: F401  (registers CartPoleNoVel-v1, CueMemory-v0, BitFlip-v0)
 from r2d2kit.agent.learner import R2D2Config, R2D2Learner
 from r2d2kit.agent.policies import apex_epsilons, epsilon_greedy
+from r2d2kit.agent.seam import WindowLayout
 from r2d2kit.models import MLPModel, QNetwork
 from r2d2kit.models.cores import state_fields
 from r2d2kit.models.tf_setup import setup_tensorflow
@@ -58,25 +59,25 @@ def main(argv=None) -> dict:
     obs_space, num_actions = envs.single_observation_space, int(envs.single_action_space.n)
 
     # --- config: the paper's defaults, overridden for a small task
-    config = R2D2Config(burn_in=args.burn_in, trace_length=args.trace_length, period=args.period, n_step=args.n_step,
-                        gamma=args.gamma, batch_size=args.batch_size, learning_rate=args.lr, adam_epsilon=1e-6,
+    layout = WindowLayout(burn_in=args.burn_in, trace_length=args.trace_length, period=args.period, n_step=args.n_step)
+    config = R2D2Config(gamma=args.gamma, batch_size=args.batch_size, learning_rate=args.lr, adam_epsilon=1e-6,
                         target_update_period=args.target_period, max_gradient_norm=10.0)
     print("R2D2 config:\n" + config.describe())
 
     # --- network, learner, actor: one set of weights
     network = QNetwork(obs_space.shape, num_actions, MLPModel((args.units,)), core_units=args.units,
                        head_units=args.units)
-    learner = R2D2Learner(network, config)
+    learner = R2D2Learner(network, config, layout)
     actor = network.actor(args.num_envs)
     epsilons = apex_epsilons(args.num_envs, epsilon=0.4, alpha=7.0)
 
     # --- replay: steps stored once, windows reference them
     state = state_fields(network.state_spec())  # the LSTM's h and c, stored with every window as state_h, state_c
-    builder = SequenceBuilder(args.num_envs, config.burn_in, config.trace_length, config.n_step, config.period,
+    builder = SequenceBuilder(args.num_envs, layout.burn_in, layout.trace_length, layout.n_step, layout.period,
                               state_names=tuple(state))
     replay = SequenceReplayBuffer(
         100_000, {"obs": (obs_space.shape, "float32"), "action": ((), "int64")}, state,
-        burn_in=config.burn_in, trace_length=config.trace_length, n_step=config.n_step, period=config.period,
+        burn_in=layout.burn_in, trace_length=layout.trace_length, n_step=layout.n_step, period=layout.period,
         alpha=config.priority_exponent, seed=args.seed)
 
     obs, _ = envs.reset(seed=args.seed)

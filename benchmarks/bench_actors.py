@@ -58,7 +58,7 @@ def step_profile(backend: str, vector_steps: int, config: Path) -> dict:
 
     setup_tensorflow(threads=1)
     network, make_env, settings = actor_parts(backend, config)  # a spawned child: --config reaches it here
-    num_envs, config = settings.env.num_envs, settings.learner
+    num_envs, config = settings.env.num_envs, settings.replay.layout
     times: dict[str, list] = {}  # seconds per call of each timed method
     actor = timed(network.actor(num_envs, follow_weights=False), times, "q_values", "get_state", "reset")
     envs = timed(gym.vector.SyncVectorEnv([make_env] * num_envs), times, "step")

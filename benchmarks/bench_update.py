@@ -21,15 +21,15 @@ from harness import REPO_ROOT, command_line, cores, fmt, format_load, median_s, 
 SIZES = {
     "pong": {"name": "Pong-size", "config": REPO_ROOT / "configs" / "pong.yaml", "paper": (64, 40, 80, 5),
              "warmup": 1, "updates": 3,  # --quick: 4 windows of 10 + 20 + 5 rows (tracing costs about as much)
-             "quick": ["learner.batch_size=4", "learner.burn_in=10", "learner.trace_length=20", "learner.period=10"]},
+             "quick": ["learner.batch_size=4", "replay.burn_in=10", "replay.trace_length=20", "replay.period=10"]},
     "cartpole": {"name": "CartPole-size", "config": REPO_ROOT / "configs" / "cartpole_pomdp.yaml", "paper": None,
                  "warmup": 3, "updates": 20, "quick": ["learner.batch_size=16"]},
     "minatar": {"name": "MinAtar-size", "config": REPO_ROOT / "configs" / "minatar" / "breakout.yaml", "paper": None,
                 "warmup": 3, "updates": 20, "quick": ["learner.batch_size=8"]},
 }
 # the equivalence check's small instance: the row's layers, a few short windows
-CHECK_OVERRIDES = ["learner.batch_size=3", "learner.burn_in=3", "learner.trace_length=5", "learner.period=3",
-                   "learner.n_step=2"]
+CHECK_OVERRIDES = ["learner.batch_size=3", "replay.burn_in=3", "replay.trace_length=5", "replay.period=3",
+                   "replay.n_step=2"]
 # (filters, kernel, stride) of the image encoders the twin builds: DQNImageModel, MinAtarImageModel
 CONVS = {"dqn": ((32, 8, 4), (64, 4, 2), (64, 3, 1)), "minatar": ((16, 3, 1),)}
 SGEMM_N = 2048
@@ -128,19 +128,19 @@ def build_keras(config: str | Path, overrides: list[str]) -> tuple[Any, dict]:
 
     settings = load_config(config, overrides)
     network = build_network(settings)
-    encoder, learner = network.config["encoder"], settings.learner
+    encoder, learner, layout = network.config["encoder"], settings.learner, settings.replay.layout
     scale = getattr(encoder, "input_scale", None)
     model = {"encoder": settings.model.encoder, "core_units": network.core_units,
              "head_units": settings.model.head_units, "dueling": network.dueling,
              "prev_action_reward": network.prev_action_reward, "layer_norm": network.layer_norm,
              "dense_units": getattr(encoder, "dense_units", None), "hidden": list(getattr(encoder, "units", ())),
              "input_scale": None if scale is None else np.asarray(scale, np.float32).tolist()}
-    keys = ("burn_in", "trace_length", "n_step", "period", "gamma", "value_rescaling", "rescale_eps", "batch_size",
-            "priority_exponent", "importance_exponent", "eta", "learning_rate", "adam_epsilon", "max_gradient_norm",
-            "target_update_period")
-    return R2D2Learner(network, learner), {
+    keys = ("gamma", "value_rescaling", "rescale_eps", "batch_size", "priority_exponent", "importance_exponent", "eta",
+            "learning_rate", "adam_epsilon", "max_gradient_norm", "target_update_period")
+    windows = {k: getattr(layout, k) for k in ("burn_in", "trace_length", "n_step", "period")}
+    return R2D2Learner(network, learner, layout), {
         "obs_shape": list(network.obs_shape), "obs_dtype": network.obs_dtype, "num_actions": network.num_actions,
-        "model": model, "learner": {k: getattr(learner, k) for k in keys}, "length": learner.length}
+        "model": model, "learner": {**windows, **{k: getattr(learner, k) for k in keys}}, "length": layout.length}
 
 
 def keras_child(job: dict) -> dict:
@@ -152,7 +152,8 @@ def keras_child(job: dict) -> dict:
     a, b = (tf.random.normal((SGEMM_N, SGEMM_N)) for _ in range(2))
     keras.utils.set_random_seed(0)
     learner, spec = build_keras(job["config"], job["overrides"])
-    replay = make_sequence_replay(learner.online, learner.config, seed=0,
+    replay = make_sequence_replay(learner.online, learner.layout, seed=0,
+                                  priority_exponent=learner.config.priority_exponent,
                                   capacity=2 * spec["learner"]["batch_size"] * spec["length"])
     # the first update traces the step: never timed
     return dict(time_updates(learner, replay, spec, job, max(job["warmup"], 1), lambda: tf.matmul(a, b).numpy()),

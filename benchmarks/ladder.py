@@ -28,7 +28,7 @@ DISTS = ("numpy", "tensorflow", "keras", "gymnasium", "minatar", "r2d2kit")
 
 # DQN as bench_minatar.py runs SB3's (the MinAtar paper's settings) on top of a shipped MinAtar config
 DQN = ["model.core=none", "model.dueling=false", "model.head_units=0", "model.prev_action_reward=false",
-       "learner.burn_in=0", "learner.trace_length=1", "learner.period=1", "learner.n_step=1",
+       "replay.burn_in=0", "replay.trace_length=1", "replay.period=1", "replay.n_step=1",
        "learner.double_q=false", "learner.value_rescaling=false", "learner.loss=huber", "learner.optimizer=rmsprop",
        "learner.max_gradient_norm=1e10", "learner.target_update_period=1000", "learner.learning_rate_decay_updates=0",
        "actors.runner=local", "env.num_envs=1", "actors.exploration=linear", "actors.epsilon=0.1",
@@ -42,13 +42,13 @@ RUNGS = [
      "Huber do", ["learner.optimizer", "learner.loss", "learner.max_gradient_norm"]),
     ("double_q", "double-Q targets do not slow these games", ["learner.double_q"]),
     ("n_step", "3-step returns do not bias Freeway's and Asterix's values under epsilon-greedy actors",
-     ["learner.n_step"]),
+     ["replay.n_step"]),
     ("rescaling", "value rescaling h(x) keeps small action gaps (Freeway: 3% of Q) learnable",
      ["learner.value_rescaling"]),
     ("dueling", "the dueling head of 128 units learns as the linear head does", ["model.dueling", "model.head_units"]),
     ("windows", "windows of 10 trained rows updated 10x less often (the same rows per env step; the target copied "
      "every 500 updates) learn as single transitions do",
-     ["learner.trace_length", "learner.period", "run.updates_per_env_step", "learner.target_update_period"]),
+     ["replay.trace_length", "replay.period", "run.updates_per_env_step", "learner.target_update_period"]),
     ("rate_decay", "the rate falling to a tenth by 500k does not stop late learning",
      ["learner.learning_rate_decay_updates"]),
     ("actors", "8 envs in 2 actor processes (asynchronous weights) learn as 1 env in the learner's process does",
@@ -56,7 +56,7 @@ RUNGS = [
     ("apex", "Ape-X's fixed per-env epsilons (0.4 down to 0.0007) explore as well as epsilon 1 -> 0.1",
      ["actors.exploration", "actors.epsilon", "actors.epsilon_start", "actors.epsilon_decay_steps"]),
     ("lstm", "an LSTM core with stored state and 5 burn-in rows learns as the feed-forward network does",
-     ["model.core", "learner.burn_in"]),
+     ["model.core", "replay.burn_in"]),
     ("r2d2", "the previous action and reward as inputs: this rung is the shipped config", ["model.prev_action_reward"]),
 ]
 RUNG_NAMES = [name for name, _, _ in RUNGS]

@@ -101,7 +101,7 @@ def render() -> str:
         "`python docs/config_reference.py --write`; a test fails while this page differs from the schema. Every",
         "key is optional; an omitted key keeps the default shown. Defaults are written as in the YAML file.",
         "Override any key from the command line with `--set section.key=value` (the value is parsed as",
-        "YAML), e.g. `--set learner.burn_in=10`. How to write and run a config:",
+        "YAML), e.g. `--set replay.burn_in=10`. How to write and run a config:",
         "[Train from a config](../training.md).",
         "",
     ]

@@ -47,22 +47,22 @@ PAPER_WINDOW_ROWS = 125  # burn_in 40 + trace_length 80 + n_step 5
 
 def size_warning(config: TrainConfig, gpu: bool) -> str | None:
     """A warning when a run without a GPU uses the paper's network or window sizes, naming the keys to
-    override; ``None`` otherwise. (Without a ``learner:`` section a config gets the paper's sizes.)"""
+    override; ``None`` otherwise. (Without window keys in ``replay:`` a config gets the paper's sizes.)"""
     big_core = config.model.core_units >= PAPER_CORE_UNITS
-    long_windows = config.learner.length >= PAPER_WINDOW_ROWS
+    long_windows = config.replay.layout.length >= PAPER_WINDOW_ROWS
     if gpu or not (big_core or long_windows):
         return None
     sizes = []
     if big_core:
         sizes.append(f"model.core_units={config.model.core_units}")
     if long_windows:
-        lc = config.learner
-        sizes.append(f"{lc.length}-row windows (learner.burn_in={lc.burn_in} + trace_length={lc.trace_length} + "
-                     f"n_step={lc.n_step})")
+        rc = config.replay
+        sizes.append(f"{rc.layout.length}-row windows (replay.burn_in={rc.burn_in} + trace_length={rc.trace_length} + "
+                     f"n_step={rc.n_step})")
     return (f"{' and '.join(sizes)} are the R2D2 paper's sizes, made for a GPU; no GPU is visible, and on a CPU "
             "they train at a few env steps per second. For a small task override them, e.g. --set "
-            "model.core_units=64 --set model.head_units=64 --set learner.burn_in=10 --set learner.trace_length=20 "
-            "--set learner.period=10 (configs/cartpole_pomdp.yaml's sizes)")
+            "model.core_units=64 --set model.head_units=64 --set replay.burn_in=10 --set replay.trace_length=20 "
+            "--set replay.period=10 (configs/cartpole_pomdp.yaml's sizes)")
 
 
 def run_directory_path(config: TrainConfig, override: str | None, name: str | None) -> Path:

@@ -25,10 +25,12 @@ def write(tmp_path, text):
     ("unknown key", "learner: {batch_sise: 3}\n", r"unknown key learner\.batch_sise; did you mean 'batch_size'"),
     ("wrong type", "learner: {batch_size: many}\n", r"learner\.batch_size must be int, got 'many'"),
     ("word for a float", "learner: {learning_rate: fast}\n", r"learner\.learning_rate must be float, got 'fast'"),
-    ("bool is not an int", "learner: {n_step: true}\n", r"learner\.n_step must be an integer"),
+    ("bool is not an int", "replay: {n_step: true}\n", r"replay\.n_step must be an integer"),
+    ("a window key under learner", "learner: {burn_in: 2}\n",
+     r"unknown key learner\.burn_in; it is a key of section 'replay': write replay\.burn_in"),
     ("out of range", "learner: {gamma: 1.5}\n", r"section 'learner'.*gamma must be in \[0, 1\]"),
     ("tau outside (0, 1]", "learner: {target_update_tau: 0}\n", r"target_update_tau must be in \(0, 1\]"),
-    ("period longer than trace", "learner: {trace_length: 4, period: 8}\n", r"period \(8\) must be <= trace_length"),
+    ("period longer than trace", "replay: {trace_length: 4, period: 8}\n", r"period \(8\) must be <= trace_length"),
     ("unknown env id", "env: {id: CartPol-v1}\n",
      r"env\.id 'CartPol-v1' is not a registered gymnasium id; did you mean 'CartPole-v1'"),
     ("unknown env id, nothing near", "env: {id: MyMaze-v0}\n",
@@ -70,9 +72,9 @@ def test_missing_file_is_named(tmp_path):
 
 
 def test_omitted_keys_keep_the_paper_defaults_and_ints_are_accepted_for_floats(tmp_path):
-    config = load_config(write(tmp_path, "env: {id: CueMemory-v0}\nlearner: {burn_in: 2, gamma: 1}\n"))
-    assert config.learner.burn_in == 2 and config.learner.gamma == 1.0
-    assert (config.learner.trace_length, config.learner.n_step, config.learner.target_update_period) == (80, 5, 2500)
+    config = load_config(write(tmp_path, "env: {id: CueMemory-v0}\nreplay: {burn_in: 2}\nlearner: {gamma: 1}\n"))
+    assert config.replay.burn_in == 2 and config.learner.gamma == 1.0
+    assert (config.replay.trace_length, config.replay.n_step, config.learner.target_update_period) == (80, 5, 2500)
 
 
 def test_exponent_floats_without_a_dot_are_floats(tmp_path):
@@ -94,17 +96,17 @@ def test_overrides_parse_as_yaml_and_win(tmp_path):
 
 
 def test_resolved_config_round_trips(tmp_path):
-    config = build_config({"env": {"id": "CueMemory-v0", "kwargs": {"delay": 2}}, "learner": {"burn_in": 1}})
+    config = build_config({"env": {"id": "CueMemory-v0", "kwargs": {"delay": 2}}, "replay": {"burn_in": 1}})
     save_config(config, tmp_path / "resolved.yaml")
     assert load_config(tmp_path / "resolved.yaml") == config
 
 
 @pytest.mark.parametrize("sections, gpu, named", [
-    ("env: {id: CueMemory-v0}\n", False, ["model.core_units=512", ("125-row windows (learner.burn_in=40 + "
+    ("env: {id: CueMemory-v0}\n", False, ["model.core_units=512", ("125-row windows (replay.burn_in=40 + "
                                                                     "trace_length=80 + n_step=5)")]),
     (ENV + "model: {core_units: 64}\n", False, ["125-row windows"]),
-    (ENV + "learner: {burn_in: 10, trace_length: 20, period: 10}\n", False, ["model.core_units=512"]),
-    (ENV + "model: {core_units: 64}\nlearner: {burn_in: 10, trace_length: 20, period: 10}\n", False, None),
+    (ENV + "replay: {burn_in: 10, trace_length: 20, period: 10}\n", False, ["model.core_units=512"]),
+    (ENV + "model: {core_units: 64}\nreplay: {burn_in: 10, trace_length: 20, period: 10}\n", False, None),
     ("env: {id: CueMemory-v0}\n", True, None),
 ], ids=["no learner section", "paper windows", "paper lstm", "small", "gpu"])
 def test_paper_sizes_without_a_gpu_are_warned_about_naming_the_overrides(tmp_path, sections, gpu, named):
@@ -117,7 +119,7 @@ def test_paper_sizes_without_a_gpu_are_warned_about_naming_the_overrides(tmp_pat
     for part in named:
         assert part in warning
     assert "no GPU is visible" in warning and "--set model.core_units=64" in warning
-    assert "--set learner.burn_in=10 --set learner.trace_length=20" in warning
+    assert "--set replay.burn_in=10 --set replay.trace_length=20" in warning
 
 
 ALIAS_BOMB = """env:
@@ -193,7 +195,7 @@ def test_whole_numbers_written_as_exponents_or_floats_are_integers(tmp_path):
     assert config.learner.batch_size == 64 and type(config.learner.batch_size) is int
 
 
-@pytest.mark.parametrize("text", ["learner: {burn_in: 2}\n", "env:\nmodel: {core: gru}\n"], ids=["absent", "empty"])
+@pytest.mark.parametrize("text", ["replay: {burn_in: 2}\n", "env:\nmodel: {core: gru}\n"], ids=["absent", "empty"])
 def test_a_config_without_an_env_is_refused_as_the_empty_file_is(tmp_path, text):
     """It used to train CartPoleNoVel-v1 with the paper's 512-unit network, silently."""
     path = write(tmp_path, text)

@@ -15,7 +15,7 @@ TRAIN_CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
 POPGYM_CONFIGS = sorted((ROOT / "configs" / "popgym").glob("*.yaml"))
 MINATAR_CONFIGS = sorted((ROOT / "configs" / "minatar").glob("*.yaml"))
 SMOKE = ["actors.runner=local", "run.total_env_steps=160", "run.warmup_steps=80", "run.eval_every=0",
-         "learner.burn_in=2", "learner.trace_length=8", "learner.period=4", "learner.n_step=1",
+         "replay.burn_in=2", "replay.trace_length=8", "replay.period=4", "replay.n_step=1",
          "learner.batch_size=4", "logging.progress=false", "logging.tensorboard=false", "replay.capacity=2000"]
 
 
@@ -93,7 +93,7 @@ def test_popgym_configs_build_their_network(path):
 
     config = load_config(path)
     # small-task sizes, not the paper's 512-unit LSTM and 125-row windows (RepeatPreviousMedium: 105 rows)
-    assert config.env.id.startswith("popgym-") and config.model.core_units <= 128 and config.learner.length <= 105
+    assert config.env.id.startswith("popgym-") and config.model.core_units <= 128 and config.replay.layout.length <= 105
     space, code_shape, dtype, actions = POPGYM_SPACES[path.name]
     env = make_env(config)
     assert str(env.unwrapped.observation_space).startswith(space)

@@ -13,6 +13,7 @@ from r2d2kit.agent.config import R2D2Config
 from r2d2kit.agent.diagnostics import HealthCheck, UpdateStatistics, effective_sample_share
 from r2d2kit.agent.learner import R2D2Learner
 from r2d2kit.agent.rescale import inverse_value_rescale
+from r2d2kit.agent.seam import WindowLayout
 from r2d2kit.models.encoders import MLPModel
 from r2d2kit.models.qnetwork import QNetwork
 from r2d2kit.replay.samplers import make_sampler
@@ -20,6 +21,7 @@ from r2d2kit.replay.sequence import SequenceReplayBuffer
 from r2d2kit.replay.sequence_builder import SequenceBuilder
 
 BURN_IN, TRACE, N_STEP, PERIOD, UNITS = 2, 3, 1, 2, 4
+LAYOUT = WindowLayout(burn_in=BURN_IN, trace_length=TRACE, n_step=N_STEP, period=PERIOD)
 GAMMA = 0.9
 
 
@@ -126,8 +128,7 @@ def stale_setup():
     acting = network(0)
     replay = fill_replay(acting)
     net = network(1)
-    learner = R2D2Learner(net, R2D2Config(burn_in=BURN_IN, trace_length=TRACE, n_step=N_STEP, period=PERIOD,
-                                          batch_size=8, gamma=GAMMA))
+    learner = R2D2Learner(net, R2D2Config(batch_size=8, gamma=GAMMA), LAYOUT)
     return replay, net, learner
 
 
@@ -204,8 +205,7 @@ def test_fresh_states_give_zero_delta_q():
     """Stored states computed with the learner's own weights from the episode start: nothing is stale."""
     net = network(0)
     replay = fill_replay(net, steps=30)
-    learner = R2D2Learner(net, R2D2Config(burn_in=BURN_IN, trace_length=TRACE, n_step=N_STEP, period=PERIOD,
-                                          batch_size=8, gamma=GAMMA))
+    learner = R2D2Learner(net, R2D2Config(batch_size=8, gamma=GAMMA), LAYOUT)
     values = HealthCheck(learner, context_rows=40).measure(replay)  # every episode's start is within 40 rows
     assert values["health/delta_q_start"] == pytest.approx(0.0, abs=1e-5)
     assert values["health/delta_q_after_burn_in"] == pytest.approx(0.0, abs=1e-5)

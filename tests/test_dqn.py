@@ -7,6 +7,7 @@ import pytest
 
 from r2d2kit.agent.learner import R2D2Config, R2D2Learner
 from r2d2kit.agent.policies import EpsilonSchedule, apex_epsilons, as_schedule
+from r2d2kit.agent.seam import WindowLayout
 from r2d2kit.models import MLPModel, QNetwork
 from r2d2kit.replay import SequenceBuilder
 from r2d2kit.runners.acting import ActingLoop
@@ -62,8 +63,7 @@ def test_feed_forward_network_is_one_row_at_a_time_in_every_forward(prev_action_
 
 def test_windows_of_a_feed_forward_network_store_no_state():
     network = feed_forward()
-    config = R2D2Config(**DQN_LAYOUT)
-    replay = make_sequence_replay(network, config, 100, sampler="uniform", seed=0)
+    replay = make_sequence_replay(network, WindowLayout(**DQN_LAYOUT), 100, sampler="uniform", seed=0)
     builder = SequenceBuilder(2, 0, 1, 1, 1, state_names=())
     rng = np.random.default_rng(0)
     windows = None
@@ -101,8 +101,8 @@ def numpy_q(network, obs):
 def test_dqn_loss_equals_the_textbook_one(double_q, loss):
     """y = r + gamma (1 - terminal) Q_target(s', a*), a* = argmax of the target (or online with double Q);
     loss = mean_i w_i l(y_i - Q(s_i, a_i)), l = td^2 / 2 or Huber(1)."""
-    config = R2D2Config(**DQN_LAYOUT, gamma=0.9, double_q=double_q, loss=loss, value_rescaling=False)
-    learner = R2D2Learner(feed_forward(), config)
+    config = R2D2Config(gamma=0.9, double_q=double_q, loss=loss, value_rescaling=False)
+    learner = R2D2Learner(feed_forward(), config, WindowLayout(**DQN_LAYOUT))
     for online, target in zip(learner.online.variables, learner.target.variables):  # a target that differs
         target.assign(online.numpy() + np.random.default_rng(3).normal(0, 0.3, online.shape))
     batch = dqn_batch(np.random.default_rng(2))
@@ -120,8 +120,8 @@ def test_dqn_loss_equals_the_textbook_one(double_q, loss):
 
 
 def test_huber_gradient_is_clipped_to_one_per_row():
-    config = R2D2Config(**DQN_LAYOUT, loss="huber", value_rescaling=False)
-    learner = R2D2Learner(feed_forward(), config)
+    config = R2D2Config(loss="huber", value_rescaling=False)
+    learner = R2D2Learner(feed_forward(), config, WindowLayout(**DQN_LAYOUT))
     td = np.array([-5.0, -1.0, -0.25, 0.0, 0.5, 3.0], np.float32)
     import tensorflow as tf
 
@@ -132,12 +132,12 @@ def test_huber_gradient_is_clipped_to_one_per_row():
 
 
 def test_rmsprop_is_the_minatar_papers_centered_one():
-    learner = R2D2Learner(feed_forward(), R2D2Config(**DQN_LAYOUT, optimizer="rmsprop", rmsprop_epsilon=1e-4,
+    learner = R2D2Learner(feed_forward(), R2D2Config(optimizer="rmsprop", rmsprop_epsilon=1e-4,
                                                      learning_rate=2.5e-4))
     optimizer = learner.optimizer
     assert isinstance(optimizer, keras.optimizers.RMSprop)
     assert optimizer.centered and optimizer.rho == pytest.approx(0.95) and optimizer.epsilon == pytest.approx(1e-4)
-    assert isinstance(R2D2Learner(feed_forward(), R2D2Config(**DQN_LAYOUT)).optimizer, keras.optimizers.Adam)
+    assert isinstance(R2D2Learner(feed_forward(), R2D2Config()).optimizer, keras.optimizers.Adam)
 
 
 @pytest.mark.parametrize("field, value", [("loss", "l1"), ("optimizer", "sgd"), ("double_q", 1)])
@@ -147,9 +147,9 @@ def test_unknown_learner_choices_are_refused_by_name(field, value):
 
 
 def test_config_refuses_burn_in_without_a_core_and_unknown_exploration():
-    with pytest.raises(ConfigError, match="learner.burn_in: 0"):
-        build_config({"model": {"core": "none"}, "learner": {"burn_in": 4}})
-    build_config({"model": {"core": "none"}, "learner": {"burn_in": 0}})
+    with pytest.raises(ConfigError, match="replay.burn_in: 0"):
+        build_config({"model": {"core": "none"}, "replay": {"burn_in": 4}})
+    build_config({"model": {"core": "none"}, "replay": {"burn_in": 0}})
     with pytest.raises(ConfigError, match="exploration must be one of"):
         build_config({"actors": {"exploration": "boltzmann"}})
     with pytest.raises(ConfigError, match="epsilon_start must be in"):
@@ -192,7 +192,7 @@ def test_acting_loop_explores_at_the_scheduled_rate(monkeypatch):
     monkeypatch.setattr(acting, "epsilon_greedy", recording)
     network = QNetwork((2,), 2, MLPModel((8,)), core="none", head_units=0, dueling=False, prev_action_reward=False)
     schedule = EpsilonSchedule.linear(16, 1.0, 0.0, decay_env_steps=16 * 400)
-    loop = ActingLoop.build(lambda: CueMemoryEnv(delay=2), network, R2D2Config(**DQN_LAYOUT), schedule, seed=0)
+    loop = ActingLoop.build(lambda: CueMemoryEnv(delay=2), network, WindowLayout(**DQN_LAYOUT), schedule, seed=0)
     for _ in range(450):
         loop.step()
     loop.close()
@@ -202,8 +202,8 @@ def test_acting_loop_explores_at_the_scheduled_rate(monkeypatch):
 
 
 # --- through the CLI
-DQN_SETS = ["model.core=none", "model.prev_action_reward=false", "learner.burn_in=0", "learner.trace_length=1",
-            "learner.period=1", "actors.exploration=linear", "learner.learning_rate_decay_updates=0"]
+DQN_SETS = ["model.core=none", "model.prev_action_reward=false", "replay.burn_in=0", "replay.trace_length=1",
+            "replay.period=1", "actors.exploration=linear", "learner.learning_rate_decay_updates=0"]
 
 
 def run_train(*args):
@@ -226,7 +226,7 @@ def test_dqn_learns_cartpole_through_the_cli(tmp_path):
     import json
 
     result = run_train("configs/cartpole_pomdp.yaml", *_sets(DQN_SETS + [
-        "env.id=CartPole-v1", "model.input_scale=null", "learner.n_step=3", "actors.runner=local",
+        "env.id=CartPole-v1", "model.input_scale=null", "replay.n_step=3", "actors.runner=local",
         "actors.epsilon=0.05", "actors.epsilon_decay_steps=10000", "learner.target_update_period=500",
         "run.updates_per_env_step=0.5", "run.total_env_steps=10000", "logging.progress=false"]),
         "--run-dir", str(tmp_path / "run"))
@@ -242,7 +242,7 @@ def test_dqn_on_minatar_breakout_with_actor_processes_saves_and_resumes(tmp_path
     """No state in the shared-memory record, a decaying epsilon in each actor process, a resumed run."""
     import json
 
-    sets = _sets(DQN_SETS + ["model.dueling=false", "model.head_units=0", "learner.n_step=1", "learner.loss=huber",
+    sets = _sets(DQN_SETS + ["model.dueling=false", "model.head_units=0", "replay.n_step=1", "learner.loss=huber",
                              "learner.optimizer=rmsprop", "learner.double_q=false", "learner.value_rescaling=false",
                              "actors.epsilon=0.1", "run.warmup_steps=500", "run.eval_every=1000",
                              "run.eval_episodes=2", "run.updates_per_env_step=0.25", "logging.progress=false",

@@ -121,7 +121,7 @@ def pass_through():
 def test_observations_round_trip_through_actors_replay_and_network(case):
     """env obs -> codes (wrapper) -> windows (local actor pool) -> replay (the learner's recipe) ->
     sampled codes -> network encoding == reference one-hot of the original observation."""
-    from r2d2kit.agent.config import R2D2Config
+    from r2d2kit.agent.seam import WindowLayout
     from r2d2kit.models import QNetwork
     from r2d2kit.models.code_encoding import CodeEncoder
     from r2d2kit.runners.local import LocalActors
@@ -135,10 +135,10 @@ def test_observations_round_trip_through_actors_replay_and_network(case):
     encoder = pass_through() if layout is None else CodeEncoder(layout, pass_through())
     network = QNetwork(env.observation_space.shape, int(env.action_space.n), encoder,
                        obs_dtype=str(env.observation_space.dtype), core_units=4, head_units=0)
-    config = R2D2Config(burn_in=1, trace_length=4, period=2, n_step=1, batch_size=8)
-    replay = make_sequence_replay(network, config, capacity=500, seed=0)
+    windows = WindowLayout(burn_in=1, trace_length=4, period=2, n_step=1)
+    replay = make_sequence_replay(network, windows, capacity=500, seed=0)
     actors = LocalActors(lambda: wrap_spaces(LoggingEnv(case.observation_space, case.action_space, log)), None,
-                         network, config, epsilons=np.ones(2), incarnations=Incarnations(seed=3))
+                         network, windows, epsilons=np.ones(2), incarnations=Incarnations(seed=3))
     for _ in range(40):
         for windows, source in actors.collect().windows:
             replay.add_sequences(windows, source=source)
@@ -332,7 +332,7 @@ for _env_id in ENV_IDS:
 def write_config(tmp_path, env_id: str, extra: str = "", model: str = "{core_units: 8, head_units: 8, hidden: [8]}"):
     path = tmp_path / "c.yaml"
     path.write_text(f"env: {{id: {env_id}, num_envs: 2}}\nmodel: {model}\n"
-                    "learner: {burn_in: 1, trace_length: 4, period: 2, n_step: 1, batch_size: 4}\n"
+                    "replay: {burn_in: 1, trace_length: 4, period: 2, n_step: 1}\nlearner: {batch_size: 4}\n"
                     "run: {total_env_steps: 120, warmup_steps: 40, eval_every: 60, eval_episodes: 2}\n"
                     "logging: {progress: false, tensorboard: false}\n" + extra)
     return path

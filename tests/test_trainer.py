@@ -214,7 +214,7 @@ def test_health_csv_has_a_row_per_log_interval_across_a_resume(finished_run):
     learning = [row for row in rows if row["updates"] > 0]
     assert len(learning) >= 4
     config = tiny(1500)
-    most_rows = config.run.updates_per_env_step * config.learner.batch_size * config.learner.trace_length
+    most_rows = config.run.updates_per_env_step * config.learner.batch_size * config.replay.trace_length
     for row in learning[1:]:  # the first interval with updates started mid-way
         for name in ("learner/gradient_norm", "learner/td_p90", "replay/is_weight_min", "health/priority_spread",
                      "health/dead_relu_share", "health/gate_saturation", "health/cost_share",

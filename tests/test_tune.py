@@ -63,9 +63,9 @@ def worker(tmp_path: Path, *extra: str, **popen) -> subprocess.Popen:
      r"space\.yaml: unknown key learner\.learnig_rate; did you mean 'learning_rate'\?"),
     ("learner.learning_rate: {low: 1.0e-3, high: 1.0e-4}\n",
      r"space\.yaml: learner\.learning_rate: low \(0\.001\) must be below high \(0\.0001\); swap them"),
-    ("learner.n_step: {choices: []}\n",
-     r"space\.yaml: learner\.n_step: choices must be a non-empty list, e\.g\. choices: \[100, 200, 500\]"),
-    ("- learner.learning_rate\n- learner.n_step\n",
+    ("replay.n_step: {choices: []}\n",
+     r"space\.yaml: replay\.n_step: choices must be a non-empty list, e\.g\. choices: \[100, 200, 500\]"),
+    ("- learner.learning_rate\n- replay.n_step\n",
      r"space\.yaml: a search space is a mapping of section\.key names to ranges or choices.*holds list"),
     ("", r"space\.yaml: a search space is a mapping .*holds nothing \(an empty file\)"),
     ("learner.learning_rate: 0.001\n",
@@ -76,7 +76,7 @@ def worker(tmp_path: Path, *extra: str, **popen) -> subprocess.Popen:
     ("learner.learning_rate: {low: 0.0, high: 1.0e-3}\n",
      r"space\.yaml \(learner\.learning_rate: 0\): section 'learner': R2D2Config\.learning_rate must be > 0.*"
      r"change the range or choices of learner\.learning_rate"),
-    ("learner.n_step: {low: 1.0, high: 5.0}\n", r"learner\.n_step must be int, got 1\.0"),
+    ("replay.n_step: {low: 1.0, high: 5.0}\n", r"replay\.n_step must be int, got 1\.0"),
     ("learner: {low: 1, high: 2}\n", r"'learner' is not a section\.key name; write e\.g\. learner\.batch_size"),
     ("run.total_env_steps: {choices: [1000, 2000]}\n", r"sets how every trial is run or measured.*--set"),
     ("replay.sampler: {choices: [uniform, uniform]}\n", r"choices lists uniform more than once"),
@@ -101,7 +101,7 @@ def test_the_default_space_centres_on_the_config():
         "learner.learning_rate": {"low": 0.0003, "high": 0.003, "log": True},
         "learner.adam_epsilon": {"low": 1e-8, "high": 1e-3, "log": True},
         "learner.target_update_period": {"choices": [25, 50, 100, 200, 400]},
-        "learner.n_step": {"choices": [1, 3, 5]},
+        "replay.n_step": {"choices": [1, 3, 5]},
         "run.updates_per_env_step": {"low": 0.125, "high": 0.5, "log": True},
         "replay.sampler": {"choices": ["uniform", "proportional"]},
     }
@@ -111,7 +111,7 @@ def test_the_default_space_centres_on_the_config():
 
 
 def test_ranges_sample_ints_or_floats_as_the_key_holds_and_choices_may_be_lists(tmp_path):
-    (tmp_path / "space.yaml").write_text("learner.burn_in: {low: 0, high: 10, step: 2}\n"
+    (tmp_path / "space.yaml").write_text("replay.burn_in: {low: 0, high: 10, step: 2}\n"
                                          "run.updates_per_env_step: {low: 1, high: 2}\n"
                                          "model.hidden: {choices: [[32], [16, 16]]}\n"
                                          "learner.adam_epsilon: {low: 1e-8, high: 1e-3, log: true}\n")
@@ -122,7 +122,7 @@ def test_ranges_sample_ints_or_floats_as_the_key_holds_and_choices_may_be_lists(
     for _ in range(8):
         trial = study.ask()
         values = space.suggest(trial)
-        assert isinstance(values["learner.burn_in"], int) and values["learner.burn_in"] % 2 == 0
+        assert isinstance(values["replay.burn_in"], int) and values["replay.burn_in"] % 2 == 0
         assert isinstance(values["run.updates_per_env_step"], float) and 1 <= values["run.updates_per_env_step"] <= 2
         assert values["model.hidden"] in ([32], [16, 16])  # Optuna stores the YAML text; the value comes back
         assert space.values(trial.params) == values
@@ -184,15 +184,15 @@ def test_too_few_evaluations_for_the_objective_exits_2(tmp_path, capsys):
 def test_clashing_values_fail_their_trial_by_name(tmp_path, capsys):
     """Each value alone is valid (checked at start); period 9 with trace_length 4 is not: that trial fails,
     with the config's message, before any process starts."""
-    (tmp_path / "space.yaml").write_text("learner.trace_length: {choices: [4, 9]}\nlearner.period: {choices: [4, 9]}\n")
-    args = tune_args(tmp_path, "--set", "learner.period=4")
+    (tmp_path / "space.yaml").write_text("replay.trace_length: {choices: [4, 9]}\nreplay.period: {choices: [4, 9]}\n")
+    args = tune_args(tmp_path, "--set", "replay.period=4")
     assert main([*args, "--trials", "0"]) == 0
-    load_study(tmp_path).enqueue_trial({"learner.trace_length": 4, "learner.period": 9})
+    load_study(tmp_path).enqueue_trial({"replay.trace_length": 4, "replay.period": 9})
     capsys.readouterr()
     assert main([*args, "--trials", "1", "--resume"]) == 1  # every trial of this worker failed
     (trial,) = load_study(tmp_path).trials
     assert trial.state == TrialState.FAIL
-    assert "R2D2Config.period (9) must be <= trace_length (4)" in trial.user_attrs["error"]
+    assert "period (9) must be <= trace_length (4)" in trial.user_attrs["error"]
     rows = list(csv.DictReader(open(tmp_path / "out" / "trials.csv")))
     assert rows[0]["state"] == "fail" and "trace_length (4)" in rows[0]["error"]
 

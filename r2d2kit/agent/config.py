@@ -1,4 +1,8 @@
-"""R2D2 hyper-parameters, in a module of their own so that reading a config starts no TensorFlow."""
+"""R2D2 hyper-parameters, in a module of their own so that reading a config starts no TensorFlow.
+
+The window layout (burn-in, trace length, period, n-step rows) is the replay's
+(:class:`~r2d2kit.agent.seam.WindowLayout`, the config's ``replay`` section), shared by every agent.
+"""
 
 from __future__ import annotations
 
@@ -12,13 +16,9 @@ OPTIMIZERS = ("adam", "rmsprop")
 
 @dataclass
 class R2D2Config:
-    """Hyper-parameters, defaulting to the R2D2 paper's (Kapturowski et al. 2019, table 2)."""
+    """Hyper-parameters, defaulting to the R2D2 paper's (Kapturowski et al. 2019, table 2); its window
+    layout is a :class:`~r2d2kit.agent.seam.WindowLayout`."""
 
-    # --- sequences
-    burn_in: int = 40  # rows per window that only warm up the LSTM from the stored state (no gradient)
-    trace_length: int = 80  # rows per window trained on
-    period: int = 40  # rows between the starts of consecutive windows of an episode (<= trace_length)
-    n_step: int = 5  # rewards summed per target before bootstrapping; the window's extra rows
     # --- targets
     gamma: float = 0.997  # discount
     value_rescaling: bool = True  # targets h(r + gamma^n h^-1(Q)) with h(x) = sign(x)(sqrt(|x| + 1) - 1) + eps x
@@ -43,12 +43,10 @@ class R2D2Config:
     max_gradient_norm: float = 40.0  # gradients are clipped to this global norm
 
     def __post_init__(self) -> None:
-        for name in ("trace_length", "period", "n_step", "target_update_period", "batch_size"):
+        for name in ("target_update_period", "batch_size"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"R2D2Config.{name} must be an integer >= 1, got {value!r}")
-        if not isinstance(self.burn_in, int) or self.burn_in < 0:
-            raise ValueError(f"R2D2Config.burn_in must be an integer >= 0, got {self.burn_in!r}")
         for name in FLOAT_FIELDS:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
@@ -77,13 +75,6 @@ class R2D2Config:
         if not 0.0 < self.target_update_tau <= 1.0:
             raise ValueError(f"R2D2Config.target_update_tau must be in (0, 1] (1 copies the online weights, "
                              f"smaller values average them in), got {self.target_update_tau!r}")
-        if self.period > self.trace_length:
-            raise ValueError(f"R2D2Config.period ({self.period}) must be <= trace_length ({self.trace_length})")
-
-    @property
-    def length(self) -> int:
-        """Rows per window: ``burn_in + trace_length + n_step``."""
-        return self.burn_in + self.trace_length + self.n_step
 
     def describe(self) -> str:
         """One line per field, for the start-of-run printout."""

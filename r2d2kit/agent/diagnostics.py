@@ -148,8 +148,8 @@ class HealthCheck:
     def _taken_actions(self, batch, q_stored):
         """Unrescaled Q of the taken actions, the action gap and online/target disagreement on the trace rows."""
         learner = self.learner
-        cfg = learner.config
-        trace = slice(cfg.burn_in, cfg.burn_in + cfg.trace_length)
+        cfg, layout = learner.config, learner.layout
+        trace = slice(layout.burn_in, layout.burn_in + layout.trace_length)
         actions = tf.cast(batch["action"][:, trace], tf.int32)
         q_trace = q_stored[:, trace]  # [B, T, A]
         if cfg.value_rescaling:
@@ -228,8 +228,8 @@ class HealthCheck:
         values = {"health/dead_relu_share": float(out["dead_share"]),
                   "health/gate_saturation": float(out["saturation"]),
                   "health/priority_spread": replay.sampler.probability_spread()}
-        cfg = self.learner.config
-        trained = batch["mask"][:, cfg.burn_in:cfg.burn_in + cfg.trace_length]
+        layout = self.learner.layout
+        trained = batch["mask"][:, layout.burn_in:layout.burn_in + layout.trace_length]
         if trained.any():
             values["health/action_gap"] = float(out["action_gap"][trained].mean())
             values["health/greedy_disagreement"] = float(out["disagree"][trained].mean())
@@ -246,7 +246,7 @@ class HealthCheck:
         first = present.argmax(axis=1)
         rows = np.arange(present.shape[0])
         at_start = out["difference"][rows, first]
-        burn_in = self.learner.config.burn_in
+        burn_in = self.learner.layout.burn_in
         after = present[:, burn_in] & has_context
         values = {"health/delta_q_start": math.nan, "health/delta_q_after_burn_in": math.nan,
                   "health/context_share": float(has_context.mean())}
@@ -264,7 +264,8 @@ class HealthCheck:
             return {"health/return_known_share": 0.0, "health/q_taken": math.nan, "health/return_obtained": math.nan,
                     "health/overestimation": math.nan}
         returns, known = replay.episode_returns(batch["indices"], cfg.gamma, self.return_horizon)
-        trace = slice(cfg.burn_in, cfg.burn_in + cfg.trace_length)
+        layout = self.learner.layout
+        trace = slice(layout.burn_in, layout.burn_in + layout.trace_length)
         returns, known = returns[:, trace], known[:, trace]
         trained = batch["mask"][:, trace]
         values = {"health/return_known_share": float(known.sum() / max(trained.sum(), 1)),

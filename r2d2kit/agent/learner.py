@@ -16,6 +16,7 @@ import numpy.typing as npt
 import tensorflow as tf
 
 from r2d2kit.agent.config import R2D2Config
+from r2d2kit.agent.seam import WindowLayout
 from r2d2kit.agent.targets import tf_nstep_targets
 from r2d2kit.models.cores import q_and_state
 from r2d2kit.models.qnetwork import QNetwork
@@ -37,6 +38,7 @@ class R2D2Learner:
     Args:
         network: the online :class:`QNetwork` (actors built from it share its weights).
         config: hyper-parameters; the paper's by default.
+        layout: the rows of the replay's windows (:class:`~r2d2kit.agent.seam.WindowLayout`); the paper's by default.
         optimizer: default :meth:`make_optimizer` (``config.optimizer``, Adam by default) with global-norm
             clipping; with
             ``learning_rate_decay_updates > 0`` its rate falls linearly from ``learning_rate`` to
@@ -45,9 +47,10 @@ class R2D2Learner:
 
     ROW_KEYS = (*LEARNER_ROWS, "weights")  # the window rows it trains on and the sample's importance weights
 
-    def __init__(self, network: QNetwork, config: R2D2Config | None = None,
+    def __init__(self, network: QNetwork, config: R2D2Config | None = None, layout: WindowLayout | None = None,
                  optimizer: keras.optimizers.Optimizer | None = None) -> None:
         self.config = config or R2D2Config()
+        self.layout = layout or WindowLayout()
         self.online = network
         self.target = network.clone(name=f"{network.name}_target")
         self.target.copy_weights_from(self.online)
@@ -89,15 +92,15 @@ class R2D2Learner:
 
     def _forward(self, batch: Mapping[str, tf.Tensor]):
         """Loss and per-row TD for a batch; call under a GradientTape to differentiate it."""
-        cfg = self.config
-        burn, rest = slice(0, cfg.burn_in), slice(cfg.burn_in, None)
+        cfg, layout = self.config, self.layout
+        burn, rest = slice(0, layout.burn_in), slice(layout.burn_in, None)
         state = self.stored_state(batch)
         q_target = self._target_q(batch, burn, rest, state)  # [B, T + n, A]
         q_online = self._unroll_after_burn_in(self.online, batch, burn, rest, state)  # [B, T + n, A], with gradient
         targets = tf.stop_gradient(self._targets(batch, rest, tf.stop_gradient(q_online), q_target))  # [B, T]
 
         # --- importance-weighted loss over the rows that hold transitions
-        trace = slice(0, cfg.trace_length)
+        trace = slice(0, layout.trace_length)
         actions = tf.cast(batch["action"][:, rest][:, trace], tf.int32)  # [B, T]
         q_taken = tf.gather(q_online[:, trace], actions, axis=2, batch_dims=2)  # [B, T]
         mask = tf.cast(batch["mask"][:, rest][:, trace], tf.float32)  # [B, T]
@@ -127,7 +130,7 @@ class R2D2Learner:
     def _unroll_after_burn_in(self, network: QNetwork, batch, burn: slice, rest: slice, state):
         """Q ``[B, T + n, A]`` of ``network`` over the rows after burn-in: the core starts from the stored
         state and is warmed up over the burn-in rows, which get no gradient."""
-        if self.config.burn_in > 0:
+        if self.layout.burn_in > 0:
             _, state = self._unroll(network, batch, burn, state)
             state = [tf.stop_gradient(part) for part in state]
         q, _ = self._unroll(network, batch, rest, state)
@@ -139,11 +142,11 @@ class R2D2Learner:
 
     def _targets(self, batch: Mapping[str, tf.Tensor], rest: slice, q_online, q_target):
         """Value-rescaled n-step double-Q targets ``[B, T]`` for the rows after burn-in (a subclass may vary them)."""
-        cfg = self.config
+        cfg, layout = self.config, self.layout
         q_select = q_online if cfg.double_q else q_target  # picks the bootstrap action; q_target values it
         return tf_nstep_targets(
             batch["reward"][:, rest], batch["mask"][:, rest], batch["terminated"][:, rest], q_select, q_target,
-            gamma=cfg.gamma, n_step=cfg.n_step, burn_in=0, trace_length=cfg.trace_length, eps=cfg.rescale_eps,
+            gamma=cfg.gamma, n_step=layout.n_step, burn_in=0, trace_length=layout.trace_length, eps=cfg.rescale_eps,
             rescale=cfg.value_rescaling)
 
     def _step(self, batch: Mapping[str, tf.Tensor]):

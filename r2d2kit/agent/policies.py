@@ -1,17 +1,25 @@
 """Action selection from Q-values ``[num_envs, A]``: greedy, epsilon-greedy, Ape-X epsilons, a linear
-epsilon decay (:class:`EpsilonSchedule`), Boltzmann.
+epsilon decay (:class:`EpsilonSchedule`), Boltzmann; and the Q-network's policies behind the agent seam
+(:class:`GreedyPolicy` for evaluation, :class:`EpsilonGreedyPolicy` for acting).
 
 Randomness comes from the caller's ``np.random.Generator`` so runs reproduce from a seed.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from r2d2kit._validation import check_float, check_positive_int
+
+if TYPE_CHECKING:
+    from r2d2kit.models.cores import StateField
+    from r2d2kit.models.qnetwork import StatefulActor
 
 
 def _q_matrix(q_values: npt.ArrayLike) -> np.ndarray:
@@ -140,3 +148,80 @@ def boltzmann(q_values: npt.ArrayLike, temperature: float, rng: np.random.Genera
     cumulative = probabilities.cumsum(axis=1)
     draws = rng.random((q.shape[0], 1))
     return np.minimum((draws > cumulative).sum(axis=1), q.shape[1] - 1)
+
+
+class GreedyPolicy:
+    """A :class:`~r2d2kit.agent.seam.Policy` that acts greedily on a Q-network's stateful actor (evaluation)."""
+
+    def __init__(self, actor: StatefulActor) -> None:
+        self.actor = actor
+
+    @property
+    def num_envs(self) -> int:
+        """Envs acted in per call."""
+        return self.actor.num_envs
+
+    def state_spec(self) -> tuple[StateField, ...]:
+        """The Q-network's recurrent state per env."""
+        return self.actor.network.state_spec()
+
+    def act(self, obs: npt.ArrayLike, prev_action: npt.ArrayLike, prev_reward: npt.ArrayLike) -> np.ndarray:
+        """``argmax_a Q`` per env; advances every env's state."""
+        return greedy(self.actor.q_values(obs, prev_action, prev_reward))
+
+    def get_state(self) -> tuple[np.ndarray, ...]:
+        """The recurrent state before the next :meth:`act` (copies)."""
+        return self.actor.get_state()
+
+    def set_state(self, state: Sequence[npt.ArrayLike]) -> None:
+        """Replace the recurrent state."""
+        self.actor.set_state(state)
+
+    def reset(self, mask: npt.ArrayLike | None = None) -> None:
+        """Zero the state of the envs in ``mask`` (all if None)."""
+        self.actor.reset(mask)
+
+    def load_weights(self, vector: np.ndarray) -> None:
+        """Take a published weight vector of the Q-network's variables."""
+        from r2d2kit.runners.weights import load_flat_weights
+
+        load_flat_weights(self.actor.network.variables, vector)
+        self.actor.refresh_weights()
+
+    def refresh_weights(self) -> None:
+        """The shared Q-network's weights changed: read them before the next step."""
+        self.actor.refresh_weights()
+
+    @contextlib.contextmanager
+    def fixed_weights(self) -> Iterator[GreedyPolicy]:
+        """Act with the weights as they are now, read once (an evaluation)."""
+        with self.actor.fixed_weights():
+            yield self
+
+
+class EpsilonGreedyPolicy(GreedyPolicy):
+    """R2D2's acting policy: a random action with each env's exploration rate, else greedy.
+
+    ``epsilons``: fixed per-env rates (Ape-X's) or an :class:`EpsilonSchedule`, whose rates fall with the
+    env steps this policy acted (``env_steps``); ``seed`` seeds the exploration draws.
+    """
+
+    def __init__(self, actor: StatefulActor, epsilons: npt.ArrayLike | EpsilonSchedule, seed: int) -> None:
+        super().__init__(actor)
+        self.schedule = as_schedule(epsilons)
+        if len(self.schedule) != actor.num_envs:
+            raise ValueError(f"{len(self.schedule)} exploration rates for {actor.num_envs} envs: give one per env")
+        self.rng = np.random.default_rng(seed)
+        self.env_steps = 0  # acted by this policy, over its envs
+
+    @property
+    def epsilons(self) -> np.ndarray:
+        """Each env's exploration rate now."""
+        return self.schedule.epsilons(self.env_steps)
+
+    def act(self, obs: npt.ArrayLike, prev_action: npt.ArrayLike, prev_reward: npt.ArrayLike) -> np.ndarray:
+        """Epsilon-greedy actions per env; advances every env's state and the schedule."""
+        q_values = self.actor.q_values(obs, prev_action, prev_reward)
+        action = epsilon_greedy(q_values, self.epsilons, self.rng)
+        self.env_steps += len(action)
+        return action

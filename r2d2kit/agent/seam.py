@@ -50,11 +50,11 @@ class WindowLayout:
         for name in ("trace_length", "period", "n_step"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"replay.{name} must be an integer >= 1, got {value!r}")
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
         if isinstance(self.burn_in, bool) or not isinstance(self.burn_in, (int, np.integer)) or self.burn_in < 0:
-            raise ValueError(f"replay.burn_in must be an integer >= 0, got {self.burn_in!r}")
+            raise ValueError(f"burn_in must be an integer >= 0, got {self.burn_in!r}")
         if self.period > self.trace_length:
-            raise ValueError(f"replay.period ({self.period}) must be <= replay.trace_length ({self.trace_length}): "
+            raise ValueError(f"period ({self.period}) must be <= trace_length ({self.trace_length}): "
                              "rows between two window starts would never be trained")
 
     @property

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     import gymnasium as gym
     from numpy.typing import ArrayLike
 
-    from r2d2kit.agent.config import R2D2Config
+    from r2d2kit.agent.seam import WindowLayout
     from r2d2kit.models.qnetwork import QNetwork, StatefulActor
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
@@ -66,11 +66,11 @@ class ActingLoop:
         self.callbacks.on_actor_begin(actor_id)
 
     @classmethod
-    def build(cls, make_env: Callable[[], gym.Env], network: QNetwork, config: R2D2Config,
+    def build(cls, make_env: Callable[[], gym.Env], network: QNetwork, layout: WindowLayout,
               epsilons: ArrayLike | EpsilonSchedule, seed: int, extras: Sequence[str] = (), *, actor_id: int = 0,
               callbacks: Callback | None = None) -> ActingLoop:
-        """The actor set-up: ``len(epsilons)`` envs from ``make_env``, windows shaped by ``config`` (an
-        :class:`~r2d2kit.agent.config.R2D2Config`), acting with ``network``'s weights, which are read
+        """The actor set-up: ``len(epsilons)`` envs from ``make_env``, windows shaped by ``layout`` (a
+        :class:`~r2d2kit.agent.seam.WindowLayout`), acting with ``network``'s weights, which are read
         again only after :meth:`refresh_weights` or :meth:`load_weights` (acting never changes them)."""
         import gymnasium as gym
 
@@ -79,7 +79,7 @@ class ActingLoop:
         epsilons = as_schedule(epsilons)
         num_envs = len(epsilons)
         envs = gym.vector.SyncVectorEnv([make_env] * num_envs)
-        builder = SequenceBuilder(num_envs, config.burn_in, config.trace_length, config.n_step, config.period,
+        builder = SequenceBuilder(num_envs, layout.burn_in, layout.trace_length, layout.n_step, layout.period,
                                   state_names=tuple(state_fields(network.state_spec())))
         actor = network.actor(num_envs, follow_weights=False)
         return cls(envs, actor, builder, epsilons, seed, extras, actor_id=actor_id, callbacks=callbacks)

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     import gymnasium as gym
     from numpy.typing import DTypeLike
 
-    from r2d2kit.agent.config import R2D2Config
+    from r2d2kit.agent.seam import WindowLayout
     from r2d2kit.models.qnetwork import QNetwork
 
 
@@ -31,14 +31,14 @@ class LocalActors:
     """
 
     def __init__(self, make_env: Callable[[], gym.Env], make_network: Callable[[], QNetwork] | None,
-                 network: QNetwork, config: R2D2Config, *, epsilons: npt.ArrayLike | EpsilonSchedule,
+                 network: QNetwork, layout: WindowLayout, *, epsilons: npt.ArrayLike | EpsilonSchedule,
                  incarnations: Incarnations,
                  callbacks: Callback | None = None,
                  extras: Mapping[str, tuple[tuple[int, ...], DTypeLike]] | None = None) -> None:
         self.incarnations = incarnations
         self.restarts = 0
         self.source, seed = incarnations.start(0)
-        self.loop = ActingLoop.build(make_env, network, config, epsilons, seed, tuple(extras or {}),
+        self.loop = ActingLoop.build(make_env, network, layout, epsilons, seed, tuple(extras or {}),
                                      callbacks=callbacks)
         self._version = 0
 

@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     import gymnasium as gym
     from numpy.typing import DTypeLike
 
-    from r2d2kit.agent.config import R2D2Config
+    from r2d2kit.agent.seam import WindowLayout
     from r2d2kit.models.qnetwork import QNetwork
 
 # what an actor reports on its stats queue: (actor id, env steps, finished (return, length) episodes, weights version)
@@ -69,7 +69,7 @@ class ActorSpec:
     actor_id: int
     make_network: Callable[[], QNetwork]  # a module-level function or functools.partial
     make_env: Callable[[], gym.Env]
-    config: R2D2Config  # the learner's (window layout)
+    windows: WindowLayout  # the rows of a replay window
     epsilons: EpsilonSchedule  # one rate per env
     weights_name: str
     weights_size: int
@@ -101,7 +101,7 @@ def actor_main(spec: ActorSpec, stats: Queue[StatsMessage], stop: Event) -> None
     record_names = list(spec.layout.to_spec())
     learner_alive = lambda: os.getppid() == spec.learner_pid  # noqa: E731  (reparented: the learner died)
     try:
-        loop = ActingLoop.build(spec.make_env, spec.make_network(), spec.config, spec.epsilons, spec.seed,
+        loop = ActingLoop.build(spec.make_env, spec.make_network(), spec.windows, spec.epsilons, spec.seed,
                                 spec.extras, actor_id=spec.actor_id, callbacks=spec.callbacks)
         version, steps_since_report = -1, 0
         finished: list[tuple[float, int]] = []
@@ -146,7 +146,7 @@ class ProcessActors:
         make_env: picklable factory of one env (each actor runs ``envs_per_actor`` of them).
         make_network: picklable factory of the Q-network (each actor builds its own copy).
         network: the learner's online network (weight layout and the first broadcast).
-        config: the learner's :class:`~r2d2kit.agent.learner.R2D2Config` (window layout).
+        layout: the rows of a replay window (:class:`~r2d2kit.agent.seam.WindowLayout`).
         epsilons: per-env epsilons over all actors' envs, actor-major, fixed or an
             :class:`~r2d2kit.agent.policies.EpsilonSchedule`.
         incarnations: source ids and seeds of every actor start (a restarted actor gets new ones).
@@ -161,13 +161,13 @@ class ProcessActors:
     """
 
     def __init__(self, make_env: Callable[[], gym.Env], make_network: Callable[[], QNetwork], network: QNetwork,
-                 config: R2D2Config, *, epsilons: npt.ArrayLike | EpsilonSchedule, incarnations: Incarnations,
+                 layout: WindowLayout, *, epsilons: npt.ArrayLike | EpsilonSchedule, incarnations: Incarnations,
                  callbacks: Callback | None = None,
                  extras: Mapping[str, tuple[tuple[int, ...], DTypeLike]] | None = None, num_actors: int,
                  envs_per_actor: int, ring_capacity: int = 64, publish_every: int = 10, threads: int = 1,
                  restart_policy: RestartPolicy | None = None, log: Callable[[str], None] | None = None,
                  stall_timeout: float = STALL_TIMEOUT_S) -> None:
-        self.make_network, self.make_env, self.config = make_network, make_env, config
+        self.make_network, self.make_env, self.layout = make_network, make_env, layout
         self.num_actors, self.envs_per_actor = num_actors, envs_per_actor
         self.epsilons = as_schedule(epsilons)
         self.ring_capacity, self.publish_every, self.threads = ring_capacity, publish_every, threads
@@ -185,7 +185,7 @@ class ProcessActors:
         self._last_heard = time.monotonic()
         from r2d2kit.models.cores import state_fields  # the network is built: Keras is loaded already
 
-        self._layout = window_layout(config.length, network.obs_shape, network.obs_dtype, np.int64,
+        self._layout = window_layout(layout.length, network.obs_shape, network.obs_dtype, np.int64,
                                      state_fields(network.state_spec()), self.extras)
         initial = flatten_weights(network.variables)
         self._weights = WeightBroadcast.create(initial.size)
@@ -205,7 +205,7 @@ class ProcessActors:
     def _spawn(self, actor_id: int, restart: bool = False) -> None:
         n = self.envs_per_actor
         _, seed = self.incarnations.start(actor_id, restart)
-        spec = ActorSpec(actor_id, self.make_network, self.make_env, self.config,
+        spec = ActorSpec(actor_id, self.make_network, self.make_env, self.layout,
                          self.epsilons[actor_id * n:(actor_id + 1) * n], self._weights.name, self._weights.size,
                          self._rings[actor_id].name, self._layout, self.ring_capacity, os.getpid(), seed=seed,
                          threads=self.threads, callbacks=self.callbacks, extras=tuple(self.extras))

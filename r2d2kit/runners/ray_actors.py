@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from numpy.typing import DTypeLike
     from ray import ObjectRef
 
-    from r2d2kit.agent.config import R2D2Config
+    from r2d2kit.agent.seam import WindowLayout
     from r2d2kit.models.qnetwork import QNetwork
 
 # ActorBody.collect's answer: (windows or None, env steps, finished (return, length) episodes, weights version)
@@ -62,14 +62,14 @@ class ActorBody:
     """
 
     def __init__(self, actor_id: int, make_network: Callable[[], QNetwork], make_env: Callable[[], gym.Env],
-                 config: R2D2Config, epsilons: EpsilonSchedule, threads: int = 1, callbacks: Callback | None = None,
+                 layout: WindowLayout, epsilons: EpsilonSchedule, threads: int = 1, callbacks: Callback | None = None,
                  extras: tuple[str, ...] = ()) -> None:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         limit_threads(threads)
         from r2d2kit.models.tf_setup import setup_tensorflow
 
         setup_tensorflow(threads=threads, gpu=False)  # the GPU is the learner's
-        self.actor_id, self.make_env, self.config, self.epsilons = actor_id, make_env, config, epsilons
+        self.actor_id, self.make_env, self.layout, self.epsilons = actor_id, make_env, layout, epsilons
         self.callbacks, self.extras = callbacks, extras
         self.network = make_network()
         self.loop: ActingLoop | None = None
@@ -95,7 +95,7 @@ class ActorBody:
 
         loop = self.loop
         if loop is None:
-            loop = ActingLoop.build(self.make_env, self.network, self.config, self.epsilons, seed, self.extras,
+            loop = ActingLoop.build(self.make_env, self.network, self.layout, self.epsilons, seed, self.extras,
                                     actor_id=self.actor_id, callbacks=self.callbacks)
             self.loop = loop
         if version != self.version:
@@ -124,7 +124,7 @@ class RayActors:
         make_env: picklable factory of one env (Ray ships it to the actors).
         make_network: picklable factory of the Q-network (each actor builds its own copy).
         network: the learner's online network (weight layout and the first broadcast).
-        config: the learner's :class:`~r2d2kit.agent.learner.R2D2Config` (window layout).
+        layout: the rows of a replay window (:class:`~r2d2kit.agent.seam.WindowLayout`).
         epsilons: per-env epsilons over all actors' envs, actor-major, fixed or an
             :class:`~r2d2kit.agent.policies.EpsilonSchedule`.
         incarnations: source ids and seeds of every actor start (a restarted actor gets new ones).
@@ -141,7 +141,7 @@ class RayActors:
     """
 
     def __init__(self, make_env: Callable[[], gym.Env], make_network: Callable[[], QNetwork], network: QNetwork,
-                 config: R2D2Config, *, epsilons: npt.ArrayLike | EpsilonSchedule, incarnations: Incarnations,
+                 layout: WindowLayout, *, epsilons: npt.ArrayLike | EpsilonSchedule, incarnations: Incarnations,
                  callbacks: Callback | None = None,
                  extras: Mapping[str, tuple[tuple[int, ...], DTypeLike]] | None = None, num_actors: int,
                  envs_per_actor: int, steps_per_batch: int = 50, publish_every: int = 10, threads: int = 1,
@@ -173,7 +173,7 @@ class RayActors:
         remote = ray.remote(num_cpus=cpus_per_actor, max_restarts=-1, max_task_retries=0,
                             runtime_env={"env_vars": env_vars})(ActorBody)
         n = envs_per_actor
-        self._actors = [remote.remote(i, make_network, make_env, config, as_schedule(epsilons)[i * n:(i + 1) * n],
+        self._actors = [remote.remote(i, make_network, make_env, layout, as_schedule(epsilons)[i * n:(i + 1) * n],
                                       threads, callbacks, tuple(extras or {}))
                         for i in range(num_actors)]
         self._seeds = {i: incarnations.start(i)[1] for i in range(num_actors)}  # sent with each request

@@ -22,6 +22,23 @@ def flatten_weights(variables: Iterable[keras.Variable]) -> np.ndarray:
     return np.concatenate([np.asarray(v.numpy(), np.float32).ravel() for v in variables])
 
 
+def load_flat_weights(variables: Iterable[keras.Variable], vector: np.ndarray) -> None:
+    """Assign a :func:`flatten_weights` vector to ``variables`` (the same variables, in the same order).
+
+    Raises:
+        ValueError: the vector holds another number of values than the variables.
+    """
+    variables = list(variables)
+    total = sum(int(np.prod(variable.shape)) for variable in variables)
+    if total != vector.size:
+        raise ValueError(f"weight vector has {vector.size} values, the network {total}")
+    offset = 0
+    for variable in variables:
+        size = int(np.prod(variable.shape))
+        variable.assign(vector[offset:offset + size].reshape(variable.shape))
+        offset += size
+
+
 def load_published_weights(actor: StatefulActor, vector: np.ndarray) -> None:
     """Load a :func:`flatten_weights` vector into an actor's network and tell the actor (so no copy goes stale).
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from r2d2kit._validation import Seed, import_named
-from r2d2kit.agent.config import R2D2Config
+from r2d2kit.agent.seam import WindowLayout
 from r2d2kit.replay import SequenceHerReplayBuffer, SequenceReplayBuffer
 from r2d2kit.replay.protocol import RewardFn
 from r2d2kit.replay.samplers import PARAMETERS as SAMPLER_PARAMETERS
@@ -250,32 +250,35 @@ def _check_encoder_for_codes(config: TrainConfig, layout: ObservationLayout) -> 
                           f"{layout.encoded_size} (one per network input, in the order layout.describe() prints)")
 
 
-def _priority_exponent(config: R2D2Config, sampler: str) -> float | None:
+def _priority_exponent(priority_exponent: float, sampler: str) -> float | None:
     """``learner.priority_exponent`` for a sampler that uses an exponent; None for one that would refuse it."""
-    return config.priority_exponent if "alpha" in SAMPLER_PARAMETERS[sampler] else None
+    return priority_exponent if "alpha" in SAMPLER_PARAMETERS[sampler] else None
 
 
-def make_sequence_replay(network: QNetwork, config: R2D2Config, capacity: int, *, seed: Seed = None,
-                         initial_state: str = "stored", sampler: str = "proportional") -> SequenceReplayBuffer:
+def make_sequence_replay(network: QNetwork, layout: WindowLayout, capacity: int, *, priority_exponent: float = 0.9,
+                         seed: Seed = None, initial_state: str = "stored",
+                         sampler: str = "proportional") -> SequenceReplayBuffer:
     """The replay an :class:`R2D2Learner` of ``network`` samples from.
 
-    Windows match ``config`` (burn-in, trace, n-step, period, priority exponent) and carry the
-    fields :meth:`R2D2Learner.train` reads: ``obs`` and ``action`` per row, the core's state
-    (``network.state_spec()``, each tensor as ``state_<name>``) per window.
+    Windows match ``layout`` (burn-in, trace, n-step, period) and carry the fields
+    :meth:`R2D2Learner.train` reads: ``obs`` and ``action`` per row, the core's state
+    (``network.state_spec()``, each tensor as ``state_<name>``) per window. ``priority_exponent``
+    is the proportional sampler's alpha (R2D2: 0.9).
     """
     from r2d2kit.models.cores import state_fields
 
     return SequenceReplayBuffer(
         capacity, {"obs": (network.obs_shape, network.obs_dtype), "action": ((), "int64")},
-        state_fields(network.state_spec()), burn_in=config.burn_in,
-        trace_length=config.trace_length, n_step=config.n_step, period=config.period,
-        sampler=sampler, alpha=_priority_exponent(config, sampler),
+        state_fields(network.state_spec()), burn_in=layout.burn_in,
+        trace_length=layout.trace_length, n_step=layout.n_step, period=layout.period,
+        sampler=sampler, alpha=_priority_exponent(priority_exponent, sampler),
         initial_state=initial_state, seed=seed)
 
 
-def make_sequence_her_replay(network: QNetwork, config: R2D2Config, capacity: int, *, observation_size: int,
+def make_sequence_her_replay(network: QNetwork, layout: WindowLayout, capacity: int, *, observation_size: int,
                              goal_size: int, compute_reward: RewardFn, compute_terminated: RewardFn | None = None,
-                             n_sampled_goal: int = 4, goal_selection_strategy: str = "future", seed: Seed = None,
+                             n_sampled_goal: int = 4, goal_selection_strategy: str = "future",
+                             priority_exponent: float = 0.9, seed: Seed = None,
                              initial_state: str = "stored", sampler: str = "proportional") -> SequenceHerReplayBuffer:
     """:func:`make_sequence_replay` for a goal env: windows relabelled in hindsight at sample time.
 
@@ -291,10 +294,10 @@ def make_sequence_her_replay(network: QNetwork, config: R2D2Config, capacity: in
     return SequenceHerReplayBuffer(
         capacity, ((observation_size,), "float32"), ((goal_size,), "float32"), ((), "int64"),
         state_fields(network.state_spec()), compute_reward=compute_reward,
-        compute_terminated=compute_terminated, burn_in=config.burn_in, trace_length=config.trace_length,
-        n_step=config.n_step, period=config.period,
+        compute_terminated=compute_terminated, burn_in=layout.burn_in, trace_length=layout.trace_length,
+        n_step=layout.n_step, period=layout.period,
         n_sampled_goal=n_sampled_goal, goal_selection_strategy=goal_selection_strategy,
-        sampler=sampler, alpha=_priority_exponent(config, sampler),
+        sampler=sampler, alpha=_priority_exponent(priority_exponent, sampler),
         initial_state=initial_state, seed=seed)
 
 
@@ -315,17 +318,19 @@ def relabel_terminated(config: TrainConfig, goal: GoalReward) -> RewardFn | None
 def make_replay(config: TrainConfig, network: QNetwork, goal: GoalReward | None, seed: int) -> SequenceReplayBuffer:
     """The run's replay: :func:`make_sequence_replay`, or with ``replay.her`` (``goal`` from
     :func:`goal_reward`) :func:`make_sequence_her_replay` relabelling with the env's goal functions."""
+    replay = config.replay
     if goal is None:
-        return make_sequence_replay(network, config.learner, config.replay.capacity,
-                                    initial_state=config.replay.initial_state, sampler=config.replay.sampler,
-                                    seed=seed)
+        return make_sequence_replay(network, replay.layout, replay.capacity,
+                                    priority_exponent=config.learner.priority_exponent,
+                                    initial_state=replay.initial_state, sampler=replay.sampler, seed=seed)
     her = her_config(config)
     return make_sequence_her_replay(
-        network, config.learner, config.replay.capacity, observation_size=goal.observation_size,
+        network, replay.layout, replay.capacity, observation_size=goal.observation_size,
         goal_size=goal.goal_size, compute_reward=goal.compute_reward,
         compute_terminated=relabel_terminated(config, goal),
         n_sampled_goal=her.n_sampled_goal, goal_selection_strategy=her.goal_selection_strategy,
-        initial_state=config.replay.initial_state, sampler=config.replay.sampler, seed=seed)
+        priority_exponent=config.learner.priority_exponent,
+        initial_state=replay.initial_state, sampler=replay.sampler, seed=seed)
 
 
 def row_extras(goal: GoalReward | None) -> dict[str, tuple[tuple[int, ...], str]]:
@@ -405,12 +410,12 @@ class RunParts:
         if actors.runner == "local":
             from r2d2kit.runners.local import LocalActors
 
-            return LocalActors(env_factory, network_factory, self.network, cfg.learner, epsilons=epsilons,
+            return LocalActors(env_factory, network_factory, self.network, cfg.replay.layout, epsilons=epsilons,
                                incarnations=incarnations, callbacks=callbacks, extras=extras)
         if actors.runner == "ray":
             from r2d2kit.runners.ray_actors import RayActors
 
-            return RayActors(env_factory, network_factory, self.network, cfg.learner, epsilons=epsilons,
+            return RayActors(env_factory, network_factory, self.network, cfg.replay.layout, epsilons=epsilons,
                              incarnations=incarnations, callbacks=callbacks.for_actors(), extras=extras,
                              num_actors=actors.num_actors, envs_per_actor=cfg.env.num_envs,
                              publish_every=actors.publish_every, threads=actors.threads,
@@ -419,7 +424,7 @@ class RunParts:
                              cpus_per_actor=actors.cpus_per_actor)
         from r2d2kit.runners.processes import ProcessActors
 
-        return ProcessActors(env_factory, network_factory, self.network, cfg.learner, epsilons=epsilons,
+        return ProcessActors(env_factory, network_factory, self.network, cfg.replay.layout, epsilons=epsilons,
                              incarnations=incarnations, callbacks=callbacks.for_actors(), extras=extras,
                              num_actors=actors.num_actors, envs_per_actor=cfg.env.num_envs,
                              publish_every=actors.publish_every, threads=actors.threads,
@@ -453,7 +458,7 @@ def build_run(config: TrainConfig, checkpoint: Path | None = None) -> RunParts:
         probe.close()
     try:
         network = build_network(config, spaces)
-        learner = R2D2Learner(network, config.learner)
+        learner = R2D2Learner(network, config.learner, config.replay.layout)
         state = restore_learner(checkpoint, learner) if checkpoint is not None else {}
         saved_replay = checkpoint / "replay.npz" if checkpoint is not None else None
         if saved_replay is not None and saved_replay.exists():

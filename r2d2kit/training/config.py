@@ -4,8 +4,8 @@ A config file is nested by component::
 
     env:         {id: CartPoleNoVel-v1, num_envs: 4}     # num_envs: envs per actor
     model:       {encoder: mlp, hidden: [64], core: lstm, core_units: 64, head_units: 64}
-    replay:      {capacity: 100000, sampler: proportional}   # sampler: proportional | uniform | rank
-    learner:     {burn_in: 10, trace_length: 20, ...}   # R2D2Config; omitted keys keep the paper's values
+    replay:      {capacity: 100000, sampler: proportional, burn_in: 10, trace_length: 20, period: 10, n_step: 3}
+    learner:     {gamma: 0.99, batch_size: 32, ...}   # R2D2Config; omitted keys keep the paper's values
     actors:      {runner: processes, num_actors: 2, epsilon: 0.4}
     run:         {total_env_steps: 100000, warmup_steps: 1000, updates_per_env_step: 0.25, ...}
     logging:     {run_dir: runs, tensorboard: true}
@@ -36,6 +36,7 @@ from typing import Any
 import yaml
 
 from r2d2kit.agent.config import R2D2Config
+from r2d2kit.agent.seam import WindowLayout
 from r2d2kit.replay.protocol import SAMPLERS
 
 
@@ -114,7 +115,11 @@ MAX_CAPACITY = 2 ** 31  # steps: more than any machine's memory holds with a win
 
 @dataclass
 class ReplayConfig:
-    """The sequence replay buffer (priority exponents live in ``learner``).
+    """The sequence replay buffer and the layout of its windows (priority exponents live in ``learner``).
+
+    Every agent's windows are cut the same way: ``burn_in`` rows that only warm up the core from the
+    stored state, ``trace_length`` trained rows, ``n_step`` rows the last targets bootstrap from, a
+    new window every ``period`` rows (:class:`~r2d2kit.agent.seam.WindowLayout`; the defaults are R2D2's).
 
     ``her`` (a mapping, e.g. ``her: {goal_selection_strategy: final, n_sampled_goal: 8}``, or
     ``her: true`` for :class:`HerConfig`'s defaults) relabels windows in hindsight; it needs a GoalEnv.
@@ -122,7 +127,11 @@ class ReplayConfig:
 
     capacity: int = 100_000  # steps
     sampler: str = "proportional"  # how windows are drawn: proportional (R2D2's) | uniform | rank
-    initial_state: str = "stored"  # stored | zero
+    initial_state: str = "stored"  # a window's first core state: stored (R2D2's) | zero
+    burn_in: int = 40  # rows per window that only warm up the core from the stored state (no gradient)
+    trace_length: int = 80  # rows per window trained on
+    period: int = 40  # rows between the starts of consecutive windows of an episode (<= trace_length)
+    n_step: int = 5  # rewards summed per target before bootstrapping; the window's extra rows
     her: bool | dict | HerConfig | None = None  # goal envs: hindsight relabelling (replay.her.* keys; true: defaults)
 
     def __post_init__(self) -> None:
@@ -133,6 +142,7 @@ class ReplayConfig:
                              f"got {self.capacity}")
         if self.sampler not in SAMPLERS:
             raise ValueError(f"sampler must be one of {', '.join(SAMPLERS)}, got {self.sampler!r}")
+        self.layout  # noqa: B018  (validates the window keys, naming them)
         if isinstance(self.her, bool):
             self.her = HerConfig() if self.her else None
         if isinstance(self.her, Mapping):
@@ -142,6 +152,11 @@ class ReplayConfig:
                     raise ValueError(f"unknown key her.{key}; {_nearest(str(key), keys)}valid keys in 'her' are "
                                      f"{keys}")
             self.her = HerConfig(**self.her)
+
+    @property
+    def layout(self) -> WindowLayout:
+        """The windows' rows: burn-in, trained rows, n-step rows and the period between window starts."""
+        return WindowLayout(self.burn_in, self.trace_length, self.period, self.n_step)
 
 
 RUNNERS = ("local", "processes", "ray")
@@ -360,9 +375,9 @@ def build_config(data: Mapping[str, Any] | None, source: str = "<config>",
             origin = f"{source} (with --set {', '.join(blamed)})" if blamed else source
             raise ConfigError(f"{origin}: section {section!r}: {error}") from None
     config = TrainConfig(**sections)
-    if config.model.core == "none" and config.learner.burn_in:
-        raise ConfigError(f"{source}: model.core none keeps no recurrent state, so learner.burn_in "
-                          f"{config.learner.burn_in} would warm up nothing; set learner.burn_in: 0")
+    if config.model.core == "none" and config.replay.burn_in:
+        raise ConfigError(f"{source}: model.core none keeps no recurrent state, so replay.burn_in "
+                          f"{config.replay.burn_in} would warm up nothing; set replay.burn_in: 0")
     _check_env_id(config.env.id, source)
     return config
 
@@ -474,8 +489,11 @@ def _check_name(where: str, section: Any, key: Any = None) -> None:
         raise ConfigError(f"{where}: unknown section {section!r}; {nearest}valid sections are {list(SECTIONS)}")
     fields = [f.name for f in dataclasses.fields(SECTIONS[section])]
     if key is not None and key not in fields:
-        raise ConfigError(f"{where}: unknown key {section}.{key}; {_nearest(str(key), fields)}valid keys in "
-                          f"{section!r} are {sorted(fields)}")
+        elsewhere = [other for other, cls in SECTIONS.items() if key in {f.name for f in dataclasses.fields(cls)}]
+        hint = (f"it is a key of section {elsewhere[0]!r}: write {elsewhere[0]}.{key}; " if elsewhere else
+                _nearest(str(key), fields))
+        raise ConfigError(f"{where}: unknown key {section}.{key}; {hint}valid keys in {section!r} are "
+                          f"{sorted(fields)}")
 
 
 def overridden_keys(overrides: Sequence[str]) -> set[str]:

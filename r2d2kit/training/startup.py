@@ -33,8 +33,8 @@ def startup_summary(trainer: Trainer) -> str:
         f"{'dueling ' if cfg.model.dueling else ''}head {cfg.model.head_units}: "
         f"{network.model.count_params():,} weights (online; the target network holds as many)",
         f"replay: {type(replay).__name__} of {cfg.replay.capacity:,} steps in {replay.nbytes / 2 ** 20:,.1f} MiB, "
-        f"{replay.sampler!r}, windows of {cfg.learner.length} rows ({cfg.learner.burn_in} burn-in + "
-        f"{cfg.learner.trace_length} trained + {cfg.learner.n_step} n-step)",
+        f"{replay.sampler!r}, windows of {cfg.replay.layout.length} rows ({cfg.replay.burn_in} burn-in + "
+        f"{cfg.replay.trace_length} trained + {cfg.replay.n_step} n-step)",
         f"actors: {cfg.actors.runner}, {actors} x {cfg.env.num_envs} envs ({where}), {trainer.epsilons.describe()}",
         f"learning: {cfg.run.updates_per_env_step:g} updates per env step of {cfg.learner.batch_size} windows after "
         f"{cfg.run.warmup_steps:,} warm-up steps, to {cfg.run.total_env_steps:,} env steps",

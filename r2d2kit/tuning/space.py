@@ -5,7 +5,7 @@ A space file maps ``section.key`` names (the names ``--set`` takes) to a range o
     learner.learning_rate: {low: 1.0e-4, high: 3.0e-3, log: true}   # log-uniform
     learner.target_update_period: {choices: [100, 200, 500]}
     run.updates_per_env_step: {low: 0.05, high: 0.5}                  # uniform
-    learner.burn_in: {low: 0, high: 10, step: 1}                      # integers: int bounds, int key
+    replay.burn_in: {low: 0, high: 10, step: 1}                       # integers: int bounds, int key
     model.hidden: {choices: [[32], [64, 64]]}                         # any YAML value, e.g. lists
 
 The whole file is checked before the first trial, so that a typo costs seconds, not a night of
@@ -205,7 +205,7 @@ def load_space(path: str | os.PathLike, base: Mapping[str, Mapping[str, ConfigVa
 
 def default_space(config: TrainConfig) -> SearchSpace:
     """The values R2D2 is sensitive to, around ``config``'s own: the learning rate (log range x0.3..x3),
-    ``learner.adam_epsilon`` (log 1e-8..1e-3), ``learner.target_update_period`` (x1/4..x4), ``learner.n_step``
+    ``learner.adam_epsilon`` (log 1e-8..1e-3), ``learner.target_update_period`` (x1/4..x4), ``replay.n_step``
     (1, 3, 5), ``run.updates_per_env_step`` (log range x0.5..x2; left out at 0) and ``replay.sampler``
     (uniform or proportional)."""
     learning_rate = config.learner.learning_rate
@@ -216,7 +216,7 @@ def default_space(config: TrainConfig) -> SearchSpace:
         Dimension("learner.adam_epsilon", low=1e-8, high=1e-3, log=True),
         Dimension("learner.target_update_period",
                   choices=tuple(sorted({max(1, round(period * factor)) for factor in (0.25, 0.5, 1, 2, 4)}))),
-        Dimension("learner.n_step", choices=(1, 3, 5)),
+        Dimension("replay.n_step", choices=(1, 3, 5)),
     ]
     if ratio > 0:  # a run without updates has nothing to scale
         dimensions.append(Dimension("run.updates_per_env_step", low=_round(ratio * 0.5), high=_round(ratio * 2),

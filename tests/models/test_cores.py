@@ -10,6 +10,7 @@ import pytest
 
 from r2d2kit.agent.config import R2D2Config
 from r2d2kit.agent.learner import R2D2Learner
+from r2d2kit.agent.seam import WindowLayout
 from r2d2kit.envs import ensure_registered
 from r2d2kit.models import MLPModel, QNetwork
 from r2d2kit.models.cores import StateField, state_fields, state_spec
@@ -34,8 +35,8 @@ def test_the_state_spec_names_every_state_tensor_and_windows_store_it_as_state_f
     assert network.state_spec() == expected
     assert list(state_fields(expected)) == [f"state_{field.name}" for field in expected]
     assert [part.shape for part in network.zero_state(4)] == [(4,) + field.shape for field in expected]
-    assert R2D2Learner(network, R2D2Config(burn_in=1, trace_length=2, n_step=1, period=1)).state_keys == \
-        tuple(state_fields(expected))
+    layout = WindowLayout(burn_in=1, trace_length=2, n_step=1, period=1)
+    assert R2D2Learner(network, R2D2Config(), layout).state_keys == tuple(state_fields(expected))
 
 
 def sequence_unroll(network: QNetwork, obs, prev_action, prev_reward):
@@ -92,18 +93,19 @@ def test_stored_states_are_the_unrolled_states_and_burn_in_from_them_matches_a_f
     from it equals the Q of an unroll from the episode's start (brute force, one row at a time)."""
     ensure_registered("CueMemory-v0")
     network = make_network(core)
-    config = R2D2Config(burn_in=2, trace_length=3, n_step=1, period=2)
-    loop = ActingLoop.build(lambda: gym.make("CueMemory-v0", delay=3), network, config, np.full(2, 0.5), seed=3)
+    layout = WindowLayout(burn_in=2, trace_length=3, n_step=1, period=2)
+    config = R2D2Config()
+    loop = ActingLoop.build(lambda: gym.make("CueMemory-v0", delay=3), network, layout, np.full(2, 0.5), seed=3)
     windows = [out for out in (loop.step()[0] for _ in range(60)) if out is not None]
     loop.close()
     episodes = episodes_of(windows)
-    learner = R2D2Learner(network, config)
+    learner = R2D2Learner(network, config, layout)
     keys = learner.state_keys
     checked = 0
     for batch in windows:
         inputs = learner._inputs(dict(batch, weights=np.ones(len(batch["env"]), np.float32)))
         q_after_burn_in = np.asarray(learner._unroll_after_burn_in(
-            network, inputs, slice(0, config.burn_in), slice(config.burn_in, None), learner.stored_state(inputs)))
+            network, inputs, slice(0, layout.burn_in), slice(layout.burn_in, None), learner.stored_state(inputs)))
         for w in range(len(batch["env"])):
             rows = episodes[(int(batch["env"][w]), int(batch["episode"][w]))]
             start, first = int(batch["start"][w]), max(int(batch["start"][w]), 0)
@@ -113,9 +115,9 @@ def test_stored_states_are_the_unrolled_states_and_burn_in_from_them_matches_a_f
             q, states = sequence_unroll(network, obs, prev_action, prev_reward)
             for key, part in zip(keys, states[first], strict=True):
                 np.testing.assert_allclose(batch[key][w], part[0], rtol=1e-5, atol=1e-6)
-            for i in range(config.trace_length + config.n_step):
-                t = start + config.burn_in + i
-                if batch["obs_mask"][w, config.burn_in + i]:
+            for i in range(layout.trace_length + layout.n_step):
+                t = start + layout.burn_in + i
+                if batch["obs_mask"][w, layout.burn_in + i]:
                     np.testing.assert_allclose(q_after_burn_in[w, i], q[t], rtol=1e-4, atol=1e-5)
                     checked += 1
     assert checked > 100 and any(batch["start"].max() > 0 for batch in windows)  # windows after an episode's start

@@ -8,8 +8,10 @@ import pytest
 from test_qnetwork_and_learner import TinyConv, random_batch, small_network
 
 from r2d2kit.agent.learner import R2D2Config, R2D2Learner
+from r2d2kit.agent.seam import WindowLayout
 
-CONFIG = R2D2Config(burn_in=2, trace_length=5, period=5, n_step=2, gamma=0.9, target_update_period=100)
+LAYOUT = WindowLayout(burn_in=2, trace_length=5, period=5, n_step=2)
+CONFIG = R2D2Config(gamma=0.9, target_update_period=100)
 
 
 @pytest.fixture
@@ -23,7 +25,7 @@ def mixed_bfloat16():
 
 
 def update(network, batch):
-    learner = R2D2Learner(network, CONFIG)
+    learner = R2D2Learner(network, CONFIG, LAYOUT)
     loss, grads = learner.gradients(batch)
     return loss, grads, learner.train(batch)
 

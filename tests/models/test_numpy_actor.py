@@ -241,16 +241,17 @@ def test_weights_changed_without_telling_a_non_following_actor_are_not_seen():
 def test_a_following_actor_sees_a_learner_update_at_once():
     """The default actor (shared weights, e.g. the minimal agent) reads the weights before every step."""
     from r2d2kit.agent.learner import R2D2Config, R2D2Learner
+    from r2d2kit.agent.seam import WindowLayout
 
     network = make_network(seed=16)
-    config = R2D2Config(burn_in=1, trace_length=3, period=2, n_step=1, gamma=0.9, target_update_period=100,
-                        learning_rate=0.05)
-    learner = R2D2Learner(network, config)
+    layout = WindowLayout(burn_in=1, trace_length=3, period=2, n_step=1)
+    config = R2D2Config(gamma=0.9, target_update_period=100, learning_rate=0.05)
+    learner = R2D2Learner(network, config, layout)
     actor, keras_actor = network.actor(ENVS), network.actor(ENVS, backend="keras")
     inputs = tuple(x[:, 0] for x in rollout_inputs(network, seed=17))
     before = q_of(actor, inputs)
     rng = np.random.default_rng(18)
-    length = config.burn_in + config.trace_length + config.n_step
+    length = layout.burn_in + layout.trace_length + layout.n_step
     batch = dict(obs=rng.normal(size=(4, length, 3)).astype(np.float32),
                  action=rng.integers(0, 3, (4, length)), reward=rng.normal(size=(4, length)).astype(np.float32),
                  prev_action=rng.integers(0, 3, (4, length)), prev_reward=np.zeros((4, length), np.float32),
@@ -267,15 +268,15 @@ def test_local_pool_publish_and_evaluate_read_the_new_weights():
     """LocalActors.publish and evaluate() are where the in-process paths take new weights."""
     import gymnasium as gym
 
-    from r2d2kit.agent.learner import R2D2Config
+    from r2d2kit.agent.seam import WindowLayout
     from r2d2kit.runners.evaluation import evaluate
     from r2d2kit.runners.local import LocalActors
     from r2d2kit.runners.pool import ActorPool, Incarnations
 
     network = QNetwork((4,), 2, MLPModel((8,)), core_units=UNITS, head_units=5)
     randomize(network, 19)
-    config = R2D2Config(burn_in=1, trace_length=3, period=2, n_step=1)
-    pool = LocalActors(lambda: gym.make("CartPole-v1"), None, network, config, epsilons=np.zeros(2),
+    layout = WindowLayout(burn_in=1, trace_length=3, period=2, n_step=1)
+    pool = LocalActors(lambda: gym.make("CartPole-v1"), None, network, layout, epsilons=np.zeros(2),
                        incarnations=Incarnations(seed=0))
     assert isinstance(pool, ActorPool)
     try:

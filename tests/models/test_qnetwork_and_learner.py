@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from r2d2kit.agent.learner import R2D2Config, R2D2Learner
+from r2d2kit.agent.seam import WindowLayout
 from r2d2kit.models import ImageModel, MLPModel, QNetwork
 from r2d2kit.replay import SequenceBuilder
 from r2d2kit.training.builders import make_sequence_replay
@@ -20,9 +21,9 @@ def small_network(obs_shape=(3,), actions=2, encoder=None, **kwargs):
     return QNetwork(obs_shape, actions, encoder or MLPModel((8,)), core_units=UNITS, head_units=8, **kwargs)
 
 
-def random_batch(rng, config, batch=4, obs_shape=(3,), actions=2, obs_dtype=np.float32):
+def random_batch(rng, layout, batch=4, obs_shape=(3,), actions=2, obs_dtype=np.float32):
     """A window batch shaped like SequenceReplayBuffer.sample(): front padding, an episode end, padding."""
-    length = config.length
+    length = layout.length
     obs_mask = np.ones((batch, length), bool)
     mask = np.ones((batch, length), bool)
     terminated = np.zeros((batch, length), bool)
@@ -155,21 +156,23 @@ def test_masked_rows_leave_the_lstm_state_untouched():
 
 def test_burn_in_rows_contribute_no_gradient():
     """Gradients with burn-in equal those of a burn-in-free learner started from the burned-in state."""
-    config = R2D2Config(burn_in=3, trace_length=4, period=2, n_step=2, gamma=0.9, target_update_period=100)
-    learner = R2D2Learner(small_network(), config)
-    batch = random_batch(np.random.default_rng(2), config)
+    layout = WindowLayout(burn_in=3, trace_length=4, period=2, n_step=2)
+    config = R2D2Config(gamma=0.9, target_update_period=100)
+    learner = R2D2Learner(small_network(), config, layout)
+    batch = random_batch(np.random.default_rng(2), layout)
     loss, grads = learner.gradients(batch)
 
-    rows = slice(0, config.burn_in)
+    rows = slice(0, layout.burn_in)
     inputs = [batch["obs"][:, rows], batch["prev_action"][:, rows].astype(np.int32), batch["prev_reward"][:, rows],
               batch["obs_mask"][:, rows]]
     _, h, c = learner.online.model([*inputs, batch["state_h"], batch["state_c"]])
     _, ht, ct = learner.target.model([*inputs, batch["state_h"], batch["state_c"]])
     np.testing.assert_allclose(h.numpy(), ht.numpy())  # target starts as a copy of online
-    no_burn_in = R2D2Config(burn_in=0, trace_length=4, period=2, n_step=2, gamma=0.9, target_update_period=100)
-    twin = R2D2Learner(learner.online, no_burn_in)
+    no_burn_in_layout = WindowLayout(burn_in=0, trace_length=4, period=2, n_step=2)
+    no_burn_in = R2D2Config(gamma=0.9, target_update_period=100)
+    twin = R2D2Learner(learner.online, no_burn_in, no_burn_in_layout)
     twin.target.copy_weights_from(learner.target)
-    rest = {key: (value[:, config.burn_in:] if np.ndim(value) >= 2 and key not in ("state_h", "state_c") else value)
+    rest = {key: (value[:, layout.burn_in:] if np.ndim(value) >= 2 and key not in ("state_h", "state_c") else value)
             for key, value in batch.items()}
     rest["state_h"], rest["state_c"] = h.numpy(), c.numpy()
     twin_loss, twin_grads = twin.gradients(rest)
@@ -179,10 +182,11 @@ def test_burn_in_rows_contribute_no_gradient():
 
 
 def test_loss_and_gradients_ignore_padded_rows():
-    config = R2D2Config(burn_in=2, trace_length=5, period=2, n_step=2, gamma=0.9, target_update_period=100)
-    learner = R2D2Learner(small_network(), config)
+    layout = WindowLayout(burn_in=2, trace_length=5, period=2, n_step=2)
+    config = R2D2Config(gamma=0.9, target_update_period=100)
+    learner = R2D2Learner(small_network(), config, layout)
     rng = np.random.default_rng(3)
-    batch = random_batch(rng, config)
+    batch = random_batch(rng, layout)
     loss, grads = learner.gradients(batch)
     noisy = {key: np.array(value) for key, value in batch.items()}
     padding = ~batch["obs_mask"]
@@ -195,15 +199,15 @@ def test_loss_and_gradients_ignore_padded_rows():
     for a, b in zip(grads, noisy_grads):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
     # ... while a real row does matter (the test can fail)
-    noisy["reward"][3, config.burn_in] += 5.0
+    noisy["reward"][3, layout.burn_in] += 5.0
     assert learner.gradients(noisy)[0] != pytest.approx(loss, rel=1e-6)
 
 
 def test_target_network_changes_only_on_its_period():
-    config = R2D2Config(burn_in=1, trace_length=3, period=2, n_step=1, gamma=0.9, target_update_period=3,
-                        learning_rate=1e-2)
-    learner = R2D2Learner(small_network(), config)
-    batch = random_batch(np.random.default_rng(4), config)
+    layout = WindowLayout(burn_in=1, trace_length=3, period=2, n_step=1)
+    config = R2D2Config(gamma=0.9, target_update_period=3, learning_rate=1e-2)
+    learner = R2D2Learner(small_network(), config, layout)
+    batch = random_batch(np.random.default_rng(4), layout)
     initial = [v.numpy().copy() for v in learner.target.variables]
     for update in range(1, 7):
         learner.train(batch)
@@ -223,10 +227,10 @@ def test_target_network_changes_only_on_its_period():
 def test_soft_target_update_moves_the_target_tau_of_the_way_to_the_online_weights():
     """Polyak averaging: after each update (period 1) target <- target + tau (online - target)."""
     tau = 0.25
-    config = R2D2Config(burn_in=1, trace_length=3, period=2, n_step=1, gamma=0.9, target_update_period=1,
-                        target_update_tau=tau, learning_rate=1e-2)
-    learner = R2D2Learner(small_network(), config)
-    batch = random_batch(np.random.default_rng(6), config)
+    layout = WindowLayout(burn_in=1, trace_length=3, period=2, n_step=1)
+    config = R2D2Config(gamma=0.9, target_update_period=1, target_update_tau=tau, learning_rate=1e-2)
+    learner = R2D2Learner(small_network(), config, layout)
+    batch = random_batch(np.random.default_rng(6), layout)
     target = [v.numpy().astype(np.float64) for v in learner.target.variables]
     for _ in range(3):
         learner.train(batch)
@@ -247,22 +251,23 @@ def test_target_update_tau_outside_zero_one_is_refused_by_name(tau):
 
 @pytest.mark.slow
 def test_train_returns_td_and_priorities_of_the_right_shape_and_mixing():
-    config = R2D2Config(burn_in=2, trace_length=4, period=2, n_step=2, gamma=0.9, target_update_period=100, eta=0.9)
-    learner = R2D2Learner(small_network(), config)
-    batch = random_batch(np.random.default_rng(5), config)
+    layout = WindowLayout(burn_in=2, trace_length=4, period=2, n_step=2)
+    config = R2D2Config(gamma=0.9, target_update_period=100, eta=0.9)
+    learner = R2D2Learner(small_network(), config, layout)
+    batch = random_batch(np.random.default_rng(5), layout)
     out = learner.train(batch)
-    assert out["abs_td"].shape == (4, config.trace_length)
-    trace_mask = batch["mask"][:, config.burn_in:config.burn_in + config.trace_length]
+    assert out["abs_td"].shape == (4, layout.trace_length)
+    trace_mask = batch["mask"][:, layout.burn_in:layout.burn_in + layout.trace_length]
     np.testing.assert_array_equal(out["abs_td"][~trace_mask], 0.0)
     expected = [0.9 * row[m].max() + 0.1 * row[m].mean() if m.any() else 0.0
                 for row, m in zip(out["abs_td"], trace_mask)]
     np.testing.assert_allclose(out["priorities"], expected, rtol=1e-5)
 
 
-def filled_replay(network, config, seed):
+def filled_replay(network, layout, seed):
     """A replay of make_sequence_replay filled with two random episodes per env."""
-    replay = make_sequence_replay(network, config, 200, seed=seed)
-    builder = SequenceBuilder(2, config.burn_in, config.trace_length, config.n_step, config.period,
+    replay = make_sequence_replay(network, layout, 200, seed=seed)
+    builder = SequenceBuilder(2, layout.burn_in, layout.trace_length, layout.n_step, layout.period,
                               state_names=STATE_NAMES)
     rng = np.random.default_rng(1)
     for t in range(30):
@@ -275,23 +280,24 @@ def filled_replay(network, config, seed):
 
 
 def test_make_sequence_replay_matches_the_config_and_the_network():
-    config = R2D2Config(burn_in=2, trace_length=4, period=2, n_step=2, priority_exponent=0.7)
-    replay = make_sequence_replay(small_network(), config, 100, seed=0)
+    layout = WindowLayout(burn_in=2, trace_length=4, period=2, n_step=2)
+    config = R2D2Config(priority_exponent=0.7)
+    replay = make_sequence_replay(small_network(), layout, 100, priority_exponent=config.priority_exponent, seed=0)
     assert (replay.burn_in, replay.trace_length, replay.n_step, replay.length) == (2, 4, 2, 8)
     assert replay.capacity == 100
-    batch = filled_replay(small_network(), config, seed=0).sample(3, beta=0.6)
+    batch = filled_replay(small_network(), layout, seed=0).sample(3, beta=0.6)
     assert batch["obs"].shape == (3, 8, 3) and batch["state_h"].shape == (3, UNITS)
-    learner = R2D2Learner(small_network(), config)
+    learner = R2D2Learner(small_network(), config, layout)
     assert set(learner.ROW_KEYS + learner.state_keys) <= set(batch)
 
 
 @pytest.mark.slow
 def test_train_from_is_sample_train_and_update_priorities():
-    config = R2D2Config(burn_in=2, trace_length=4, period=2, n_step=2, gamma=0.9, batch_size=3,
-                        target_update_period=100, importance_exponent=0.5)
-    by_hand, by_helper = R2D2Learner(small_network(), config), R2D2Learner(small_network(), config)
-    replay_hand = filled_replay(by_hand.online, config, seed=3)
-    replay_helper = filled_replay(by_helper.online, config, seed=3)
+    layout = WindowLayout(burn_in=2, trace_length=4, period=2, n_step=2)
+    config = R2D2Config(gamma=0.9, batch_size=3, target_update_period=100, importance_exponent=0.5)
+    by_hand, by_helper = R2D2Learner(small_network(), config, layout), R2D2Learner(small_network(), config, layout)
+    replay_hand = filled_replay(by_hand.online, layout, seed=3)
+    replay_helper = filled_replay(by_helper.online, layout, seed=3)
     for _ in range(3):
         batch = replay_hand.sample(config.batch_size, beta=config.importance_exponent)
         expected = by_hand.train(batch)
@@ -324,11 +330,11 @@ class TinyConv(ImageModel):
 
 @pytest.mark.slow
 def test_custom_image_model_trains_a_step():
-    config = R2D2Config(burn_in=1, trace_length=3, period=2, n_step=1, gamma=0.9, target_update_period=100,
-                        learning_rate=1e-2)
+    layout = WindowLayout(burn_in=1, trace_length=3, period=2, n_step=1)
+    config = R2D2Config(gamma=0.9, target_update_period=100, learning_rate=1e-2)
     network = small_network(obs_shape=(8, 8), actions=3, encoder=TinyConv(), obs_dtype="uint8")
-    learner = R2D2Learner(network, config)
-    batch = random_batch(np.random.default_rng(6), config, obs_shape=(8, 8), actions=3, obs_dtype=np.uint8)
+    learner = R2D2Learner(network, config, layout)
+    batch = random_batch(np.random.default_rng(6), layout, obs_shape=(8, 8), actions=3, obs_dtype=np.uint8)
     conv_kernel = network.encoder.weights[0]
     before = conv_kernel.numpy().copy()
     out = learner.train(batch)
@@ -349,17 +355,20 @@ def test_image_model_must_return_features_per_frame():
 
 def test_config_validation_names_the_field():
     with pytest.raises(ValueError, match="period"):
-        R2D2Config(trace_length=4, period=8)
+        WindowLayout(trace_length=4, period=8)
     with pytest.raises(ValueError, match="burn_in"):
-        R2D2Config(burn_in=-1)
+        WindowLayout(burn_in=-1)
+    with pytest.raises(ValueError, match="gamma"):
+        R2D2Config(gamma=1.5)
 
 
 @pytest.mark.slow
 def test_learning_rate_decays_linearly_to_the_final_rate_then_stays():
-    config = R2D2Config(burn_in=1, trace_length=3, period=2, n_step=1, gamma=0.9, target_update_period=100,
-                        learning_rate=1e-2, learning_rate_decay_updates=4, final_learning_rate=2e-3)
-    learner = R2D2Learner(small_network(), config)
-    batch = random_batch(np.random.default_rng(7), config)
+    layout = WindowLayout(burn_in=1, trace_length=3, period=2, n_step=1)
+    config = R2D2Config(gamma=0.9, target_update_period=100, learning_rate=1e-2, learning_rate_decay_updates=4,
+                        final_learning_rate=2e-3)
+    learner = R2D2Learner(small_network(), config, layout)
+    batch = random_batch(np.random.default_rng(7), layout)
     rates = []
     for _ in range(6):
         rates.append(float(keras.ops.convert_to_numpy(learner.optimizer.learning_rate)))

@@ -22,7 +22,7 @@ STATE_SHAPES = {"gru": {"state_h": (16,)}, USER_CORE: {"state_a": (16,), "state_
 TINY = ["run.warmup_steps=200", "run.eval_every=300", "run.eval_episodes=8", "logging.progress=false",
         "logging.tensorboard=false", "checkpoints.every_env_steps=300", "checkpoints.save_replay=true",
         "model.core_units=16", "actors.num_actors=1", "actors.steps_per_batch=25", "actors.publish_every=5",
-        "learner.period=2"]  # windows start every 2 rows: most start after their episode's first row
+        "replay.period=2"]  # windows start every 2 rows: most start after their episode's first row
 
 
 def config(core: str, runner: str, total: int):

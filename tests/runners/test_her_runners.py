@@ -24,9 +24,9 @@ ROOT = Path(__file__).resolve().parents[2]
 TRACE = {
     "env": {"id": "tests.runners.goal_trace_env:TraceGoal-v0", "num_envs": 3},
     "model": {"encoder": "mlp", "hidden": [8], "core_units": 8, "head_units": 8},
-    "replay": {"capacity": 4000, "her": {"goal_selection_strategy": "future", "n_sampled_goal": 4}},
-    "learner": {"burn_in": 2, "trace_length": 4, "period": 2, "n_step": 2, "batch_size": 8,
-                "target_update_period": 10},
+    "replay": {"capacity": 4000, "her": {"goal_selection_strategy": "future", "n_sampled_goal": 4},
+               "burn_in": 2, "trace_length": 4, "period": 2, "n_step": 2},
+    "learner": {"batch_size": 8, "target_update_period": 10},
     "actors": {"num_actors": 2, "ring_capacity": 16, "publish_every": 5, "steps_per_batch": 10},
     "run": {"total_env_steps": 600, "warmup_steps": 100, "updates_per_env_step": 0.05, "eval_every": 0},
     "logging": {"progress": False, "tensorboard": False},

@@ -20,7 +20,8 @@ from r2d2kit.training.trainer import Trainer
 pytestmark = pytest.mark.slow  # every test here trains, spawns processes or starts Ray
 
 SMALL = {"model": {"hidden": [16], "core_units": 16, "head_units": 16},
-         "learner": {"burn_in": 1, "trace_length": 6, "period": 6, "n_step": 1, "gamma": 0.9, "batch_size": 16,
+         "replay": {"burn_in": 1, "trace_length": 6, "period": 6, "n_step": 1},
+         "learner": {"gamma": 0.9, "batch_size": 16,
                      "target_update_period": 50, "learning_rate": 1e-3, "adam_epsilon": 1e-6},
          "logging": {"progress": False, "tensorboard": False}, "checkpoints": {"every_env_steps": 0}}
 
@@ -32,7 +33,7 @@ def our_segments():
 def two_actors_on_cue_memory(total_env_steps: int, updates_per_env_step: float):
     """2 actor processes x 2 CueMemory envs, no evaluation: the runs the actor fault tests disturb."""
     return build_config({**SMALL, "env": {"id": "CueMemory-v0", "num_envs": 2, "kwargs": {"delay": 3}},
-                         "replay": {"capacity": 5_000},
+                         "replay": {**SMALL["replay"], "capacity": 5_000},
                          "actors": {"runner": "processes", "num_actors": 2, "publish_every": 5, "ring_capacity": 16},
                          "run": {"total_env_steps": total_env_steps, "warmup_steps": 200,
                                  "updates_per_env_step": updates_per_env_step, "eval_every": 0}})
@@ -98,8 +99,8 @@ def test_a_restarted_actor_never_extends_its_predecessors_windows(tmp_path):
     100 or 200 steps into the episode, inside the new window's span)."""
     config = build_config({**SMALL, "env": {"id": "tests.runners.long_episode_env:LongEpisode-v0", "num_envs": 1},
                            "model": {**SMALL["model"], "input_scale": [1e-4, 1e-4]},
-                           "learner": {**SMALL["learner"], "burn_in": 20, "trace_length": 200, "period": 100},
-                           "replay": {"capacity": 1_000_000},  # nothing overwritten
+                           "replay": {**SMALL["replay"], "burn_in": 20, "trace_length": 200, "period": 100,
+                                      "capacity": 1_000_000},  # nothing overwritten
                            "actors": {"runner": "processes", "num_actors": 2, "ring_capacity": 2},
                            "run": {"total_env_steps": 200_000, "warmup_steps": 1_000_000, "eval_every": 0}})
     killer = SignalActorOnce(after_windows=2, stop_after=3)
@@ -123,16 +124,16 @@ def test_actors_that_stop_delivering_while_alive_are_an_error_not_a_hang():
     """Every actor stuck in env.step (alive, silent): collect() raises after stall_timeout, naming the pids."""
     import functools
 
-    from r2d2kit.agent.config import R2D2Config
+    from r2d2kit.agent.seam import WindowLayout
     from r2d2kit.models import MLPModel, QNetwork
     from r2d2kit.runners.pool import Incarnations
     from r2d2kit.runners.processes import ProcessActors
     from tests.runners.shm_workers import HangingCueMemory
 
     make_network = functools.partial(QNetwork, (2,), 2, MLPModel((16,)), core_units=16, head_units=16)
-    config = R2D2Config(burn_in=1, trace_length=6, period=6, n_step=1)
+    layout = WindowLayout(burn_in=1, trace_length=6, period=6, n_step=1)
     start = time.monotonic()
-    with ProcessActors(HangingCueMemory, make_network, make_network(), config, num_actors=1, envs_per_actor=1,
+    with ProcessActors(HangingCueMemory, make_network, make_network(), layout, num_actors=1, envs_per_actor=1,
                        epsilons=np.array([0.1]), incarnations=Incarnations(), stall_timeout=20.0) as actors:
         with pytest.raises(RuntimeError, match=r"no env steps or windows from any of the 1 actor processes .*py-spy"):
             while time.monotonic() - start < 120:
