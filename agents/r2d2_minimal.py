@@ -20,7 +20,7 @@ from tqdm.auto import tqdm
 
 import r2d2kit.envs  # noqa: F401  (registers CartPoleNoVel-v1, CueMemory-v0, BitFlip-v0)
 from r2d2kit.agent.learner import R2D2Config, R2D2Learner
-from r2d2kit.agent.policies import apex_epsilons, epsilon_greedy
+from r2d2kit.agent.policies import GreedyPolicy, apex_epsilons, epsilon_greedy
 from r2d2kit.agent.seam import WindowLayout
 from r2d2kit.models import MLPModel, QNetwork
 from r2d2kit.models.cores import state_fields
@@ -118,7 +118,8 @@ def main(argv=None) -> dict:
         # --- evaluate greedily now and then
         env_steps = (step + args.num_envs)
         if env_steps % args.eval_every < args.num_envs:
-            score = evaluate(network.actor(5), make_env, episodes=10, seed=args.seed + env_steps).returns.mean()
+            policy = GreedyPolicy(network.actor(5))
+            score = evaluate(policy, make_env, episodes=10, seed=args.seed + env_steps).returns.mean()
             evaluations.append((env_steps, float(score)))
             bar.set_postfix(eval=f"{score:.1f}", updates=learner.updates)
         elif returns and step % 50 == 0:

@@ -51,6 +51,7 @@ def step_profile(backend: str, vector_steps: int, config: Path) -> dict:
     import gymnasium as gym
     import tensorflow as tf
 
+    from r2d2kit.agent.policies import EpsilonGreedyPolicy
     from r2d2kit.models.cores import state_fields
     from r2d2kit.models.tf_setup import setup_tensorflow
     from r2d2kit.replay import SequenceBuilder
@@ -64,7 +65,8 @@ def step_profile(backend: str, vector_steps: int, config: Path) -> dict:
     envs = timed(gym.vector.SyncVectorEnv([make_env] * num_envs), times, "step")
     builder = SequenceBuilder(num_envs, config.burn_in, config.trace_length, config.n_step, config.period,
                               state_names=tuple(state_fields(network.state_spec())))
-    loop = ActingLoop(envs, actor, builder, np.full(num_envs, 0.5), settings.run.seed)
+    loop = ActingLoop(envs, EpsilonGreedyPolicy(actor, np.full(num_envs, 0.5), settings.run.seed), builder,
+                      settings.run.seed)
     warmup = min(200, vector_steps)
     whole = np.empty(vector_steps)
     for i in range(warmup + vector_steps):

@@ -181,6 +181,7 @@ def evaluate_run(run_dir: str | os.PathLike, episodes: int = 20, seed: int = 123
 
     import numpy as np
 
+    from r2d2kit.agent.policies import GreedyPolicy
     from r2d2kit.models.tf_setup import setup_tensorflow
     from r2d2kit.runners.evaluation import MAX_EVAL_ENVS, evaluate
     from r2d2kit.training.builders import build_network, make_env
@@ -194,8 +195,8 @@ def evaluate_run(run_dir: str | os.PathLike, episodes: int = 20, seed: int = 123
         raise CheckpointError(f"{weights} cannot be loaded into the network of {run_dir / 'config.yaml'} "
                               f"({error})") from None
     frames: list[np.ndarray] | None = [] if video else None
-    evaluation = evaluate(network.actor(min(episodes, MAX_EVAL_ENVS)), env_factory, episodes, seed=seed, frames=frames,
-                          max_frames=MAX_VIDEO_FRAMES)
+    policy = GreedyPolicy(network.actor(min(episodes, MAX_EVAL_ENVS)))
+    evaluation = evaluate(policy, env_factory, episodes, seed=seed, frames=frames, max_frames=MAX_VIDEO_FRAMES)
     returns = evaluation.returns
     result = {"mean": float(np.mean(returns)), "std": float(np.std(returns)), "returns": returns.tolist(),
               "weights": str(weights), "success_rate": evaluation.success_rate}

@@ -179,20 +179,21 @@ def test_fixed_rates_are_the_apex_ones_untouched():
 
 def test_acting_loop_explores_at_the_scheduled_rate(monkeypatch):
     """Each step acts with the rate of the env steps taken before it (16 envs, 1.0 -> 0.0 over 400 steps)."""
-    import r2d2kit.runners.acting as acting
+    import r2d2kit.agent.policies as policies
     from r2d2kit.envs.memory import CueMemoryEnv
 
     used = []
-    original = acting.epsilon_greedy
+    original = policies.epsilon_greedy
 
     def recording(q_values, epsilon, rng):
         used.append(np.array(epsilon))
         return original(q_values, epsilon, rng)
 
-    monkeypatch.setattr(acting, "epsilon_greedy", recording)
+    monkeypatch.setattr(policies, "epsilon_greedy", recording)
     network = QNetwork((2,), 2, MLPModel((8,)), core="none", head_units=0, dueling=False, prev_action_reward=False)
     schedule = EpsilonSchedule.linear(16, 1.0, 0.0, decay_env_steps=16 * 400)
-    loop = ActingLoop.build(lambda: CueMemoryEnv(delay=2), network, WindowLayout(**DQN_LAYOUT), schedule, seed=0)
+    policy = policies.EpsilonGreedyPolicy(network.actor(16, follow_weights=False), schedule, seed=0)
+    loop = ActingLoop.build(lambda: CueMemoryEnv(delay=2), policy, WindowLayout(**DQN_LAYOUT), seed=0)
     for _ in range(450):
         loop.step()
     loop.close()

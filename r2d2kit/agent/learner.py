@@ -168,6 +168,10 @@ class R2D2Learner:
             target.assign_add(tau * (online - target))  # Polyak step: target <- target + tau (online - target)
 
     # ------------------------------------------------------------------ public
+    def actor_variables(self) -> list[keras.Variable]:
+        """The online network's variables: what a policy acts with, in published-vector order."""
+        return self.online.variables
+
     def _inputs(self, batch: Mapping[str, npt.ArrayLike]) -> dict[str, tf.Tensor]:
         keys = self.ROW_KEYS + self.state_keys
         missing = [key for key in keys if key not in batch]

@@ -8,7 +8,7 @@ Randomness comes from the caller's ``np.random.Generator`` so runs reproduce fro
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -19,7 +19,7 @@ from r2d2kit._validation import check_float, check_positive_int
 
 if TYPE_CHECKING:
     from r2d2kit.models.cores import StateField
-    from r2d2kit.models.qnetwork import StatefulActor
+    from r2d2kit.models.qnetwork import QNetwork, StatefulActor
 
 
 def _q_matrix(q_values: npt.ArrayLike) -> np.ndarray:
@@ -225,3 +225,22 @@ class EpsilonGreedyPolicy(GreedyPolicy):
         action = epsilon_greedy(q_values, self.epsilons, self.rng)
         self.env_steps += len(action)
         return action
+
+
+@dataclass(frozen=True)
+class EpsilonGreedyFactory:
+    """Builds actor ``actor_id``'s :class:`EpsilonGreedyPolicy` (a :data:`~r2d2kit.runners.pool.PolicyFactory`).
+
+    The actor's network comes from ``make_network`` (a module-level function or ``functools.partial``, so the
+    factory pickles into actor processes and Ray actors; the local pool passes one returning the learner's
+    own network), and its envs' rates are its slice of ``epsilons`` (every actor's envs, actor-major).
+    """
+
+    make_network: Callable[[], QNetwork]
+    epsilons: EpsilonSchedule
+    envs_per_actor: int
+
+    def __call__(self, actor_id: int, seed: int) -> EpsilonGreedyPolicy:
+        n = self.envs_per_actor
+        actor = self.make_network().actor(n, follow_weights=False)  # reads weights when told they changed
+        return EpsilonGreedyPolicy(actor, self.epsilons[actor_id * n:(actor_id + 1) * n], seed)

@@ -17,7 +17,8 @@ algorithm's hyper-parameter, so every agent's windows are cut by the same code.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from r2d2kit.models.cores import StateField
     from r2d2kit.replay.sequence import SequenceReplayBuffer
 
-__all__ = ["Learner", "Policy", "UPDATE_OUTPUTS", "WindowLayout"]
+__all__ = ["Learner", "Policy", "UPDATE_OUTPUTS", "WindowFields", "WindowLayout"]
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,18 @@ class WindowLayout:
     def length(self) -> int:
         """Rows per window: ``burn_in + trace_length + n_step``."""
         return self.burn_in + self.trace_length + self.n_step
+
+
+@dataclass(frozen=True)
+class WindowFields:
+    """What an agent's windows hold beside rewards and flags: each row's observation and action, and the
+    policy's recurrent state at the window's start (what shared-memory records and the replay are sized by)."""
+
+    obs_shape: tuple[int, ...]
+    obs_dtype: str
+    action_shape: tuple[int, ...]  # () for a Discrete action (an index)
+    action_dtype: str  # int64 for a Discrete action, float32 for a Box
+    state: tuple[StateField, ...]
 
 
 # what every Learner.train_from returns (numpy), beside its own named metrics: the trainer's statistics,
@@ -98,7 +111,7 @@ class Policy(Protocol):
     def refresh_weights(self) -> None:
         """The weights this policy shares with the learner changed in place: read them before acting again."""
 
-    def fixed_weights(self) -> Iterator[Policy]:
+    def fixed_weights(self) -> AbstractContextManager[Policy]:
         """A context manager: the weights do not change inside it (an evaluation), so they are read once."""
 
 

@@ -1,8 +1,9 @@
-"""The acting code every pool runs: a vector env stepped by a stateful actor, cut into R2D2 windows.
+"""The acting code every pool runs: a vector env stepped by an agent's policy, cut into replay windows.
 
-:meth:`ActingLoop.build` is the one actor set-up (envs, :class:`~r2d2kit.replay.SequenceBuilder`,
-the actor's network copy, exploration), used in the learner's process (``runner: local``), in
-every actor process and in every Ray actor, so the three runners differ only in transport.
+:meth:`ActingLoop.build` is the one actor set-up (envs, :class:`~r2d2kit.replay.SequenceBuilder`, the
+agent's :class:`~r2d2kit.agent.seam.Policy`), used in the learner's process (``runner: local``), in
+every actor process and in every Ray actor, so the three runners differ only in transport. What an
+action is and how the policy explores are the policy's business: this loop only steps and records.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from r2d2kit.agent.policies import EpsilonSchedule, as_schedule, epsilon_greedy
 from r2d2kit.replay import SequenceBuilder
 from r2d2kit.runners.callbacks import Callback
 from r2d2kit.runners.episodes import EpisodeTracker
@@ -22,8 +22,7 @@ if TYPE_CHECKING:
     import gymnasium as gym
     from numpy.typing import ArrayLike
 
-    from r2d2kit.agent.seam import WindowLayout
-    from r2d2kit.models.qnetwork import QNetwork, StatefulActor
+    from r2d2kit.agent.seam import Policy, WindowLayout
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
@@ -35,10 +34,7 @@ def limit_threads(threads: int) -> None:
 
 
 class ActingLoop:
-    """One vector env stepped by a stateful actor with per-env epsilons, cut into R2D2 windows.
-
-    ``epsilons``: fixed per-env rates, or an :class:`~r2d2kit.agent.policies.EpsilonSchedule` (rates
-    that fall with the env steps taken).
+    """One vector env stepped by a :class:`~r2d2kit.agent.seam.Policy`, cut into replay windows.
 
     ``extras`` names per-env ``info`` entries stored beside each observation row (a goal env's
     ``"achieved_goal"``, which :class:`~r2d2kit.spaces.GoalObservation` puts in the info of every
@@ -47,16 +43,13 @@ class ActingLoop:
     episode, ``on_actor_end`` in :meth:`close`) under ``actor_id``.
     """
 
-    def __init__(self, envs: gym.vector.VectorEnv, actor: StatefulActor, builder: SequenceBuilder,
-                 epsilons: ArrayLike | EpsilonSchedule, seed: int, extras: Sequence[str] = (), *, actor_id: int = 0,
-                 callbacks: Callback | None = None) -> None:
+    def __init__(self, envs: gym.vector.VectorEnv, policy: Policy, builder: SequenceBuilder, seed: int,
+                 extras: Sequence[str] = (), *, actor_id: int = 0, callbacks: Callback | None = None) -> None:
         self.envs: gym.vector.VectorEnv | None = envs  # None once closed
-        self.actor, self.builder = actor, builder
-        self.schedule = as_schedule(epsilons)
-        if len(self.schedule) != envs.num_envs:
-            raise ValueError(f"{len(self.schedule)} exploration rates for {envs.num_envs} envs: give one per env")
+        self.policy, self.builder = policy, builder
+        if policy.num_envs != envs.num_envs:
+            raise ValueError(f"a policy for {policy.num_envs} envs cannot act in {envs.num_envs} envs")
         self.env_steps = 0  # taken by this loop, over its envs
-        self.rng = np.random.default_rng(seed)
         self.tracker = EpisodeTracker(envs.num_envs)
         self.extras = tuple(extras)
         self.actor_id = actor_id
@@ -66,23 +59,18 @@ class ActingLoop:
         self.callbacks.on_actor_begin(actor_id)
 
     @classmethod
-    def build(cls, make_env: Callable[[], gym.Env], network: QNetwork, layout: WindowLayout,
-              epsilons: ArrayLike | EpsilonSchedule, seed: int, extras: Sequence[str] = (), *, actor_id: int = 0,
-              callbacks: Callback | None = None) -> ActingLoop:
-        """The actor set-up: ``len(epsilons)`` envs from ``make_env``, windows shaped by ``layout`` (a
-        :class:`~r2d2kit.agent.seam.WindowLayout`), acting with ``network``'s weights, which are read
-        again only after :meth:`refresh_weights` or :meth:`load_weights` (acting never changes them)."""
+    def build(cls, make_env: Callable[[], gym.Env], policy: Policy, layout: WindowLayout, seed: int,
+              extras: Sequence[str] = (), *, actor_id: int = 0, callbacks: Callback | None = None) -> ActingLoop:
+        """The actor set-up: ``policy.num_envs`` envs from ``make_env`` (reset with ``seed``), windows shaped by
+        ``layout`` (a :class:`~r2d2kit.agent.seam.WindowLayout`) storing the policy's state."""
         import gymnasium as gym
 
         from r2d2kit.models.cores import state_fields
 
-        epsilons = as_schedule(epsilons)
-        num_envs = len(epsilons)
-        envs = gym.vector.SyncVectorEnv([make_env] * num_envs)
-        builder = SequenceBuilder(num_envs, layout.burn_in, layout.trace_length, layout.n_step, layout.period,
-                                  state_names=tuple(state_fields(network.state_spec())))
-        actor = network.actor(num_envs, follow_weights=False)
-        return cls(envs, actor, builder, epsilons, seed, extras, actor_id=actor_id, callbacks=callbacks)
+        envs = gym.vector.SyncVectorEnv([make_env] * policy.num_envs)
+        builder = SequenceBuilder(policy.num_envs, layout.burn_in, layout.trace_length, layout.n_step, layout.period,
+                                  state_names=tuple(state_fields(policy.state_spec())))
+        return cls(envs, policy, builder, seed, extras, actor_id=actor_id, callbacks=callbacks)
 
     def _extras_of(self, info: Mapping[str, ArrayLike]) -> dict[str, np.ndarray] | None:
         """The ``extras`` of every env from a vector env's ``info`` (each env must have given them)."""
@@ -103,33 +91,22 @@ class ActingLoop:
         if envs is None:
             raise RuntimeError("the acting loop is closed")
         tracker = self.tracker
-        state = self.actor.get_state()
-        q_values = self.actor.q_values(self.obs, tracker.prev_action, tracker.prev_reward)
-        action = epsilon_greedy(q_values, self.epsilons, self.rng)
+        state = self.policy.get_state()
+        action = self.policy.act(self.obs, tracker.prev_action, tracker.prev_reward)
         self.env_steps += len(action)
         next_obs, reward, terminated, truncated, info = envs.step(action)
         windows = self.builder.step(self.obs, action, reward, terminated, truncated, state, extras=self.obs_extras)
         _, returns, lengths, restart = tracker.record(action, reward, terminated, truncated)
-        self.actor.reset(restart)
+        self.policy.reset(restart)
         self.obs, self.obs_extras = next_obs, self._extras_of(info)
         for episode_return, length in zip(returns.tolist(), lengths.tolist()):
             self.callbacks.on_actor_episode(self.actor_id, episode_return, length)
         return windows, returns, lengths
 
     @property
-    def epsilons(self) -> np.ndarray:
-        """Each env's exploration rate now."""
-        return self.schedule.epsilons(self.env_steps)
-
-    def refresh_weights(self) -> None:
-        """The network's weights changed in place: read them before the next step."""
-        self.actor.refresh_weights()
-
-    def load_weights(self, vector: np.ndarray) -> None:
-        """Take a published weight vector (:func:`~r2d2kit.runners.weights.flatten_weights`)."""
-        from r2d2kit.runners.weights import load_published_weights
-
-        load_published_weights(self.actor, vector)
+    def num_envs(self) -> int:
+        """Envs stepped together (env steps per :meth:`step`)."""
+        return self.policy.num_envs
 
     def close(self) -> None:
         """Run the end hook and close the envs (safe to call twice)."""

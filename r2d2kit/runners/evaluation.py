@@ -1,4 +1,5 @@
-"""Greedy evaluation, used by the trainer, ``python -m r2d2kit.evaluate`` and the agents."""
+"""Evaluation episodes of an agent's evaluation policy (R2D2's greedy one, SAC's deterministic one), used
+by the trainer, ``python -m r2d2kit.evaluate`` and the agents."""
 
 from __future__ import annotations
 
@@ -8,13 +9,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from r2d2kit.agent.policies import greedy
 from r2d2kit.runners.episodes import EpisodeTracker
 
 if TYPE_CHECKING:
     import gymnasium as gym
 
-    from r2d2kit.models.qnetwork import StatefulActor
+    from r2d2kit.agent.seam import Policy
 
 # evaluations run min(episodes, MAX_EVAL_ENVS) envs side by side: the trainer's and `python -m r2d2kit.evaluate`'s
 # episodes are the same ones (and benchmarks play their peers on them)
@@ -34,10 +34,11 @@ class Evaluation:
         return None if self.successes is None else float(np.mean(self.successes))
 
 
-def evaluate(actor: StatefulActor, make_env: Callable[[], gym.Env], episodes: int, seed: int, *,
+def evaluate(policy: Policy, make_env: Callable[[], gym.Env], episodes: int, seed: int, *,
              frames: list[Any] | None = None, max_frames: int = 2000) -> Evaluation:
-    """Greedy episodes, ``actor.num_envs`` at a time (the actor's state is reset), reading
-    ``info["is_success"]`` at each episode's last step.
+    """Episodes of an evaluation ``policy`` (e.g. :class:`~r2d2kit.agent.policies.GreedyPolicy`),
+    ``policy.num_envs`` at a time (its state is reset), reading ``info["is_success"]`` at each episode's
+    last step.
 
     Each env contributes a fixed quota of its first episodes (``episodes`` split evenly over the
     envs), so that short episodes, which end first, are not over-represented.
@@ -51,21 +52,21 @@ def evaluate(actor: StatefulActor, make_env: Callable[[], gym.Env], episodes: in
     """
     import gymnasium as gym
 
-    with actor.fixed_weights():  # the weights do not change during an evaluation: read them once
-        envs = gym.vector.SyncVectorEnv([make_env] * actor.num_envs)
+    with policy.fixed_weights():  # the weights do not change during an evaluation: read them once
+        envs = gym.vector.SyncVectorEnv([make_env] * policy.num_envs)
         obs, _ = envs.reset(seed=seed)
         recording = frames is not None
         if frames is not None:
             frames.append(envs.envs[0].render())
-        actor.reset()
-        quota = np.full(actor.num_envs, episodes // actor.num_envs)
-        quota[: episodes % actor.num_envs] += 1
+        policy.reset()
+        quota = np.full(policy.num_envs, episodes // policy.num_envs)
+        quota[: episodes % policy.num_envs] += 1
         returns: list[float] = []
         successes: list[bool] = []
         reports_success = False
-        tracker = EpisodeTracker(actor.num_envs)
+        tracker = EpisodeTracker(policy.num_envs)
         while len(returns) < episodes:
-            action = greedy(actor.q_values(obs, tracker.prev_action, tracker.prev_reward))
+            action = policy.act(obs, tracker.prev_action, tracker.prev_reward)
             obs, reward, terminated, truncated, info = envs.step(action)
             ended, ended_returns, _, restart = tracker.record(action, reward, terminated, truncated)
             if frames is not None and recording:  # the frame after env 0's last step shows how its episode ended
@@ -80,6 +81,6 @@ def evaluate(actor: StatefulActor, make_env: Callable[[], gym.Env], episodes: in
             else:
                 successes.extend([False] * int(counted.sum()))
             quota[np.flatnonzero(ended)[counted]] -= 1
-            actor.reset(restart)
+            policy.reset(restart)
         envs.close()
     return Evaluation(np.asarray(returns[:episodes]), np.asarray(successes[:episodes]) if reports_success else None)

@@ -3,42 +3,37 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-import numpy.typing as npt
-
-from r2d2kit.agent.policies import EpsilonSchedule
 from r2d2kit.runners.acting import ActingLoop
 from r2d2kit.runners.callbacks import Callback
-from r2d2kit.runners.pool import Experience, Incarnations
+from r2d2kit.runners.pool import Experience, Incarnations, PolicyFactory
 
 if TYPE_CHECKING:
     import gymnasium as gym
+    import keras
     from numpy.typing import DTypeLike
 
     from r2d2kit.agent.seam import WindowLayout
-    from r2d2kit.models.qnetwork import QNetwork
 
 
 class LocalActors:
-    """An :class:`~r2d2kit.runners.pool.ActorPool` of one actor in this process, sharing the learner's network.
+    """An :class:`~r2d2kit.runners.pool.ActorPool` of one actor in this process, sharing the learner's weights.
 
-    It takes the arguments the other pools take (``make_network`` unused: the actor acts with ``network``
-    itself). The actor acts with the newest parameters: :meth:`publish` (called after every update) tells it
-    to read them again before its next step, and between updates it reads nothing. Each
-    :meth:`collect` is one vector step.
+    It takes the arguments the other pools take; ``make_policy`` builds a policy on the learner's own
+    networks (nothing is copied). The actor acts with the newest parameters: :meth:`publish` (called after
+    every update) tells the policy to read them again before its next step, and between updates it reads
+    nothing. Each :meth:`collect` is one vector step.
     """
 
-    def __init__(self, make_env: Callable[[], gym.Env], make_network: Callable[[], QNetwork] | None,
-                 network: QNetwork, layout: WindowLayout, *, epsilons: npt.ArrayLike | EpsilonSchedule,
-                 incarnations: Incarnations,
-                 callbacks: Callback | None = None,
+    def __init__(self, make_env: Callable[[], gym.Env], make_policy: PolicyFactory, layout: WindowLayout, *,
+                 incarnations: Incarnations, callbacks: Callback | None = None,
                  extras: Mapping[str, tuple[tuple[int, ...], DTypeLike]] | None = None) -> None:
         self.incarnations = incarnations
         self.restarts = 0
         self.source, seed = incarnations.start(0)
-        self.loop = ActingLoop.build(make_env, network, layout, epsilons, seed, tuple(extras or {}),
+        self.loop = ActingLoop.build(make_env, make_policy(0, seed), layout, seed, tuple(extras or {}),
                                      callbacks=callbacks)
         self._version = 0
 
@@ -46,12 +41,11 @@ class LocalActors:
         """One vector step."""
         windows, returns, lengths = self.loop.step()
         episodes = list(zip(returns.tolist(), lengths.tolist()))
-        return Experience([(windows, self.source)] if windows is not None else [], len(self.loop.epsilons),
-                          episodes)
+        return Experience([(windows, self.source)] if windows is not None else [], self.loop.num_envs, episodes)
 
-    def publish(self, network: QNetwork, updates: int) -> None:
-        """The learner changed the shared weights: the actor reads them before its next step."""
-        self.loop.refresh_weights()
+    def publish(self, variables: Sequence[keras.Variable], updates: int) -> None:
+        """The learner changed the shared weights: the policy reads them before its next step."""
+        self.loop.policy.refresh_weights()
         self._version += 1
 
     @property

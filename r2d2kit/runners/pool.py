@@ -1,14 +1,18 @@
 """The interface every actor pool has, so that :class:`~r2d2kit.training.trainer.Trainer` runs one
 loop wherever acting happens (this process, spawned processes, Ray actors).
 
-Every pool takes the same arguments, ``Pool(make_env, make_network, network, config, *, epsilons,
-incarnations, callbacks, extras, ...)`` and then its runner's own keywords; a run's pool is started by
-:meth:`r2d2kit.training.builders.RunParts.start_actors` and driven by the trainer::
+Every pool takes ``make_env``, ``make_policy`` (a :data:`PolicyFactory`: each actor builds its agent's
+:class:`~r2d2kit.agent.seam.Policy`; picklable for the processes and Ray pools), the
+:class:`~r2d2kit.agent.seam.WindowLayout` and ``incarnations, callbacks, extras``, then its runner's own
+keywords; a run's pool is started by :meth:`r2d2kit.training.builders.RunParts.start_actors` and driven by
+the trainer::
 
     experience = pool.collect()          # windows, env steps and finished episodes since the last call
     replay.add_sequences(windows, source=source) for windows, source in experience.windows
-    pool.publish(network, updates)       # after updates: the actors act with the newest weights
+    pool.publish(learner.actor_variables(), updates)   # after updates: the actors act with the newest weights
     pool.close()                         # on every exit path
+
+A pool never knows the agent: it steps envs with the policy, ships windows and weight vectors.
 
 **Sources.** Replay joins a window to the earlier rows of its episode by ``(source, env, episode
 id)``, and episode ids restart in every new :class:`~r2d2kit.replay.SequenceBuilder`. So every
@@ -20,13 +24,19 @@ restarted actor's first windows would be stitched onto the rows its dead predece
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
 if TYPE_CHECKING:
-    from r2d2kit.models.qnetwork import QNetwork
+    import keras
+
+    from r2d2kit.agent.seam import Policy
+
+# builds actor ``actor_id``'s policy for an incarnation acting with ``seed`` (its exploration draws)
+PolicyFactory = Callable[[int, int], "Policy"]
 
 SEED_STRIDE = 1000  # actor i's first incarnation acts with seed + 1000 * i (restarts add the restart count)
 
@@ -53,8 +63,9 @@ class ActorPool(Protocol):
     def collect(self) -> Experience:
         """New windows (each batch with its incarnation's source id), env steps and finished episodes."""
 
-    def publish(self, network: QNetwork, updates: int) -> None:
-        """The learner's weights changed (``updates`` so far): make them available to the actors."""
+    def publish(self, variables: Sequence[keras.Variable], updates: int) -> None:
+        """The learner's weights changed (``updates`` so far): make ``variables`` (the learner's
+        :meth:`~r2d2kit.agent.seam.Learner.actor_variables`) available to the actors."""
 
     @property
     def weights_version(self) -> int:

@@ -3,7 +3,7 @@
     learner process                                   actor process i (spawned, 1 TF thread)
     ---------------                                   ---------------------------------------
     WeightBroadcast.publish(weights) --------------->  read when the version changes
-    SequenceReplayBuffer <- drain RecordRing i <-----  vector env -> stateful actor -> SequenceBuilder
+    SequenceReplayBuffer <- drain RecordRing i <-----  vector env -> the agent's policy -> SequenceBuilder
     train, update priorities                           -> ring.put(window) (waits when full)
     stats queue <------------------------------------  episode returns, env steps (small, pickled)
 
@@ -26,17 +26,15 @@ import queue
 import signal
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-import numpy.typing as npt
 
-from r2d2kit.agent.policies import EpsilonSchedule, as_schedule
 from r2d2kit.runners.acting import ActingLoop, limit_threads
 from r2d2kit.runners.callbacks import Callback
-from r2d2kit.runners.pool import Experience, Incarnations
+from r2d2kit.runners.pool import Experience, Incarnations, PolicyFactory
 from r2d2kit.runners.restarts import ActorsFailed, RestartPolicy, describe_exit, killed_from_outside
 from r2d2kit.runners.shm import (
     RecordLayout,
@@ -53,10 +51,10 @@ if TYPE_CHECKING:
     from multiprocessing.synchronize import Event
 
     import gymnasium as gym
+    import keras
     from numpy.typing import DTypeLike
 
-    from r2d2kit.agent.seam import WindowLayout
-    from r2d2kit.models.qnetwork import QNetwork
+    from r2d2kit.agent.seam import WindowFields, WindowLayout
 
 # what an actor reports on its stats queue: (actor id, env steps, finished (return, length) episodes, weights version)
 StatsMessage = tuple[int, int, list[tuple[float, int]], int]
@@ -67,10 +65,9 @@ class ActorSpec:
     """Everything an actor process needs, picklable (no TensorFlow objects)."""
 
     actor_id: int
-    make_network: Callable[[], QNetwork]  # a module-level function or functools.partial
+    make_policy: PolicyFactory  # picklable: builds the agent's networks and policy in the actor process
     make_env: Callable[[], gym.Env]
     windows: WindowLayout  # the rows of a replay window
-    epsilons: EpsilonSchedule  # one rate per env
     weights_name: str
     weights_size: int
     ring_name: str
@@ -101,21 +98,22 @@ def actor_main(spec: ActorSpec, stats: Queue[StatsMessage], stop: Event) -> None
     record_names = list(spec.layout.to_spec())
     learner_alive = lambda: os.getppid() == spec.learner_pid  # noqa: E731  (reparented: the learner died)
     try:
-        loop = ActingLoop.build(spec.make_env, spec.make_network(), spec.windows, spec.epsilons, spec.seed,
-                                spec.extras, actor_id=spec.actor_id, callbacks=spec.callbacks)
+        policy = spec.make_policy(spec.actor_id, spec.seed)
+        loop = ActingLoop.build(spec.make_env, policy, spec.windows, spec.seed, spec.extras, actor_id=spec.actor_id,
+                                callbacks=spec.callbacks)
         version, steps_since_report = -1, 0
         finished: list[tuple[float, int]] = []
         while not stop.is_set() and learner_alive():
             latest = weights.read(newer_than=version)
             if latest is not None:
                 version, vector = latest
-                loop.load_weights(vector)
+                policy.load_weights(vector)
             windows, returns, lengths = loop.step()
             if windows is not None and not _deliver(windows, record_names, ring, stop, learner_alive):
                 break  # stopping while the ring was full
             finished.extend(zip(returns.tolist(), lengths.tolist()))
-            steps_since_report += len(spec.epsilons)
-            if steps_since_report >= 50 * len(spec.epsilons) or finished:
+            steps_since_report += loop.num_envs
+            if steps_since_report >= 50 * loop.num_envs or finished:
                 stats.put((spec.actor_id, steps_since_report, finished, version))
                 steps_since_report, finished = 0, []
         loop.close()
@@ -143,12 +141,12 @@ class ProcessActors:
     (learner) process through shared memory.
 
     Args:
-        make_env: picklable factory of one env (each actor runs ``envs_per_actor`` of them).
-        make_network: picklable factory of the Q-network (each actor builds its own copy).
-        network: the learner's online network (weight layout and the first broadcast).
+        make_env: picklable factory of one env (each actor runs as many as its policy acts in).
+        make_policy: picklable :data:`~r2d2kit.runners.pool.PolicyFactory`: each actor process builds its
+            agent's networks and policy with it (exploration included).
         layout: the rows of a replay window (:class:`~r2d2kit.agent.seam.WindowLayout`).
-        epsilons: per-env epsilons over all actors' envs, actor-major, fixed or an
-            :class:`~r2d2kit.agent.policies.EpsilonSchedule`.
+        fields: what the windows hold (:class:`~r2d2kit.agent.seam.WindowFields`): sizes the shared-memory records.
+        variables: the learner's :meth:`~r2d2kit.agent.seam.Learner.actor_variables` (the first broadcast).
         incarnations: source ids and seeds of every actor start (a restarted actor gets new ones).
         callbacks: actor hooks (pickled into every actor).
         extras: per-row ``info`` entries the actors store with each observation, ``{name: (shape, dtype)}``
@@ -160,16 +158,15 @@ class ProcessActors:
             after which :meth:`collect` raises instead of waiting for ever (a stuck actor or queue).
     """
 
-    def __init__(self, make_env: Callable[[], gym.Env], make_network: Callable[[], QNetwork], network: QNetwork,
-                 layout: WindowLayout, *, epsilons: npt.ArrayLike | EpsilonSchedule, incarnations: Incarnations,
+    def __init__(self, make_env: Callable[[], gym.Env], make_policy: PolicyFactory, layout: WindowLayout, *,
+                 fields: WindowFields, variables: Sequence[keras.Variable], incarnations: Incarnations,
                  callbacks: Callback | None = None,
                  extras: Mapping[str, tuple[tuple[int, ...], DTypeLike]] | None = None, num_actors: int,
-                 envs_per_actor: int, ring_capacity: int = 64, publish_every: int = 10, threads: int = 1,
+                 ring_capacity: int = 64, publish_every: int = 10, threads: int = 1,
                  restart_policy: RestartPolicy | None = None, log: Callable[[str], None] | None = None,
                  stall_timeout: float = STALL_TIMEOUT_S) -> None:
-        self.make_network, self.make_env, self.layout = make_network, make_env, layout
-        self.num_actors, self.envs_per_actor = num_actors, envs_per_actor
-        self.epsilons = as_schedule(epsilons)
+        self.make_policy, self.make_env, self.layout = make_policy, make_env, layout
+        self.num_actors = num_actors
         self.ring_capacity, self.publish_every, self.threads = ring_capacity, publish_every, threads
         self.incarnations, self.callbacks = incarnations, callbacks
         self.restart_policy = restart_policy or RestartPolicy()
@@ -185,9 +182,9 @@ class ProcessActors:
         self._last_heard = time.monotonic()
         from r2d2kit.models.cores import state_fields  # the network is built: Keras is loaded already
 
-        self._layout = window_layout(layout.length, network.obs_shape, network.obs_dtype, np.int64,
-                                     state_fields(network.state_spec()), self.extras)
-        initial = flatten_weights(network.variables)
+        self._layout = window_layout(layout.length, fields.obs_shape, fields.obs_dtype, fields.action_dtype,
+                                     state_fields(fields.state), self.extras)
+        initial = flatten_weights(variables)
         self._weights = WeightBroadcast.create(initial.size)
         self._rings: list[RecordRing] = []
         self._stats: Queue[StatsMessage] | None = None
@@ -203,10 +200,8 @@ class ProcessActors:
             raise
 
     def _spawn(self, actor_id: int, restart: bool = False) -> None:
-        n = self.envs_per_actor
         _, seed = self.incarnations.start(actor_id, restart)
-        spec = ActorSpec(actor_id, self.make_network, self.make_env, self.layout,
-                         self.epsilons[actor_id * n:(actor_id + 1) * n], self._weights.name, self._weights.size,
+        spec = ActorSpec(actor_id, self.make_policy, self.make_env, self.layout, self._weights.name, self._weights.size,
                          self._rings[actor_id].name, self._layout, self.ring_capacity, os.getpid(), seed=seed,
                          threads=self.threads, callbacks=self.callbacks, extras=tuple(self.extras))
         # daemon: if this process is killed outright, the OS still reaps the actors
@@ -298,10 +293,10 @@ class ProcessActors:
                                f"please report it")
         return experience
 
-    def publish(self, network: QNetwork, updates: int) -> None:
+    def publish(self, variables: Sequence[keras.Variable], updates: int) -> None:
         """Broadcast the weights if ``publish_every`` updates passed since the last broadcast."""
         if updates - self._published_at >= self.publish_every:
-            self._version = self._weights.publish(flatten_weights(network.variables))
+            self._version = self._weights.publish(flatten_weights(variables))
             self._published_at = updates
 
     @property

@@ -27,26 +27,24 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
-import numpy.typing as npt
 
-from r2d2kit.agent.policies import EpsilonSchedule, as_schedule
 from r2d2kit.runners.acting import THREAD_VARIABLES, ActingLoop, limit_threads
 from r2d2kit.runners.callbacks import Callback
-from r2d2kit.runners.pool import Experience, Incarnations
+from r2d2kit.runners.pool import Experience, Incarnations, PolicyFactory
 from r2d2kit.runners.restarts import ActorsFailed, RestartPolicy
 from r2d2kit.runners.weights import flatten_weights
 
 if TYPE_CHECKING:
     import gymnasium as gym
+    import keras
     from numpy.typing import DTypeLike
     from ray import ObjectRef
 
     from r2d2kit.agent.seam import WindowLayout
-    from r2d2kit.models.qnetwork import QNetwork
 
 # ActorBody.collect's answer: (windows or None, env steps, finished (return, length) episodes, weights version)
 Batch = tuple[dict[str, np.ndarray] | None, int, list[tuple[float, int]], int]
@@ -57,21 +55,20 @@ RESTART_TIMEOUT_S = 300.0  # a failed actor that Ray has not brought back by the
 class ActorBody:
     """What runs inside one Ray actor: an acting loop returning batches of windows.
 
-    The loop is built on the first request, with the seed the driver sends: a restarted actor (Ray
-    runs ``__init__`` again) gets its incarnation's seed, not its predecessor's.
+    The policy and the loop are built on the first request, with the seed the driver sends: a restarted
+    actor (Ray runs ``__init__`` again) gets its incarnation's seed, not its predecessor's.
     """
 
-    def __init__(self, actor_id: int, make_network: Callable[[], QNetwork], make_env: Callable[[], gym.Env],
-                 layout: WindowLayout, epsilons: EpsilonSchedule, threads: int = 1, callbacks: Callback | None = None,
+    def __init__(self, actor_id: int, make_policy: PolicyFactory, make_env: Callable[[], gym.Env],
+                 layout: WindowLayout, threads: int = 1, callbacks: Callback | None = None,
                  extras: tuple[str, ...] = ()) -> None:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         limit_threads(threads)
         from r2d2kit.models.tf_setup import setup_tensorflow
 
         setup_tensorflow(threads=threads, gpu=False)  # the GPU is the learner's
-        self.actor_id, self.make_env, self.layout, self.epsilons = actor_id, make_env, layout, epsilons
+        self.actor_id, self.make_env, self.layout, self.make_policy = actor_id, make_env, layout, make_policy
         self.callbacks, self.extras = callbacks, extras
-        self.network = make_network()
         self.loop: ActingLoop | None = None
         self.version = -1
 
@@ -95,11 +92,11 @@ class ActorBody:
 
         loop = self.loop
         if loop is None:
-            loop = ActingLoop.build(self.make_env, self.network, self.layout, self.epsilons, seed, self.extras,
-                                    actor_id=self.actor_id, callbacks=self.callbacks)
+            loop = ActingLoop.build(self.make_env, self.make_policy(self.actor_id, seed), self.layout, seed,
+                                    self.extras, actor_id=self.actor_id, callbacks=self.callbacks)
             self.loop = loop
         if version != self.version:
-            loop.load_weights(ray.get(weights[0]))
+            loop.policy.load_weights(ray.get(weights[0]))
             self.version = version
         batches: list[dict[str, np.ndarray]] = []
         episodes: list[tuple[float, int]] = []
@@ -109,7 +106,7 @@ class ActorBody:
                 batches.append(windows)
             episodes.extend(zip(returns.tolist(), lengths.tolist()))
         stacked = {name: np.concatenate([b[name] for b in batches]) for name in batches[0]} if batches else None
-        return stacked, steps * len(self.epsilons), episodes, self.version
+        return stacked, steps * loop.num_envs, episodes, self.version
 
     def close(self) -> None:
         """End hook and envs."""
@@ -122,11 +119,10 @@ class RayActors:
 
     Args:
         make_env: picklable factory of one env (Ray ships it to the actors).
-        make_network: picklable factory of the Q-network (each actor builds its own copy).
-        network: the learner's online network (weight layout and the first broadcast).
+        make_policy: picklable :data:`~r2d2kit.runners.pool.PolicyFactory`: each Ray actor builds its agent's
+            networks and policy with it (exploration included).
         layout: the rows of a replay window (:class:`~r2d2kit.agent.seam.WindowLayout`).
-        epsilons: per-env epsilons over all actors' envs, actor-major, fixed or an
-            :class:`~r2d2kit.agent.policies.EpsilonSchedule`.
+        variables: the learner's :meth:`~r2d2kit.agent.seam.Learner.actor_variables` (the first broadcast).
         incarnations: source ids and seeds of every actor start (a restarted actor gets new ones).
         callbacks: actor hooks (pickled into every actor).
         extras: per-row ``info`` entries the actors store with each observation, ``{name: (shape, dtype)}``
@@ -140,11 +136,11 @@ class RayActors:
         log: where failures are reported (default: stderr).
     """
 
-    def __init__(self, make_env: Callable[[], gym.Env], make_network: Callable[[], QNetwork], network: QNetwork,
-                 layout: WindowLayout, *, epsilons: npt.ArrayLike | EpsilonSchedule, incarnations: Incarnations,
+    def __init__(self, make_env: Callable[[], gym.Env], make_policy: PolicyFactory, layout: WindowLayout, *,
+                 variables: Sequence[keras.Variable], incarnations: Incarnations,
                  callbacks: Callback | None = None,
                  extras: Mapping[str, tuple[tuple[int, ...], DTypeLike]] | None = None, num_actors: int,
-                 envs_per_actor: int, steps_per_batch: int = 50, publish_every: int = 10, threads: int = 1,
+                 steps_per_batch: int = 50, publish_every: int = 10, threads: int = 1,
                  restart_policy: RestartPolicy | None = None, address: str | None = None,
                  num_cpus: int | None = None, cpus_per_actor: float = 1.0,
                  log: Callable[[str], None] | None = None) -> None:
@@ -165,16 +161,14 @@ class RayActors:
             ray.init(address=address, num_cpus=None if address else num_cpus, include_dashboard=False,
                      log_to_driver=True, configure_logging=False)
         self._version = 0
-        self._weights = ray.put(flatten_weights(network.variables))
+        self._weights = ray.put(flatten_weights(variables))
         self._published_at = 0
-        # set before the worker imports TensorFlow (unpickling make_network already does)
+        # set before the worker imports TensorFlow (unpickling make_policy already does)
         env_vars = {"TF_CPP_MIN_LOG_LEVEL": "2", **{name: str(threads) for name in THREAD_VARIABLES}}
         # Ray restarts a dead actor without limit; the restart policy decides when the run stops
         remote = ray.remote(num_cpus=cpus_per_actor, max_restarts=-1, max_task_retries=0,
                             runtime_env={"env_vars": env_vars})(ActorBody)
-        n = envs_per_actor
-        self._actors = [remote.remote(i, make_network, make_env, layout, as_schedule(epsilons)[i * n:(i + 1) * n],
-                                      threads, callbacks, tuple(extras or {}))
+        self._actors = [remote.remote(i, make_policy, make_env, layout, threads, callbacks, tuple(extras or {}))
                         for i in range(num_actors)]
         self._seeds = {i: incarnations.start(i)[1] for i in range(num_actors)}  # sent with each request
         self._pending: dict[ObjectRef[Batch], int] = {}
@@ -286,10 +280,10 @@ class RayActors:
                                f"{error}") from None
         self._retry_at[actor_id] = time.monotonic() + 0.5
 
-    def publish(self, network: QNetwork, updates: int) -> None:
+    def publish(self, variables: Sequence[keras.Variable], updates: int) -> None:
         """One ``ray.put`` of the weights every ``publish_every`` updates; actors fetch it on their next batch."""
         if updates - self._published_at >= self.publish_every:
-            self._weights = self._ray.put(flatten_weights(network.variables))
+            self._weights = self._ray.put(flatten_weights(variables))
             self._version += 1
             self._published_at = updates
 

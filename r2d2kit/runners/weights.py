@@ -1,7 +1,7 @@
 """Weight transport from the learner to actors elsewhere: the network as one float32 vector.
 
 Actor processes receive it through :class:`~r2d2kit.runners.shm.WeightBroadcast`, Ray actors
-through the object store; both load it with :func:`load_published_weights`.
+through the object store; a policy loads it with :func:`load_flat_weights` (its ``load_weights``).
 """
 
 from __future__ import annotations
@@ -13,8 +13,6 @@ import numpy as np
 
 if TYPE_CHECKING:
     import keras
-
-    from r2d2kit.models.qnetwork import StatefulActor
 
 
 def flatten_weights(variables: Iterable[keras.Variable]) -> np.ndarray:
@@ -37,19 +35,3 @@ def load_flat_weights(variables: Iterable[keras.Variable], vector: np.ndarray) -
         size = int(np.prod(variable.shape))
         variable.assign(vector[offset:offset + size].reshape(variable.shape))
         offset += size
-
-
-def load_published_weights(actor: StatefulActor, vector: np.ndarray) -> None:
-    """Load a :func:`flatten_weights` vector into an actor's network and tell the actor (so no copy goes stale).
-
-    The one way actor processes and Ray actors take new weights: an actor acting on a numpy copy
-    of the weights (``follow_weights=False``) reads them again before its next step.
-    """
-    offset = 0
-    for variable in actor.network.variables:
-        size = int(np.prod(variable.shape))
-        variable.assign(vector[offset:offset + size].reshape(variable.shape))
-        offset += size
-    if offset != vector.size:
-        raise ValueError(f"weight vector has {vector.size} values, the network {offset}")
-    actor.refresh_weights()

@@ -399,34 +399,42 @@ class RunParts:
         """
         import functools
 
+        from r2d2kit.agent.policies import EpsilonGreedyFactory
+        from r2d2kit.agent.seam import WindowFields
         from r2d2kit.runners.restarts import RestartPolicy
 
         cfg, actors = self.config, self.config.actors
         env_factory = functools.partial(make_env, cfg)
         network_factory = functools.partial(build_network, cfg)
         extras = row_extras(self.goal)
+        layout, variables = cfg.replay.layout, self.learner.actor_variables()
         restart_policy = RestartPolicy(actors.max_restarts, actors.restart_window_s, actors.max_consecutive_failures,
                                        actors.restart_backoff_s, actors.max_restart_backoff_s)
         if actors.runner == "local":
             from r2d2kit.runners.local import LocalActors
 
-            return LocalActors(env_factory, network_factory, self.network, cfg.replay.layout, epsilons=epsilons,
-                               incarnations=incarnations, callbacks=callbacks, extras=extras)
+            network = self.network  # the learner's own: the local actor shares its weights
+            local_policy = EpsilonGreedyFactory(lambda: network, epsilons, cfg.env.num_envs)
+            return LocalActors(env_factory, local_policy, layout, incarnations=incarnations, callbacks=callbacks,
+                               extras=extras)
+        make_policy = EpsilonGreedyFactory(network_factory, epsilons, cfg.env.num_envs)
         if actors.runner == "ray":
             from r2d2kit.runners.ray_actors import RayActors
 
-            return RayActors(env_factory, network_factory, self.network, cfg.replay.layout, epsilons=epsilons,
+            return RayActors(env_factory, make_policy, layout, variables=variables,
                              incarnations=incarnations, callbacks=callbacks.for_actors(), extras=extras,
-                             num_actors=actors.num_actors, envs_per_actor=cfg.env.num_envs,
+                             num_actors=actors.num_actors,
                              publish_every=actors.publish_every, threads=actors.threads,
                              restart_policy=restart_policy, steps_per_batch=actors.steps_per_batch,
                              address=actors.ray_address, num_cpus=actors.ray_num_cpus,
                              cpus_per_actor=actors.cpus_per_actor)
         from r2d2kit.runners.processes import ProcessActors
 
-        return ProcessActors(env_factory, network_factory, self.network, cfg.replay.layout, epsilons=epsilons,
+        network = self.network
+        fields = WindowFields(tuple(network.obs_shape), network.obs_dtype, (), "int64", network.state_spec())
+        return ProcessActors(env_factory, make_policy, layout, fields=fields, variables=variables,
                              incarnations=incarnations, callbacks=callbacks.for_actors(), extras=extras,
-                             num_actors=actors.num_actors, envs_per_actor=cfg.env.num_envs,
+                             num_actors=actors.num_actors,
                              publish_every=actors.publish_every, threads=actors.threads,
                              restart_policy=restart_policy, ring_capacity=actors.ring_capacity)
 

@@ -57,6 +57,7 @@ from r2d2kit.training.run_directory import check_run_directory, existing_run_mes
 # evaluations reset their envs with seed run.seed + EVAL_SEED_OFFSET + env steps: episodes no training
 # env plays, the same for every run of a seed (benchmarks evaluate peers on these episodes too)
 if TYPE_CHECKING:
+    from r2d2kit.agent.policies import GreedyPolicy
     from r2d2kit.runners.pool import ActorPool
 
 EVAL_SEED_OFFSET = 7919
@@ -129,8 +130,7 @@ class Trainer:
         self.log = RunLog(self.run_dir, tensorboard=config.logging.tensorboard)
         if checkpoint is not None:
             self.log.forget_after(self.counters["env_steps"])  # rows of training this run will redo
-        self.eval_actor = (self.network.actor(min(config.run.eval_episodes, MAX_EVAL_ENVS))
-                           if config.run.eval_every else None)
+        self.eval_policy = self._make_eval_policy() if config.run.eval_every else None
         self.stopped_by: str | None = None
         self.actors: ActorPool | None = None
         self._window = _Window()
@@ -170,9 +170,9 @@ class Trainer:
         from r2d2kit.runners.evaluation import evaluate
 
         c = self.counters
-        if self.eval_actor is None:  # run.eval_every: 0 and a direct call: the actor is made on demand
-            self.eval_actor = self.network.actor(min(self.config.run.eval_episodes, MAX_EVAL_ENVS))
-        evaluation = evaluate(self.eval_actor, self.make_env, self.config.run.eval_episodes,
+        if self.eval_policy is None:  # run.eval_every: 0 and a direct call: the policy is made on demand
+            self.eval_policy = self._make_eval_policy()
+        evaluation = evaluate(self.eval_policy, self.make_env, self.config.run.eval_episodes,
                               seed=self.config.run.seed + EVAL_SEED_OFFSET + c["env_steps"])
         returns = evaluation.returns
         row = {"env_steps": c["env_steps"], "updates": c["updates"], "seconds": round(c["train_seconds"], 2),
@@ -191,6 +191,11 @@ class Trainer:
         if self.callbacks.on_evaluation(self, row) is False:
             self.stop(f"callback {self.callbacks.stopped_by}")
         return row
+
+    def _make_eval_policy(self) -> GreedyPolicy:
+        from r2d2kit.agent.policies import GreedyPolicy
+
+        return GreedyPolicy(self.network.actor(min(self.config.run.eval_episodes, MAX_EVAL_ENVS)))
 
     def checkpoint(self) -> Path:
         """Write a checkpoint of the current state now."""
@@ -280,7 +285,7 @@ class Trainer:
                                "updates": self.learner.updates}
                     if self.callbacks.on_learner_step(self.learner, metrics) is False:
                         self.stop(f"callback {self.callbacks.stopped_by}")
-                    self.actors.publish(self.network, self.learner.updates)
+                    self.actors.publish(self.learner.actor_variables(), self.learner.updates)
                 c["actor_restarts"] = restarts_before + self.actors.restarts
                 c["next_source"] = self.actors.incarnations.next_source
                 now = time.perf_counter()
@@ -291,7 +296,7 @@ class Trainer:
                     self._log_scalars()
                     c["next_log"] = _next_multiple(c["env_steps"], cfg.logging.log_every)
                 self._phase = "an evaluation"
-                if self.eval_actor is not None and c["env_steps"] >= c["next_eval"]:
+                if self.eval_policy is not None and c["env_steps"] >= c["next_eval"]:
                     row = self.evaluate()
                     bar.set_postfix(eval=f"{row['eval_mean']:.1f}", updates=c["updates"])
                     c["next_eval"] = _next_multiple(c["env_steps"], cfg.run.eval_every)

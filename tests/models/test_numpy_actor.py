@@ -15,7 +15,7 @@ import pytest
 
 from r2d2kit.models import ImageModel, MLPModel, QNetwork
 from r2d2kit.models.numpy_actor import NumpyForward, UnsupportedNetwork
-from r2d2kit.runners.weights import flatten_weights, load_published_weights
+from r2d2kit.runners.weights import flatten_weights
 
 UNITS, ENVS, STEPS = 6, 3, 12
 
@@ -213,12 +213,14 @@ def q_of(actor, inputs):
 
 
 def test_published_weights_reach_the_numpy_copy():
-    """Actor processes and Ray actors load weights with load_published_weights: the next step uses them."""
+    """Actor processes and Ray actors load weights with the policy's load_weights: the next step uses them."""
+    from r2d2kit.agent.policies import GreedyPolicy
+
     network, source = make_network(seed=10), make_network(seed=11)
     inputs = tuple(x[:, 0] for x in rollout_inputs(network, seed=12))
     actor = network.actor(ENVS, follow_weights=False)  # as actor processes make it
     before = q_of(actor, inputs)
-    load_published_weights(actor, flatten_weights(source.variables))
+    GreedyPolicy(actor).load_weights(flatten_weights(source.variables))
     after = q_of(actor, inputs)
     expected = q_of(source.actor(ENVS, backend="keras"), inputs)
     np.testing.assert_allclose(after, expected, rtol=1e-5, atol=1e-5)
@@ -268,6 +270,7 @@ def test_local_pool_publish_and_evaluate_read_the_new_weights():
     """LocalActors.publish and evaluate() are where the in-process paths take new weights."""
     import gymnasium as gym
 
+    from r2d2kit.agent.policies import EpsilonGreedyFactory, EpsilonSchedule, GreedyPolicy
     from r2d2kit.agent.seam import WindowLayout
     from r2d2kit.runners.evaluation import evaluate
     from r2d2kit.runners.local import LocalActors
@@ -276,25 +279,26 @@ def test_local_pool_publish_and_evaluate_read_the_new_weights():
     network = QNetwork((4,), 2, MLPModel((8,)), core_units=UNITS, head_units=5)
     randomize(network, 19)
     layout = WindowLayout(burn_in=1, trace_length=3, period=2, n_step=1)
-    pool = LocalActors(lambda: gym.make("CartPole-v1"), None, network, layout, epsilons=np.zeros(2),
-                       incarnations=Incarnations(seed=0))
+    policies = EpsilonGreedyFactory(lambda: network, EpsilonSchedule(np.zeros(2)), 2)
+    pool = LocalActors(lambda: gym.make("CartPole-v1"), policies, layout, incarnations=Incarnations(seed=0))
     assert isinstance(pool, ActorPool)
     try:
         inputs = (np.ones((2, 4), np.float32), np.zeros(2, np.int32), np.zeros(2, np.float32))
-        before = q_of(pool.loop.actor, inputs)
+        actor = pool.loop.policy.actor
+        before = q_of(actor, inputs)
         randomize(network, 20)
-        pool.publish(network, updates=1)
-        np.testing.assert_allclose(q_of(pool.loop.actor, inputs), q_of(network.actor(2, backend="keras"), inputs),
+        pool.publish(network.variables, updates=1)
+        np.testing.assert_allclose(q_of(actor, inputs), q_of(network.actor(2, backend="keras"), inputs),
                                    rtol=1e-5, atol=1e-5)
-        assert not np.allclose(before, q_of(pool.loop.actor, inputs))
+        assert not np.allclose(before, q_of(actor, inputs))
     finally:
         pool.close()
     # evaluate(): an actor that does not follow the weights still evaluates with the current ones
     stale = network.actor(2, follow_weights=False)
     randomize(network, 21)
     fresh = network.actor(2, backend="keras")
-    np.testing.assert_array_equal(evaluate(stale, lambda: gym.make("CartPole-v1"), 4, seed=3).returns,
-                                  evaluate(fresh, lambda: gym.make("CartPole-v1"), 4, seed=3).returns)
+    np.testing.assert_array_equal(evaluate(GreedyPolicy(stale), lambda: gym.make("CartPole-v1"), 4, seed=3).returns,
+                                  evaluate(GreedyPolicy(fresh), lambda: gym.make("CartPole-v1"), 4, seed=3).returns)
     assert stale.follow_weights is False
 
 

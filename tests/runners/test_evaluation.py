@@ -4,6 +4,7 @@ import gymnasium as gym
 import keras
 import numpy as np
 
+from r2d2kit.agent.policies import GreedyPolicy
 from r2d2kit.models import MLPModel, QNetwork
 from r2d2kit.runners.evaluation import evaluate
 
@@ -34,9 +35,9 @@ def network():
 def test_evaluate_takes_each_envs_first_episodes_not_the_first_to_finish():
     # env i has episodes of i + 1 steps (seed 0 + i); 8 episodes over 4 envs: two from each env.
     # Counting episodes as they finish would take env 0's short ones (1, 1, 1, ...) first.
-    returns = evaluate(network().actor(4), FixedLength, episodes=8, seed=0).returns
+    returns = evaluate(GreedyPolicy(network().actor(4)), FixedLength, episodes=8, seed=0).returns
     assert sorted(returns.tolist()) == [1, 1, 2, 2, 3, 3, 4, 4]
-    returns = evaluate(network().actor(4), FixedLength, episodes=6, seed=0).returns
+    returns = evaluate(GreedyPolicy(network().actor(4)), FixedLength, episodes=6, seed=0).returns
     assert sorted(returns.tolist()) == [1, 1, 2, 2, 3, 4]
 
 
@@ -55,9 +56,11 @@ class FilmedLength(FixedLength):
 def test_frames_film_env_0s_first_episode_from_its_reset_to_its_last_step():
     """Env 0 (seed 5: 6 steps) is filmed while env 1 (seed 6) plays on: reset + 6 steps = 7 frames."""
     frames = []
-    returns = evaluate(network().actor(2), lambda: FilmedLength("rgb_array"), episodes=4, seed=5, frames=frames).returns
+    returns = evaluate(GreedyPolicy(network().actor(2)), lambda: FilmedLength("rgb_array"), episodes=4, seed=5,
+                       frames=frames).returns
     assert sorted(returns.tolist()) == [6, 6, 7, 7]
     assert [int(frame[0, 0, 0]) for frame in frames] == [0, 1, 2, 3, 4, 5, 6]
     capped = []
-    evaluate(network().actor(2), lambda: FilmedLength("rgb_array"), episodes=2, seed=5, frames=capped, max_frames=3)
+    evaluate(GreedyPolicy(network().actor(2)), lambda: FilmedLength("rgb_array"), episodes=2, seed=5, frames=capped,
+             max_frames=3)
     assert [int(frame[0, 0, 0]) for frame in capped] == [0, 1, 2]

@@ -177,8 +177,8 @@ def test_evaluation_reports_the_success_of_every_episode(tmp_path):
     from r2d2kit.runners.evaluation import evaluate
 
     trainer = Trainer(trace_config(tmp_path, run={"eval_every": 300, "eval_episodes": 6}), tmp_path / "run")
-    evaluation = evaluate(trainer.eval_actor, trainer.make_env, 6, seed=123)
-    assert trainer.eval_actor.num_envs == 6
+    evaluation = evaluate(trainer.eval_policy, trainer.make_env, 6, seed=123)
+    assert trainer.eval_policy.num_envs == 6
     got = sorted(zip(evaluation.returns.tolist(), evaluation.successes.tolist()))
     expected = brute_force_episodes(123, 6, 1)
     # returns and successes apart: pytest >= 9.2's approx refuses a list of (float, bool) pairs

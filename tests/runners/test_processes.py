@@ -124,7 +124,8 @@ def test_actors_that_stop_delivering_while_alive_are_an_error_not_a_hang():
     """Every actor stuck in env.step (alive, silent): collect() raises after stall_timeout, naming the pids."""
     import functools
 
-    from r2d2kit.agent.seam import WindowLayout
+    from r2d2kit.agent.policies import EpsilonGreedyFactory, EpsilonSchedule
+    from r2d2kit.agent.seam import WindowFields, WindowLayout
     from r2d2kit.models import MLPModel, QNetwork
     from r2d2kit.runners.pool import Incarnations
     from r2d2kit.runners.processes import ProcessActors
@@ -133,8 +134,11 @@ def test_actors_that_stop_delivering_while_alive_are_an_error_not_a_hang():
     make_network = functools.partial(QNetwork, (2,), 2, MLPModel((16,)), core_units=16, head_units=16)
     layout = WindowLayout(burn_in=1, trace_length=6, period=6, n_step=1)
     start = time.monotonic()
-    with ProcessActors(HangingCueMemory, make_network, make_network(), layout, num_actors=1, envs_per_actor=1,
-                       epsilons=np.array([0.1]), incarnations=Incarnations(), stall_timeout=20.0) as actors:
+    network = make_network()
+    fields = WindowFields((2,), "float32", (), "int64", network.state_spec())
+    policies = EpsilonGreedyFactory(make_network, EpsilonSchedule(np.array([0.1])), 1)
+    with ProcessActors(HangingCueMemory, policies, layout, fields=fields, variables=network.variables, num_actors=1,
+                       incarnations=Incarnations(), stall_timeout=20.0) as actors:
         with pytest.raises(RuntimeError, match=r"no env steps or windows from any of the 1 actor processes .*py-spy"):
             while time.monotonic() - start < 120:
                 actors.collect()

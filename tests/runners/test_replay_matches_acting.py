@@ -10,6 +10,7 @@ import keras
 import numpy as np
 
 import r2d2kit.envs  # noqa: F401  (CartPoleNoVel-v1)
+from r2d2kit.agent.policies import EpsilonGreedyPolicy
 from r2d2kit.models import MLPModel, QNetwork
 from r2d2kit.replay import SequenceBuilder
 from r2d2kit.runners.acting import ActingLoop
@@ -24,11 +25,12 @@ def test_replayed_windows_give_the_actors_q_values_row_for_row():
     network = QNetwork((2,), 2, MLPModel((8,)), core_units=8, head_units=8)
     envs = gym.vector.SyncVectorEnv([lambda: gym.make("CartPoleNoVel-v1")] * NUM_ENVS)
     builder = SequenceBuilder(NUM_ENVS, burn_in=3, trace_length=5, n_step=2, period=4, state_names=STATE_NAMES)
-    loop = ActingLoop(envs, network.actor(NUM_ENVS), builder, epsilons=np.array([0.5, 0.1, 0.0]), seed=0)
+    policy = EpsilonGreedyPolicy(network.actor(NUM_ENVS), np.array([0.5, 0.1, 0.0]), seed=0)
+    loop = ActingLoop(envs, policy, builder, seed=0)
 
     seen: dict[tuple[int, int, int], np.ndarray] = {}  # (env, episode of that env, time) -> actor Q
     episode, time = np.zeros(NUM_ENVS, int), np.zeros(NUM_ENVS, int)
-    actor_q_values = loop.actor.q_values
+    actor_q_values = policy.actor.q_values
 
     def recording_q_values(obs, prev_action, prev_reward):
         q = actor_q_values(obs, prev_action, prev_reward)
@@ -36,7 +38,7 @@ def test_replayed_windows_give_the_actors_q_values_row_for_row():
             seen[env, episode[env], time[env]] = q[env].copy()
         return q
 
-    loop.actor.q_values = recording_q_values
+    policy.actor.q_values = recording_q_values
     windows = []
     for _ in range(150):
         autoreset = loop.tracker.resets.pending.copy()  # this step shows the final observation only
