@@ -49,6 +49,9 @@ class LocalActors:
         return Experience([(windows, self.source)] if windows is not None else [], len(self.loop.epsilons),
                           episodes)
 
+    def supervise(self) -> None:
+        """Nothing to watch: the actor runs in this process, between updates."""
+
     def publish(self, network: QNetwork, updates: int) -> None:
         """The learner changed the shared weights: the actor reads them before its next step."""
         self.loop.refresh_weights()

@@ -8,6 +8,7 @@ incarnations, callbacks, extras, ...)`` and then its runner's own keywords; a ru
     experience = pool.collect()          # windows, env steps and finished episodes since the last call
     replay.add_sequences(windows, source=source) for windows, source in experience.windows
     pool.publish(network, updates)       # after updates: the actors act with the newest weights
+    pool.supervise()                     # every SUPERVISE_EVERY_S of updates: failed actors restarted on time
     pool.close()                         # on every exit path
 
 **Sources.** Replay joins a window to the earlier rows of its episode by ``(source, env, episode
@@ -52,6 +53,10 @@ class ActorPool(Protocol):
 
     def collect(self) -> Experience:
         """New windows (each batch with its incarnation's source id), env steps and finished episodes."""
+
+    def supervise(self) -> None:
+        """Between updates: notice failed actors and restart them, or raise ``ActorsFailed``; no new data is
+        taken in (the next ``collect`` returns what this saw), so actors stay held back while the learner trains."""
 
     def publish(self, network: QNetwork, updates: int) -> None:
         """The learner's weights changed (``updates`` so far): make them available to the actors."""

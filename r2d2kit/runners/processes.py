@@ -26,6 +26,7 @@ import queue
 import signal
 import sys
 import time
+import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -124,6 +125,30 @@ def actor_main(spec: ActorSpec, stats: Queue[StatsMessage], stop: Event) -> None
         weights.close()
 
 
+def actor_process(spec: ActorSpec, stats: Queue[StatsMessage], stop: Event) -> None:
+    """An actor process's target: :func:`actor_main`, then out at once with ``os._exit`` (status 1 on an error,
+    its traceback printed first, as :mod:`multiprocessing` reports it).
+
+    Why: the interpreter's teardown with TensorFlow loaded takes seconds on busy cores (3-4 s measured at a
+    load of 9 on 2 cores), all of it between a crash and the learner seeing the process gone, and between a
+    stop and the run's end. The actor owns nothing that needs it: its segments are closed by then and its
+    stats queue is flushed here (what the teardown would have done for it).
+    """
+    code = 0
+    try:
+        actor_main(spec, stats, stop)
+    except BaseException:  # noqa: BLE001  (any error ends the process; the learner's restart policy judges it)
+        code = 1
+        print(f"Process {mp.current_process().name}:", file=sys.stderr)
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        stats.close()
+        stats.join_thread()  # every report put so far reaches the learner
+        os._exit(code)
+
+
 def _deliver(windows: dict[str, np.ndarray], names: list[str], ring: RecordRing, stop: Event,
              learner_alive: Callable[[], bool]) -> bool:
     """Put every window into the ring, waiting while it is full (back-pressure: never drop).
@@ -183,6 +208,7 @@ class ProcessActors:
         self.extras = dict(extras or {})
         self.stall_timeout = stall_timeout
         self._last_heard = time.monotonic()
+        self._held = Experience()  # what supervise() took between two collect() calls
         from r2d2kit.models.cores import state_fields  # the network is built: Keras is loaded already
 
         self._layout = window_layout(config.length, network.obs_shape, network.obs_dtype, np.int64,
@@ -210,7 +236,7 @@ class ProcessActors:
                          self._rings[actor_id].name, self._layout, self.ring_capacity, os.getpid(), seed=seed,
                          threads=self.threads, callbacks=self.callbacks, extras=tuple(self.extras))
         # daemon: if this process is killed outright, the OS still reaps the actors
-        process = self._context.Process(target=actor_main, args=(spec, self._stats, self._stop), daemon=True,
+        process = self._context.Process(target=actor_process, args=(spec, self._stats, self._stop), daemon=True,
                                         name=f"r2d2kit-actor-{actor_id}")
         process.start()
         self._processes[actor_id] = process
@@ -261,19 +287,11 @@ class ProcessActors:
                      f"({restart.budget})")
             self._restart_at[actor_id] = now + restart.delay_s
 
-    def collect(self) -> Experience:
-        """Take every stats message and finished window waiting, then restart the actors that died.
-
-        Raises:
-            ActorsFailed: an actor died and the restart policy stops the run (a crash loop, too many
-                restarts too fast), or no actor reported anything for ``stall_timeout`` seconds while
-                all were alive.
-        """
+    def _take_stats(self, experience: Experience) -> None:
+        """Move every stats message waiting into ``experience``; an actor that reported env steps made progress."""
         stats = self._stats
         if stats is None:
             raise RuntimeError("the actor processes are closed")
-        experience = Experience()
-        # stats first: a dead actor's last reports count as its progress before its death is judged
         try:
             while True:
                 actor_id, steps, finished, version = stats.get_nowait()
@@ -284,6 +302,30 @@ class ProcessActors:
                     self.restart_policy.progress(actor_id)
         except queue.Empty:
             pass
+
+    def supervise(self) -> None:
+        """Between updates: notice the actors that died and restart them (or stop the run) on time.
+
+        The live actors' rings are left alone: the learner drains them in :meth:`collect` only, so a
+        full ring still holds its actor back while the learner trains (env steps stay in step with
+        updates). What this takes (stats, a dead actor's last windows) the next :meth:`collect` returns.
+
+        Raises:
+            ActorsFailed: as :meth:`collect`.
+        """
+        self._take_stats(self._held)  # stats first: a dead actor's last reports count before its death is judged
+        self._restart_dead(self._held)
+
+    def collect(self) -> Experience:
+        """Take every stats message and finished window waiting, then restart the actors that died.
+
+        Raises:
+            ActorsFailed: an actor died and the restart policy stops the run (a crash loop, too many
+                restarts too fast), or no actor reported anything for ``stall_timeout`` seconds while
+                all were alive.
+        """
+        experience, self._held = self._held, Experience()
+        self._take_stats(experience)  # stats first: a dead actor's last reports count before its death is judged
         self._restart_dead(experience)
         for actor_id in range(self.num_actors):
             self._drain(actor_id, experience)
