@@ -248,6 +248,8 @@ class Trainer:
         failure: tuple[str, Exception] | None = None
         try:
             self.actors = self.start_actors()
+            if self.config.actors.runner != "local":
+                self.learner.prepare(self.replay)  # traced while the actors start, not in the first update
             last = time.perf_counter()  # actor start-up (spawn, TF import) is not training time
             while c["env_steps"] < cfg.run.total_env_steps and self.stopped_by is None:
                 self._phase = "collecting from the actors"
