@@ -22,8 +22,9 @@ import os
 import re
 import sys
 import threading
+from typing import NoReturn
 
-__all__ = ["NATIVE_LOG_LINE", "filter_native_lines", "quiet_native_logs"]
+__all__ = ["NATIVE_LOG_LINE", "exit_without_teardown", "filter_native_lines", "quiet_native_logs"]
 
 # absl's prefix: level letter, MMDD, time, thread id, file:line]; and absl's own pre-init warning.
 # cpu_feature_guard's message runs over two lines; its second ("To enable the following instructions: AVX2 ...,
@@ -32,6 +33,10 @@ NATIVE_LOG_LINE = re.compile(
     rb"[IWE]\d{4} [\d:.]+\s+\d+ [\w.\-/]+:\d+\] .*|WARNING: All log messages before absl::InitializeLog\(\) .*"
     rb"|To enable the following instructions: .*rebuild TensorFlow with the appropriate compiler flags\.")
 _state: dict[str, object] = {}
+# written into the pipe by _restore after this process's last line: the filter shows everything before it and
+# ends there, rather than waiting for end-of-file (which never comes while a child that inherited the descriptor
+# lives on, e.g. multiprocessing's resource tracker until this process is gone)
+END_MARK = b"\0r2d2kit-stderr-filter-end\0"
 
 
 def filter_native_lines(data: bytes) -> tuple[bytes, bytes]:
@@ -76,6 +81,24 @@ def quiet_native_logs() -> bool:
     return True
 
 
+def exit_without_teardown(status: int) -> NoReturn:
+    """End a command with ``status`` once every exit handler ran, skipping the interpreter's teardown.
+
+    Why: with TensorFlow loaded, freeing every module and running TensorFlow's native destructors takes
+    seconds on busy cores, between a command's last line and its exit, and a finished command needs none
+    of it: its files are closed, its actor processes reaped and its shared memory unlinked by then. The exit
+    handlers still run (this filter's drain, multiprocessing's and Ray's clean-ups), then the standard
+    streams are flushed. For a command's ``__main__`` only, never for library code.
+    """
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+    os._exit(status)
+
+
 def _pump(read_end: int, original: int) -> None:
     """Copy the pipe to the real stderr, line by line, without the native log lines."""
     held = b""
@@ -84,11 +107,19 @@ def _pump(read_end: int, original: int) -> None:
             chunk = os.read(read_end, 65536)
         except OSError:
             chunk = b""
-        if not chunk:  # every writer closed its end: the process and its children are done
-            if held and not NATIVE_LOG_LINE.search(held):
-                os.write(original, held)
+        data = held + chunk
+        end = data.find(END_MARK)
+        if not chunk or end >= 0:  # every writer closed its end, or this process wrote its last line
+            if end >= 0:
+                data = data[:end] + data[end + len(END_MARK):]
+            shown, held = filter_native_lines(data)
+            tail = held if held and not NATIVE_LOG_LINE.search(held) else b""
+            try:
+                os.write(original, shown + tail)
+            except OSError:
+                pass
             return
-        shown, held = filter_native_lines(held + chunk)
+        shown, held = filter_native_lines(data)
         if shown:
             try:
                 os.write(original, shown)
@@ -97,14 +128,18 @@ def _pump(read_end: int, original: int) -> None:
 
 
 def _restore() -> None:
-    """At exit: give descriptor 2 back and let the filter drain what is still in the pipe (children that
-    outlive this process keep their end open; the wait is bounded)."""
+    """At exit: mark the end of this process's output, give descriptor 2 back and let the filter show what is
+    still in the pipe up to the mark (the wait is bounded)."""
     thread, original = _state.get("thread"), _state.get("original")
     if not isinstance(thread, threading.Thread) or not isinstance(original, int):
         return
     try:
         sys.stderr.flush()
     except (OSError, ValueError):
+        pass
+    try:
+        os.write(2, END_MARK)  # one write shorter than PIPE_BUF: atomic, after everything written before
+    except OSError:
         pass
     os.dup2(original, 2)  # closes this process's write end of the pipe
     thread.join(timeout=2.0)

@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from r2d2kit.console import quiet_native_logs
+    from r2d2kit.console import exit_without_teardown, quiet_native_logs
 
     quiet_native_logs()  # before TensorFlow loads; the tests call main() without it (it takes over stderr)
-    sys.exit(main())
+    exit_without_teardown(main())  # TensorFlow's teardown took seconds between the last line and the exit

@@ -207,6 +207,15 @@ class R2D2Learner:
             self._sync_target()
         return out
 
+    def prepare(self, replay: SequenceReplayBuffer) -> None:
+        """Trace the update for ``replay``'s batches now, without running it (no weight or optimizer step).
+
+        Why: tracing takes seconds (more on busy cores), and the first :meth:`train_from` pays it inside the
+        trainer's update loop, where nothing else runs meanwhile (actor failures wait); the trainer calls this
+        while its actor processes start and it has nothing to do. A batch of another shape traces again.
+        """
+        self._train_step.get_concrete_function(self._inputs(replay.sample_buffers(self.config.batch_size)))
+
     def train_from(self, replay: SequenceReplayBuffer) -> dict[str, np.ndarray]:
         """One R2D2 update from ``replay``: sample a batch by priority, train, write the priorities back.
 

@@ -43,6 +43,9 @@ class LocalActors:
         episodes = list(zip(returns.tolist(), lengths.tolist()))
         return Experience([(windows, self.source)] if windows is not None else [], self.loop.num_envs, episodes)
 
+    def supervise(self) -> None:
+        """Nothing to watch: the actor runs in this process, between updates."""
+
     def publish(self, variables: Sequence[keras.Variable], updates: int) -> None:
         """The learner changed the shared weights: the policy reads them before its next step."""
         self.loop.policy.refresh_weights()

@@ -10,6 +10,7 @@ the trainer::
     experience = pool.collect()          # windows, env steps and finished episodes since the last call
     replay.add_sequences(windows, source=source) for windows, source in experience.windows
     pool.publish(learner.actor_variables(), updates)   # after updates: the actors act with the newest weights
+    pool.supervise()                     # every SUPERVISE_EVERY_S of updates: failed actors restarted on time
     pool.close()                         # on every exit path
 
 A pool never knows the agent: it steps envs with the policy, ships windows and weight vectors.
@@ -62,6 +63,10 @@ class ActorPool(Protocol):
 
     def collect(self) -> Experience:
         """New windows (each batch with its incarnation's source id), env steps and finished episodes."""
+
+    def supervise(self) -> None:
+        """Between updates: notice failed actors and restart them, or raise ``ActorsFailed``; no new data is
+        taken in (the next ``collect`` returns what this saw), so actors stay held back while the learner trains."""
 
     def publish(self, variables: Sequence[keras.Variable], updates: int) -> None:
         """The learner's weights changed (``updates`` so far): make ``variables`` (the learner's

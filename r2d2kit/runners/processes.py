@@ -26,6 +26,7 @@ import queue
 import signal
 import sys
 import time
+import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -46,6 +47,7 @@ from r2d2kit.runners.shm import (
 from r2d2kit.runners.weights import flatten_weights
 
 if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
     from multiprocessing.process import BaseProcess
     from multiprocessing.queues import Queue
     from multiprocessing.synchronize import Event
@@ -56,8 +58,9 @@ if TYPE_CHECKING:
 
     from r2d2kit.agent.seam import WindowFields, WindowLayout
 
-# what an actor reports on its stats queue: (actor id, env steps, finished (return, length) episodes, weights version)
-StatsMessage = tuple[int, int, list[tuple[float, int]], int]
+# what an actor reports on its stats queue: (actor id, env steps, finished (return, length) episodes, weights version,
+# None, or how its code failed: it then waits on its command pipe for a new incarnation's seed)
+StatsMessage = tuple[int, int, list[tuple[float, int]], int, str | None]
 
 
 @dataclass
@@ -83,8 +86,13 @@ class ActorSpec:
 STALL_TIMEOUT_S = 600.0  # ProcessActors.collect: silence from every live actor for this long is an error
 
 
-def actor_main(spec: ActorSpec, stats: Queue[StatsMessage], stop: Event) -> None:
-    """Body of an actor process: act with the newest weights, write windows into the ring."""
+def actor_main(spec: ActorSpec, stats: Queue[StatsMessage], stop: Event, commands: Connection) -> None:
+    """Body of an actor process: act with the newest weights, write windows into the ring.
+
+    When its acting code raises (an env error), the process reports it and waits on ``commands`` for the
+    learner's answer: a new incarnation's seed (fresh envs and acting loop in this process, without the
+    seconds a new process and TensorFlow take) or ``None`` (the run stops).
+    """
     for number in (signal.SIGINT, signal.SIGTERM):  # the learner stops us (Ctrl-C, `timeout` signal the whole group)
         signal.signal(number, signal.SIG_IGN)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -95,14 +103,30 @@ def actor_main(spec: ActorSpec, stats: Queue[StatsMessage], stop: Event) -> None
     setup_tensorflow(threads=spec.threads, gpu=False)  # the GPU is the learner's
     weights = WeightBroadcast.attach(spec.weights_name, spec.weights_size)
     ring = RecordRing.attach(spec.ring_name, spec.layout, spec.ring_capacity)
-    record_names = list(spec.layout.to_spec())
     learner_alive = lambda: os.getppid() == spec.learner_pid  # noqa: E731  (reparented: the learner died)
     try:
-        policy = spec.make_policy(spec.actor_id, spec.seed)
-        loop = ActingLoop.build(spec.make_env, policy, spec.windows, spec.seed, spec.extras, actor_id=spec.actor_id,
+        seed: int | None = spec.seed
+        while seed is not None:
+            if _act(spec, seed, weights, ring, stats, stop, learner_alive):
+                break
+            seed = _next_incarnation(commands, stop, learner_alive)
+    finally:
+        ring.close()
+        weights.close()
+
+
+def _act(spec: ActorSpec, seed: int, weights: WeightBroadcast, ring: RecordRing, stats: Queue[StatsMessage],
+         stop: Event, learner_alive: Callable[[], bool]) -> bool:
+    """One incarnation: a fresh policy and acting loop (their first step reads the newest weights); act until
+    the run stops (True), or until its code raises (False, reported on ``stats`` with its traceback on stderr)."""
+    record_names = list(spec.layout.to_spec())
+    version, steps_since_report = -1, 0
+    finished: list[tuple[float, int]] = []
+    loop: ActingLoop | None = None
+    try:
+        policy = spec.make_policy(spec.actor_id, seed)
+        loop = ActingLoop.build(spec.make_env, policy, spec.windows, seed, spec.extras, actor_id=spec.actor_id,
                                 callbacks=spec.callbacks)
-        version, steps_since_report = -1, 0
-        finished: list[tuple[float, int]] = []
         while not stop.is_set() and learner_alive():
             latest = weights.read(newer_than=version)
             if latest is not None:
@@ -114,12 +138,59 @@ def actor_main(spec: ActorSpec, stats: Queue[StatsMessage], stop: Event) -> None
             finished.extend(zip(returns.tolist(), lengths.tolist()))
             steps_since_report += loop.num_envs
             if steps_since_report >= 50 * loop.num_envs or finished:
-                stats.put((spec.actor_id, steps_since_report, finished, version))
+                stats.put((spec.actor_id, steps_since_report, finished, version, None))
                 steps_since_report, finished = 0, []
         loop.close()
+        return True
+    except Exception as error:  # noqa: BLE001  (reported; the learner's restart policy judges it)
+        print(f"r2d2kit-actor-{spec.actor_id} (pid {os.getpid()}) raised:", file=sys.stderr)
+        traceback.print_exc()
+        sys.stderr.flush()
+        if loop is not None:
+            try:
+                loop.close()
+            except Exception as close_error:  # noqa: BLE001  (the first error is the one reported)
+                print(f"actor {spec.actor_id}: closing its envs raised {type(close_error).__name__}: {close_error}",
+                      file=sys.stderr, flush=True)
+        how = " ".join(f"{type(error).__name__}: {error}".split())
+        stats.put((spec.actor_id, steps_since_report, finished, version, how[:300]))
+        return False
+
+
+def _next_incarnation(commands: Connection, stop: Event, learner_alive: Callable[[], bool]) -> int | None:
+    """Wait for the learner's answer to a failure: the seed of this actor's next incarnation, or None (stop)."""
+    while not stop.is_set() and learner_alive():
+        if commands.poll(0.2):
+            try:
+                seed: int | None = commands.recv()
+            except EOFError:  # the learner closed the pipe: the run is over
+                return None
+            return seed
+    return None
+
+
+def actor_process(spec: ActorSpec, stats: Queue[StatsMessage], stop: Event, commands: Connection) -> None:
+    """An actor process's target: :func:`actor_main`, then out at once with ``os._exit`` (status 1 on an error,
+    its traceback printed first, as :mod:`multiprocessing` reports it).
+
+    Why: the interpreter's teardown with TensorFlow loaded takes seconds on busy cores (3-4 s measured at a
+    load of 9 on 2 cores), all of it between a crash and the learner seeing the process gone, and between a
+    stop and the run's end. The actor owns nothing that needs it: its segments are closed by then and its
+    stats queue is flushed here (what the teardown would have done for it).
+    """
+    code = 0
+    try:
+        actor_main(spec, stats, stop, commands)
+    except BaseException:  # noqa: BLE001  (any error ends the process; the learner's restart policy judges it)
+        code = 1
+        print(f"Process {mp.current_process().name}:", file=sys.stderr)
+        traceback.print_exc()
     finally:
-        ring.close()
-        weights.close()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        stats.close()
+        stats.join_thread()  # every report put so far reaches the learner
+        os._exit(code)
 
 
 def _deliver(windows: dict[str, np.ndarray], names: list[str], ring: RecordRing, stop: Event,
@@ -176,10 +247,14 @@ class ProcessActors:
         self.windows_per_actor: dict[int, int] = {}
         self._published_at = self._version = 0
         self._processes: dict[int, BaseProcess] = {}
+        self._commands: dict[int, Connection] = {}  # actor id -> the write end of its process's command pipe
+        self._raised: dict[int, str] = {}  # actor id -> how its code failed (its process waits for a seed)
+        self._waiting: set[int] = set()  # actors whose process waits, backing off, for its next incarnation
         self._context = mp.get_context("spawn")  # TensorFlow is not fork-safe
         self.extras = dict(extras or {})
         self.stall_timeout = stall_timeout
         self._last_heard = time.monotonic()
+        self._held = Experience()  # what supervise() took between two collect() calls
         from r2d2kit.models.cores import state_fields  # the network is built: Keras is loaded already
 
         self._layout = window_layout(layout.length, fields.obs_shape, fields.obs_dtype, fields.action_dtype,
@@ -204,11 +279,15 @@ class ProcessActors:
         spec = ActorSpec(actor_id, self.make_policy, self.make_env, self.layout, self._weights.name, self._weights.size,
                          self._rings[actor_id].name, self._layout, self.ring_capacity, os.getpid(), seed=seed,
                          threads=self.threads, callbacks=self.callbacks, extras=tuple(self.extras))
+        receive, send = self._context.Pipe(duplex=False)
         # daemon: if this process is killed outright, the OS still reaps the actors
-        process = self._context.Process(target=actor_main, args=(spec, self._stats, self._stop), daemon=True,
-                                        name=f"r2d2kit-actor-{actor_id}")
+        process = self._context.Process(target=actor_process, args=(spec, self._stats, self._stop, receive),
+                                        daemon=True, name=f"r2d2kit-actor-{actor_id}")
         process.start()
-        self._processes[actor_id] = process
+        receive.close()  # the actor's end
+        if actor_id in self._commands:
+            self._commands[actor_id].close()
+        self._processes[actor_id], self._commands[actor_id] = process, send
 
     def actor_pids(self) -> dict[int, int]:
         """Process id of every actor's current process."""
@@ -239,11 +318,26 @@ class ProcessActors:
     def _restart_dead(self, experience: Experience) -> None:
         now = time.monotonic()
         for actor_id, process in list(self._processes.items()):
-            if actor_id in self._restart_at:  # dead, backing off
+            if actor_id in self._restart_at:  # failed, backing off
                 if now >= self._restart_at[actor_id]:
                     del self._restart_at[actor_id]
                     self._last_heard = now  # a restarted actor gets the full start-up time
-                    self._spawn(actor_id, restart=True)
+                    if actor_id in self._waiting and process.is_alive():
+                        self._waiting.discard(actor_id)
+                        _, seed = self.incarnations.start(actor_id, restart=True)
+                        self._commands[actor_id].send(seed)  # a fresh incarnation in the same process
+                    else:
+                        self._waiting.discard(actor_id)
+                        self._spawn(actor_id, restart=True)
+                continue
+            if actor_id in self._raised:  # its code raised: the process waits for its next incarnation
+                self._drain(actor_id, experience)  # under the failed incarnation's source
+                how = self._raised.pop(actor_id)
+                restart = self.restart_policy.failed(actor_id, how, crashed=True)  # raises ActorsFailed: stop
+                self.log(f"actor {actor_id} (pid {process.pid}) failed: {how}; a fresh incarnation starts in its "
+                         f"process in {restart.delay_s:g} s ({restart.budget})")
+                self._restart_at[actor_id] = now + restart.delay_s
+                self._waiting.add(actor_id)
                 continue
             if process.is_alive():
                 continue
@@ -256,6 +350,37 @@ class ProcessActors:
                      f"({restart.budget})")
             self._restart_at[actor_id] = now + restart.delay_s
 
+    def _take_stats(self, experience: Experience) -> None:
+        """Move every stats message waiting into ``experience``; an actor that reported env steps made progress."""
+        stats = self._stats
+        if stats is None:
+            raise RuntimeError("the actor processes are closed")
+        try:
+            while True:
+                actor_id, steps, finished, version, failure = stats.get_nowait()
+                if failure is not None:
+                    self._raised[actor_id] = f"its code raised {failure}"
+                experience.env_steps += steps
+                experience.episodes.extend(finished)
+                self.weight_versions_seen[actor_id] = max(version, self.weight_versions_seen.get(actor_id, -1))
+                if steps:
+                    self.restart_policy.progress(actor_id)
+        except queue.Empty:
+            pass
+
+    def supervise(self) -> None:
+        """Between updates: notice the actors that died and restart them (or stop the run) on time.
+
+        The live actors' rings are left alone: the learner drains them in :meth:`collect` only, so a
+        full ring still holds its actor back while the learner trains (env steps stay in step with
+        updates). What this takes (stats, a dead actor's last windows) the next :meth:`collect` returns.
+
+        Raises:
+            ActorsFailed: as :meth:`collect`.
+        """
+        self._take_stats(self._held)  # stats first: a dead actor's last reports count before its death is judged
+        self._restart_dead(self._held)
+
     def collect(self) -> Experience:
         """Take every stats message and finished window waiting, then restart the actors that died.
 
@@ -264,21 +389,8 @@ class ProcessActors:
                 restarts too fast), or no actor reported anything for ``stall_timeout`` seconds while
                 all were alive.
         """
-        stats = self._stats
-        if stats is None:
-            raise RuntimeError("the actor processes are closed")
-        experience = Experience()
-        # stats first: a dead actor's last reports count as its progress before its death is judged
-        try:
-            while True:
-                actor_id, steps, finished, version = stats.get_nowait()
-                experience.env_steps += steps
-                experience.episodes.extend(finished)
-                self.weight_versions_seen[actor_id] = max(version, self.weight_versions_seen.get(actor_id, -1))
-                if steps:
-                    self.restart_policy.progress(actor_id)
-        except queue.Empty:
-            pass
+        experience, self._held = self._held, Experience()
+        self._take_stats(experience)  # stats first: a dead actor's last reports count before its death is judged
         self._restart_dead(experience)
         for actor_id in range(self.num_actors):
             self._drain(actor_id, experience)
@@ -322,6 +434,8 @@ class ProcessActors:
             self._stop.set()
         for ring in self._rings:
             ring.close_for_writing()
+        for send in self._commands.values():
+            send.close()  # an actor waiting for its next incarnation reads the end of the pipe and stops
         for process in self._processes.values():
             process.join(timeout=10)
             if process.is_alive():

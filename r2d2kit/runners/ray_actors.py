@@ -11,12 +11,22 @@ only the transport differs. Each actor has one batch request in flight at a time
 that runs ahead of the learner waits for its next request (back-pressure, nothing dropped). Replay
 stays in the learner's process. ``ray.init(address=...)`` connects to an existing cluster when an
 address is configured (``actors.ray_address`` or the ``RAY_ADDRESS`` environment variable) and
-starts a local instance otherwise. Ray restarts an actor whose process dies; an actor whose code
-raises (an env error) is killed so that Ray restarts it too. Either is one failure for the pool's
-:class:`~r2d2kit.runners.restarts.RestartPolicy` (the same as the processes runner's): the batch it
-was working on is lost, counted in ``restarts`` and requested again after the policy's back-off, or
-the run stops with :class:`~r2d2kit.runners.restarts.ActorsFailed` on a crash loop or too many
-restarts too fast.
+starts a local instance otherwise.
+
+Failures, each one failure of the actor's incarnation for the pool's
+:class:`~r2d2kit.runners.restarts.RestartPolicy` (the processes runner's): the batch it was working
+on is lost, the failure is counted in ``restarts`` and the actor is asked again after the policy's
+back-off, or the run stops with :class:`~r2d2kit.runners.restarts.ActorsFailed`:
+
+* its code raised (an env error: ``RayTaskError``): a crash. The actor starts a fresh incarnation
+  in the same process (new envs, seed and source id) on its next request, without the seconds a new
+  process and TensorFlow take, so an env that raises on its first step is a crash loop within seconds;
+* its constructor raised (``ActorDiedError`` with ``actor_init_failed``): a crash. Ray never restarts
+  such an actor (nor any ``ActorDiedError``: dead for good); the pool creates a new one after the back-off;
+* its process died (Ray says ``ActorUnavailableError``: the same words for a SIGKILL, a segfault and
+  ``os._exit``): Ray restarts it. Counted once against the rate budget and the back-off, never as a
+  crash, as the processes runner counts a SIGKILL, since Ray does not say which it was. A process that
+  dies at every start is stopped by ``RESTART_TIMEOUT_S`` instead: no answer for that long after a failure.
 The driver hands every incarnation its seed with its first request and files its windows under a
 new source id (:mod:`r2d2kit.runners.pool`), so a restarted actor neither replays its predecessor's
 episodes nor has its windows joined to its predecessor's rows.
@@ -28,7 +38,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -49,14 +59,18 @@ if TYPE_CHECKING:
 # ActorBody.collect's answer: (windows or None, env steps, finished (return, length) episodes, weights version)
 Batch = tuple[dict[str, np.ndarray] | None, int, list[tuple[float, int]], int]
 
-RESTART_TIMEOUT_S = 300.0  # a failed actor that Ray has not brought back by then stops the run
+RESTART_TIMEOUT_S = 300.0  # a failed actor that has not answered a request since, for this long, stops the run
+RETRY_S = 0.5  # a request that reached a process Ray is still restarting is sent again this much later
+RESTARTING = "restarting"  # in the ActorUnavailableError of a request sent while Ray restarts the process (Ray 2.x)
 
 
 class ActorBody:
     """What runs inside one Ray actor: an acting loop returning batches of windows.
 
-    The policy and the loop are built on the first request, with the seed the driver sends: a restarted
-    actor (Ray runs ``__init__`` again) gets its incarnation's seed, not its predecessor's.
+    The policy and the loop are built on the first request of each incarnation, with the seed the driver
+    sends: a restarted process (Ray runs ``__init__`` again) gets its incarnation's seed, not its
+    predecessor's, and a request with a new seed (the driver's restart after the loop raised) closes the
+    old loop and builds a fresh policy and loop in this process.
     """
 
     def __init__(self, actor_id: int, make_policy: PolicyFactory, make_env: Callable[[], gym.Env],
@@ -70,6 +84,7 @@ class ActorBody:
         self.actor_id, self.make_env, self.layout, self.make_policy = actor_id, make_env, layout, make_policy
         self.callbacks, self.extras = callbacks, extras
         self.loop: ActingLoop | None = None
+        self.seed: int | None = None  # the incarnation the loop was built for
         self.version = -1
 
     def pid(self) -> int:
@@ -86,15 +101,19 @@ class ActorBody:
         """Act ``steps`` vector steps with weights ``version``; return (windows, env steps, episodes, version).
 
         ``weights`` is ``[ObjectRef]``: wrapped in a list so Ray does not fetch it unless the version changed.
-        ``seed`` seeds the acting loop if this is the incarnation's first request.
+        ``seed`` names the incarnation: a new one builds a fresh acting loop with it (new envs).
         """
         import ray
 
         loop = self.loop
-        if loop is None:
+        if loop is None or seed != self.seed:
+            if loop is not None:
+                self.loop = None
+                self._close_failed(loop)
+            self.version = -1  # a fresh policy has no published weights yet
             loop = ActingLoop.build(self.make_env, self.make_policy(self.actor_id, seed), self.layout, seed,
                                     self.extras, actor_id=self.actor_id, callbacks=self.callbacks)
-            self.loop = loop
+            self.loop, self.seed = loop, seed
         if version != self.version:
             loop.policy.load_weights(ray.get(weights[0]))
             self.version = version
@@ -107,6 +126,15 @@ class ActorBody:
             episodes.extend(zip(returns.tolist(), lengths.tolist()))
         stacked = {name: np.concatenate([b[name] for b in batches]) for name in batches[0]} if batches else None
         return stacked, steps * loop.num_envs, episodes, self.version
+
+    def _close_failed(self, loop: ActingLoop) -> None:
+        """Close the loop of an incarnation whose code raised, as well as it can: a second error of that
+        incarnation must not count against the new one."""
+        try:
+            loop.close()
+        except Exception as error:  # noqa: BLE001  (reported; the fresh incarnation goes on)
+            print(f"Ray actor {self.actor_id}: closing the failed incarnation's envs raised "
+                  f"{type(error).__name__}: {error}", file=sys.stderr, flush=True)
 
     def close(self) -> None:
         """End hook and envs."""
@@ -166,22 +194,26 @@ class RayActors:
         # set before the worker imports TensorFlow (unpickling make_policy already does)
         env_vars = {"TF_CPP_MIN_LOG_LEVEL": "2", **{name: str(threads) for name in THREAD_VARIABLES}}
         # Ray restarts a dead actor without limit; the restart policy decides when the run stops
-        remote = ray.remote(num_cpus=cpus_per_actor, max_restarts=-1, max_task_retries=0,
-                            runtime_env={"env_vars": env_vars})(ActorBody)
-        self._actors = [remote.remote(i, make_policy, make_env, layout, threads, callbacks, tuple(extras or {}))
-                        for i in range(num_actors)]
+        self._remote = ray.remote(num_cpus=cpus_per_actor, max_restarts=-1, max_task_retries=0,
+                                  runtime_env={"env_vars": env_vars})(ActorBody)
+        self._arguments = [(i, make_policy, make_env, layout, threads, callbacks, tuple(extras or {}))
+                           for i in range(num_actors)]
+        # handles, typed Any: mypy cannot see the .remote() of a handle's methods (Ray types them through
+        # @ray.method, which this module cannot apply without importing Ray)
+        self._actors: list[Any] = [self._remote.remote(*arguments) for arguments in self._arguments]
         self._seeds = {i: incarnations.start(i)[1] for i in range(num_actors)}  # sent with each request
         self._pending: dict[ObjectRef[Batch], int] = {}
-        self._retry_at: dict[int, float] = {}
-        self._restarting: dict[int, float] = {}  # actor id -> when its failure was seen (until it answers)
+        self._retry_at: dict[int, float] = {}  # actor id -> when to ask it again (its back-off ends)
+        self._down_since: dict[int, float] = {}  # actor id -> when its failure was seen (until it answers)
+        self._recreate: set[int] = set()  # actors whose constructor raised: Ray will not restart them
+        self._unasked: set[int] = set()  # actors whose batch supervise() took: asked again by collect()
+        self._held = Experience()  # what supervise() took between two collect() calls
         for actor_id in range(num_actors):
             self._request(actor_id)
 
-    # ray.remote(...)(ActorBody) gives handles whose methods' .remote() mypy cannot see (ray types a handle's
-    # methods through @ray.method, which this module cannot apply without importing Ray): hence the ignores below
 
     def _request(self, actor_id: int) -> None:
-        ref: ObjectRef[Batch] = self._actors[actor_id].collect.remote(  # type: ignore[attr-defined]
+        ref: ObjectRef[Batch] = self._actors[actor_id].collect.remote(
             [self._weights], self._version, self.steps_per_batch, self._seeds[actor_id])
         self._pending[ref] = actor_id
 
@@ -189,7 +221,7 @@ class RayActors:
         """Process id of every actor (blocks until each answers)."""
         pids = {}
         for i, actor in enumerate(self._actors):
-            ref: ObjectRef[int] = actor.pid.remote()  # type: ignore[attr-defined]
+            ref: ObjectRef[int] = actor.pid.remote()
             pids[i] = self._ray.get(ref)
         return pids
 
@@ -197,7 +229,7 @@ class RayActors:
         """Ray node id of every actor (blocks until each answers)."""
         nodes = {}
         for i, actor in enumerate(self._actors):
-            ref: ObjectRef[str] = actor.node_id.remote()  # type: ignore[attr-defined]
+            ref: ObjectRef[str] = actor.node_id.remote()
             nodes[i] = self._ray.get(ref)
         return nodes
 
@@ -206,37 +238,60 @@ class RayActors:
         """Actor failures recovered from so far (restarts granted by the restart policy)."""
         return self.restart_policy.restarts
 
+    def supervise(self) -> None:
+        """Between updates: judge the failed requests and ask restarted actors again, on time.
+
+        A finished batch is held for the next :meth:`collect` and its actor is not asked for another
+        until then: an actor has one request in flight and waits for the learner (env steps stay in step
+        with updates).
+
+        Raises:
+            ActorsFailed: as :meth:`collect`.
+        """
+        self._poll(self._held, ask_again=False)
+
     def collect(self) -> Experience:
         """Take every finished batch and ask its actor for the next one.
 
         Raises:
             ActorsFailed: an actor failed and the restart policy stops the run, or a failed actor did not
-                come back within ``RESTART_TIMEOUT_S``.
+                answer a request within ``RESTART_TIMEOUT_S`` of failing.
         """
+        experience, self._held = self._held, Experience()
+        for actor_id in sorted(self._unasked):
+            self._request(actor_id)
+        self._unasked.clear()
+        if not self._poll(experience, ask_again=True):  # nothing yet: wait briefly rather than spin
+            if self._pending:
+                self._ray.wait(list(self._pending), num_returns=1, timeout=0.01)
+            else:
+                time.sleep(0.01)
+        return experience
+
+    def _poll(self, experience: Experience, ask_again: bool) -> bool:
+        """Ask the actors whose back-off ended, then take every finished request: a batch into ``experience``
+        (its actor asked for the next one if ``ask_again``), a failure to :meth:`_failed`. True if any finished."""
         ray = self._ray
-        experience = Experience()
         now = time.monotonic()
-        for actor_id, when in list(self._retry_at.items()):  # actors that were restarting: ask again
+        for actor_id, when in list(self._retry_at.items()):  # back-off over: ask again (a new actor if needed)
             if now >= when:
                 del self._retry_at[actor_id]
+                if actor_id in self._recreate:
+                    self._recreate.discard(actor_id)
+                    self._ray.kill(self._actors[actor_id], no_restart=True)
+                    self._actors[actor_id] = self._remote.remote(*self._arguments[actor_id])
                 self._request(actor_id)
+        if not self._pending:
+            return False
         ready, _ = ray.wait(list(self._pending), num_returns=len(self._pending), timeout=0)
         for ref in ready:
             actor_id = self._pending.pop(ref)
             try:
                 windows, steps, episodes, version = ray.get(ref)
-            except ray.exceptions.RayTaskError as error:  # its code raised: a failure of this incarnation
+            except (ray.exceptions.RayTaskError, ray.exceptions.RayActorError) as error:
                 self._failed(actor_id, error)
                 continue
-            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as error:
-                # the actor's process died (Ray restarts it): one failure, however many requests fail until it
-                # answers again (a process that dies on every start is caught by RESTART_TIMEOUT_S)
-                if actor_id in self._restarting:
-                    self._await_restart(actor_id, error)
-                else:
-                    self._failed(actor_id, error)
-                continue
-            if self._restarting.pop(actor_id, None) is not None:
+            if self._down_since.pop(actor_id, None) is not None:
                 self.log(f"Ray actor {actor_id} is back")
             if steps:
                 self.restart_policy.progress(actor_id)
@@ -246,39 +301,38 @@ class RayActors:
                 experience.windows.append((windows, self.incarnations.source_of[actor_id]))
                 self.windows_per_actor[actor_id] = self.windows_per_actor.get(actor_id, 0) + len(windows["env"])
             self.weight_versions_seen[actor_id] = max(version, self.weight_versions_seen.get(actor_id, -1))
-            self._request(actor_id)
-        if not ready:  # nothing yet: wait briefly rather than spin
-            if self._pending:
-                ray.wait(list(self._pending), num_returns=1, timeout=0.01)
+            if ask_again:
+                self._request(actor_id)
             else:
-                time.sleep(0.01)
-        return experience
+                self._unasked.add(actor_id)
+        return bool(ready)
 
     def _failed(self, actor_id: int, error: Exception) -> None:
-        """A request failed: its actor's process died (Ray restarts it) or its code raised (killed here so
-        that Ray restarts it, as a fresh incarnation). One failure for the policy; ask again after its back-off."""
-        ray = self._ray
-        if isinstance(error, ray.exceptions.RayTaskError):
-            cause = getattr(error, "cause", None)  # the exception the actor's code raised
-            how = f"its code raised {type(cause).__name__}: {cause}" if cause is not None else "its code raised"
-            ray.kill(self._actors[actor_id], no_restart=False)
-        else:
-            how = f"{type(error).__name__}: {str(error).strip().splitlines()[0][:160] if str(error).strip() else ''}"
-        # a RayTaskError is the actor's own code failing; a dead process cannot be told from an outside kill
-        crashed = isinstance(error, ray.exceptions.RayTaskError)
+        """A request failed: judge it (:func:`classify_failure`), count a new failure with the restart policy
+        (which may stop the run) and ask again after its back-off; a request that reached a process Ray is
+        still restarting is no new failure: ask again shortly, for at most ``RESTART_TIMEOUT_S``."""
+        how, crashed, new = classify_failure(error, self._ray.exceptions)
+        now = time.monotonic()
+        if not new:
+            down_since = self._down_since.setdefault(actor_id, now)
+            if now - down_since > RESTART_TIMEOUT_S:
+                raise ActorsFailed(f"Ray actor {actor_id} did not answer within {RESTART_TIMEOUT_S:.0f} s of failing "
+                                   f"(its process dies at every start, or Ray cannot start it): {how}") from None
+            self._retry_at[actor_id] = now + RETRY_S
+            return
         restart = self.restart_policy.failed(actor_id, how, crashed)  # raises ActorsFailed: the run stops
-        self._restarting[actor_id] = time.monotonic()
+        self._down_since.setdefault(actor_id, now)
         _, self._seeds[actor_id] = self.incarnations.start(actor_id, restart=True)
-        self.log(f"Ray actor {actor_id} failed ({how}); Ray restarts it and its batch is requested again in "
-                 f"{restart.delay_s:g} s ({restart.budget})")
-        self._retry_at[actor_id] = time.monotonic() + restart.delay_s
-
-    def _await_restart(self, actor_id: int, error: Exception) -> None:
-        """A request to an actor Ray is restarting failed: ask again shortly, for at most ``RESTART_TIMEOUT_S``."""
-        if time.monotonic() - self._restarting[actor_id] > RESTART_TIMEOUT_S:
-            raise ActorsFailed(f"Ray actor {actor_id} did not come back within {RESTART_TIMEOUT_S:.0f} s of failing: "
-                               f"{error}") from None
-        self._retry_at[actor_id] = time.monotonic() + 0.5
+        if isinstance(error, self._ray.exceptions.ActorDiedError):  # dead for good (its constructor raised)
+            self._recreate.add(actor_id)
+            what = "a new actor is created"
+        elif crashed:
+            what = "it starts a fresh incarnation"
+        else:
+            what = "Ray restarts its process"
+        self.log(f"Ray actor {actor_id} failed ({how}); {what} and is asked again in {restart.delay_s:g} s "
+                 f"({restart.budget})")
+        self._retry_at[actor_id] = now + restart.delay_s
 
     def publish(self, variables: Sequence[keras.Variable], updates: int) -> None:
         """One ``ray.put`` of the weights every ``publish_every`` updates; actors fetch it on their next batch."""
@@ -308,6 +362,27 @@ class RayActors:
             except Exception:  # noqa: BLE001  (a dead actor has nothing left to close)
                 pass
             ray.kill(actor, no_restart=True)
-        self._actors, self._pending, self._retry_at = [], {}, {}
+        self._actors, self._pending, self._retry_at, self._recreate = [], {}, {}, set()
         if self._owns_ray and ray.is_initialized():
             ray.shutdown()
+
+
+def classify_failure(error: Exception, exceptions: Any) -> tuple[str, bool, bool]:
+    """How a Ray request failed: ``(how, crashed, new)``, for the restart policy.
+
+    ``crashed``: the actor's own code failed (its method or its constructor raised), as an exit code or a
+    crash signal is for the processes runner. ``new``: a failure of the incarnation that was asked; False
+    for a request that reached a process Ray is still restarting (that death was counted already).
+    ``exceptions`` is ``ray.exceptions`` (passed in: this module does not import Ray).
+    """
+    if isinstance(error, exceptions.RayTaskError):
+        cause = getattr(error, "cause", None)  # the exception the actor's code raised
+        how = f"its code raised {type(cause).__name__}: {cause}" if cause is not None else "its code raised"
+        return how, True, True
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    text = " ".join(lines)
+    if isinstance(error, exceptions.RayActorError) and error.actor_init_failed:
+        return f"its constructor raised {lines[-1][:300] if lines else 'an error'}", True, True  # the last line
+    if isinstance(error, exceptions.ActorUnavailableError) and RESTARTING in text:
+        return f"its process is restarting: {text[:200]}", False, False
+    return f"its process died ({type(error).__name__}: {text[:200]})", False, True

@@ -64,6 +64,9 @@ EVAL_SEED_OFFSET = 7919
 COUNTERS = ("env_steps", "updates", "episodes", "next_eval", "next_checkpoint", "next_log", "update_credit",
             "train_seconds", "actor_restarts", "next_source", "best_eval", "best_eval_env_steps")
 STOP_SIGNALS = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}  # stop cleanly; stopped_by names the signal
+# during a run of updates, the actor pool is supervised this often (seconds): a dead actor is noticed and restarted
+# on time however many updates the learner owes (hundreds after a burst of windows: tens of seconds on busy cores)
+SUPERVISE_EVERY_S = 0.5
 BEST_WEIGHTS = "best.weights.h5"  # the online weights of the best greedy evaluation (highest eval_mean)
 
 
@@ -250,6 +253,8 @@ class Trainer:
         failure: tuple[str, Exception] | None = None
         try:
             self.actors = self.start_actors()
+            if self.config.actors.runner != "local":
+                self.learner.prepare(self.replay)  # traced while the actors start, not in the first update
             last = time.perf_counter()  # actor start-up (spawn, TF import) is not training time
             while c["env_steps"] < cfg.run.total_env_steps and self.stopped_by is None:
                 self._phase = "collecting from the actors"
@@ -268,6 +273,7 @@ class Trainer:
                     c["update_credit"] += cfg.run.updates_per_env_step * experience.env_steps
                 trained = 0
                 self._phase = "an update"
+                supervise_at = time.monotonic() + SUPERVISE_EVERY_S
                 while c["update_credit"] >= 1.0 and len(self.replay) and self.stopped_by is None:
                     if not learner_started:
                         learner_started = True
@@ -286,6 +292,11 @@ class Trainer:
                     if self.callbacks.on_learner_step(self.learner, metrics) is False:
                         self.stop(f"callback {self.callbacks.stopped_by}")
                     self.actors.publish(self.learner.actor_variables(), self.learner.updates)
+                    if time.monotonic() >= supervise_at:
+                        self._phase = "supervising the actors"
+                        self.actors.supervise()
+                        supervise_at = time.monotonic() + SUPERVISE_EVERY_S
+                        self._phase = "an update"
                 c["actor_restarts"] = restarts_before + self.actors.restarts
                 c["next_source"] = self.actors.incarnations.next_source
                 now = time.perf_counter()
