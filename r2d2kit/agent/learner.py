@@ -8,6 +8,7 @@ weighted loss over valid rows -> |TD| per row -> priority ``eta * max + (1 - eta
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import keras
@@ -167,10 +168,40 @@ class R2D2Learner:
         for target, online in zip(self.target.variables, self.online.variables, strict=True):
             target.assign_add(tau * (online - target))  # Polyak step: target <- target + tau (online - target)
 
-    # ------------------------------------------------------------------ public
+    # ------------------------------------------------------------------ the seam
+    @property
+    def logged_metrics(self) -> tuple[str, ...]:
+        """The scalars of :meth:`train_from` logged as ``learner/<name>`` means."""
+        return ("loss", "q_mean", "priority_mean")
+
     def actor_variables(self) -> list[keras.Variable]:
         """The online network's variables: what a policy acts with, in published-vector order."""
         return self.online.variables
+
+    def save(self, directory: Path) -> None:
+        """``online.weights.h5``, ``target.weights.h5`` (Keras weights) and ``optimizer.npz`` into ``directory``."""
+        from r2d2kit.training.checkpoint import save_keras_weights, save_optimizer
+
+        save_keras_weights(self.online.model, directory / "online.weights.h5")
+        save_keras_weights(self.target.model, directory / "target.weights.h5")
+        save_optimizer(self.optimizer, directory / "optimizer.npz")
+
+    def restore(self, directory: Path) -> None:
+        """Load what :meth:`save` wrote (a ``CheckpointError`` naming the file if it does not fit)."""
+        from r2d2kit.training.checkpoint import load_keras_weights, load_optimizer
+
+        load_keras_weights(self.online.model, directory / "online.weights.h5")
+        load_keras_weights(self.target.model, directory / "target.weights.h5")
+        load_optimizer(self.optimizer, self.online.model.trainable_variables, directory / "optimizer.npz")
+
+    def is_finite(self) -> bool:
+        """Whether both networks and the optimizer hold finite numbers (a checkpoint of them is worth keeping)."""
+        variables = [*self.online.model.weights, *self.target.model.weights, *self.optimizer.variables]
+        return all(np.all(np.isfinite(np.asarray(v.numpy()))) for v in variables)
+
+    def save_policy_weights(self, path: Path) -> None:
+        """The online network's weights: what an evaluation's greedy policy loads."""
+        self.online.model.save_weights(str(path))
 
     def _inputs(self, batch: Mapping[str, npt.ArrayLike]) -> dict[str, tf.Tensor]:
         keys = self.ROW_KEYS + self.state_keys
@@ -202,6 +233,7 @@ class R2D2Learner:
         every ``target_update_period`` updates (moves it ``target_update_tau`` of the way there).
         """
         out = {key: value.numpy() for key, value in self._train_step(self._inputs(batch)).items()}
+        out["priority_mean"] = np.mean(out["priorities"])
         self.updates += 1
         if self.updates % self.config.target_update_period == 0:
             self._sync_target()

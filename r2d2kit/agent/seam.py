@@ -129,6 +129,9 @@ class Learner(Protocol):
     def logged_metrics(self) -> tuple[str, ...]:
         """The scalar outputs of :meth:`train_from` logged as ``learner/<name>`` means (``loss`` first)."""
 
+    def prepare(self, replay: SequenceReplayBuffer) -> None:
+        """Compile the update for ``replay``'s batches without applying it (called while actors start)."""
+
     def actor_variables(self) -> Sequence[keras.Variable]:
         """The variables a :class:`Policy` acts with, in the order published weight vectors hold them."""
 

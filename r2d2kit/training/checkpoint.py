@@ -3,12 +3,16 @@
 A checkpoint is one directory under ``<run>/checkpoints``::
 
     ckpt-000050000/
-        online.weights.h5     Keras weights of the online network
-        target.weights.h5     Keras weights of the target network
-        optimizer.npz         optimizer variables (Adam moments, iteration count), allow_pickle=False
+        ...                   what the learner saves of itself (:meth:`~r2d2kit.agent.seam.Learner.save`);
+                              R2D2's: online.weights.h5, target.weights.h5 (Keras weights) and
+                              optimizer.npz (its variables, allow_pickle=False)
         state.json            counters: env steps, updates, episodes, next evaluation, ...
         replay.npz            the replay buffer (only with checkpoints.save_replay)
         MANIFEST.json         size and SHA-256 of every file above, written last
+
+Nothing here knows an agent: learners write and read their own files with :func:`save_keras_weights`,
+:func:`load_keras_weights`, :func:`save_optimizer` and :func:`load_optimizer`, which name the file and the
+fix when it does not fit.
 
 Everything is written into a hidden temporary directory which is renamed into place only when
 complete, so a crash mid-save leaves the previous checkpoint as the newest one, and a save that fails
@@ -29,11 +33,17 @@ import tempfile
 import zipfile
 from collections.abc import Collection
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from r2d2kit.training.run_directory import run_path
+
+if TYPE_CHECKING:
+    import keras
+
+    from r2d2kit.agent.seam import Learner
+    from r2d2kit.replay.sequence import SequenceReplayBuffer
 
 MANIFEST = "MANIFEST.json"
 FORMAT = "r2d2kit.checkpoint"  # the manifest format tag (kept when the module moved to training/)
@@ -79,12 +89,13 @@ def latest_checkpoint(run_dir: str | os.PathLike) -> Path | None:
     return found[-1] if found else None
 
 
-def save_checkpoint(run_dir: str | os.PathLike, learner, state: dict[str, Any], replay=None, keep: int = 2) -> Path:
-    """Write a checkpoint of ``learner`` (networks + optimizer), ``state`` and optionally ``replay``.
+def save_checkpoint(run_dir: str | os.PathLike, learner: Learner, state: dict[str, Any],
+                    replay: SequenceReplayBuffer | None = None, keep: int = 2) -> Path:
+    """Write a checkpoint of ``learner`` (what its ``save`` writes), ``state`` and optionally ``replay``.
 
     Args:
         run_dir: the run directory; the checkpoint goes to ``<run>/checkpoints/ckpt-<env steps>``.
-        learner: an :class:`~r2d2kit.agent.learner.R2D2Learner`.
+        learner: any agent's :class:`~r2d2kit.agent.seam.Learner`.
         state: JSON-serialisable counters; must hold ``env_steps``.
         replay: a buffer with ``save(path)``, or None.
         keep: newest checkpoints to keep; older ones are deleted after this one is in place.
@@ -101,13 +112,8 @@ def save_checkpoint(run_dir: str | os.PathLike, learner, state: dict[str, Any], 
     except OSError as error:
         raise _write_error(run_dir, final, error) from error
     try:
-        learner.online.model.save_weights(str(tmp / "online.weights.h5"))
-        learner.target.model.save_weights(str(tmp / "target.weights.h5"))
-        variables = learner.optimizer.variables
-        optimizer_arrays = {f"v{i:04d}": np.asarray(v.numpy()) for i, v in enumerate(variables)}
-        np.savez(tmp / "optimizer.npz", allow_pickle=False, **optimizer_arrays)
-        (tmp / "state.json").write_text(json.dumps(dict(state, optimizer_variables=[v.path for v in variables]),
-                                                   indent=2))
+        learner.save(tmp)
+        (tmp / "state.json").write_text(json.dumps(state, indent=2))
         if replay is not None:
             replay.save(tmp / "replay.npz")
         files = {path.name: {"bytes": path.stat().st_size, "sha256": _sha256(path)}
@@ -214,34 +220,62 @@ def verify_checkpoint(path: str | os.PathLike, only: Collection[str] | None = No
     return state
 
 
-def restore_learner(path: str | os.PathLike, learner) -> dict[str, Any]:
-    """Load a verified checkpoint's networks and optimizer into ``learner``; return its state."""
+def restore_learner(path: str | os.PathLike, learner: Learner) -> dict[str, Any]:
+    """Verify a checkpoint, load what the learner saved into ``learner``; return the checkpoint's state."""
     path = Path(path)
     state = verify_checkpoint(path)
-    for name, network in (("online.weights.h5", learner.online), ("target.weights.h5", learner.target)):
-        try:
-            network.model.load_weights(str(path / name))
-        except ValueError as error:
-            raise CheckpointError(f"checkpoint {path} does not fit this network ({error}); resume with the run's "
-                                  "own config.yaml") from None
-        except OSError as error:  # h5py: not an HDF5 file, truncated inside
-            raise CheckpointError(f"checkpoint {path}: {name} is not a readable weights file ({error}); delete "
-                                  f"{path} to resume from the checkpoint before it") from None
-    optimizer = learner.optimizer
-    if not optimizer.built:
-        optimizer.build(learner.online.model.trainable_variables)
+    learner.restore(path)
+    learner.updates = int(state.get("updates", 0))
+    return state
+
+
+def save_keras_weights(model: keras.Model, path: Path) -> None:
+    """A Keras ``.weights.h5`` file of ``model`` (no pickle, no code)."""
+    model.save_weights(str(path))
+
+
+def load_keras_weights(model: keras.Model, path: Path) -> None:
+    """Load a :func:`save_keras_weights` file of a checkpoint into ``model``.
+
+    Raises:
+        CheckpointError: the file is not an HDF5 weights file, or holds another network's weights.
+    """
+    checkpoint = path.parent
     try:
-        with np.load(path / "optimizer.npz", allow_pickle=False) as saved:
+        model.load_weights(str(path))
+    except ValueError as error:
+        raise CheckpointError(f"checkpoint {checkpoint} does not fit this network ({error}); resume with the run's "
+                              "own config.yaml") from None
+    except OSError as error:  # h5py: not an HDF5 file, truncated inside
+        raise CheckpointError(f"checkpoint {checkpoint}: {path.name} is not a readable weights file ({error}); delete "
+                              f"{checkpoint} to resume from the checkpoint before it") from None
+
+
+def save_optimizer(optimizer: keras.optimizers.Optimizer, path: Path) -> None:
+    """The optimizer's variables (moments, iteration count) in one ``.npz``, in the optimizer's order."""
+    arrays = {f"v{i:04d}": np.asarray(v.numpy()) for i, v in enumerate(optimizer.variables)}
+    np.savez(path, allow_pickle=False, **arrays)
+
+
+def load_optimizer(optimizer: keras.optimizers.Optimizer, trainable: list[keras.Variable], path: Path) -> None:
+    """Load a :func:`save_optimizer` file into ``optimizer`` (built for ``trainable`` first if it is not).
+
+    Raises:
+        CheckpointError: the file is no optimizer state r2d2kit wrote, or its variables do not fit.
+    """
+    checkpoint = path.parent
+    if not optimizer.built:
+        optimizer.build(trainable)
+    try:
+        with np.load(path, allow_pickle=False) as saved:
             values = [saved[f"v{i:04d}"] for i in range(len(saved.files))]
     except (ValueError, KeyError, OSError, zipfile.BadZipFile) as error:  # object arrays, odd names, not a zip
-        raise CheckpointError(f"checkpoint {path}: optimizer.npz is not an optimizer state r2d2kit wrote ({error}); "
-                              f"delete {path} to resume from the checkpoint before it") from None
+        raise CheckpointError(f"checkpoint {checkpoint}: {path.name} is not an optimizer state r2d2kit wrote "
+                              f"({error}); delete {checkpoint} to resume from the checkpoint before it") from None
     variables = optimizer.variables
     if len(values) != len(variables) or any(v.shape != tuple(x.shape) or x.dtype.kind not in "biuf"
                                             for v, x in zip(variables, values)):
-        raise CheckpointError(f"checkpoint {path}: the optimizer state ({len(values)} variables) does not fit "
+        raise CheckpointError(f"checkpoint {checkpoint}: the optimizer state ({len(values)} variables) does not fit "
                               f"this optimizer ({len(variables)}); resume with the run's own config.yaml")
     for variable, value in zip(variables, values):
         variable.assign(value)
-    learner.updates = int(state.get("updates", 0))
-    return state

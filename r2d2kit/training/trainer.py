@@ -34,7 +34,7 @@ import signal
 import sys
 import threading
 import time
-from collections import deque
+from collections import defaultdict, deque
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
@@ -190,7 +190,7 @@ class Trainer:
         self.log.scalars(c["env_steps"], scalars)
         if c["best_eval"] is None or row["eval_mean"] > c["best_eval"]:
             c["best_eval"], c["best_eval_env_steps"] = row["eval_mean"], c["env_steps"]
-            self.network.model.save_weights(str(run_path(self.run_dir, BEST_WEIGHTS)))
+            self.learner.save_policy_weights(run_path(self.run_dir, BEST_WEIGHTS))
         if self.callbacks.on_evaluation(self, row) is False:
             self.stop(f"callback {self.callbacks.stopped_by}")
         return row
@@ -214,8 +214,8 @@ class Trainer:
         elapsed = max(time.perf_counter() - w.start, 1e-9)
         values = {
             "actors/env_steps_per_s": w.env_steps / elapsed, "learner/updates_per_s": w.updates / elapsed,
-            "learner/loss": w.mean("loss"), "learner/q_mean": w.mean("q_mean"),
-            "learner/priority_mean": w.mean("priority"), "train/episode_return": w.mean("return"),
+            **{f"learner/{name}": w.mean(name) for name in self.learner.logged_metrics},
+            "train/episode_return": w.mean("return"),
             "train/episode_length": w.mean("length"), "replay/sequences": len(self.replay),
             "replay/steps": self.replay.steps_stored, "actors/restarts": c["actor_restarts"],
             "actors/weights_version": actors.weights_version, "actors/weight_lag": actors.weight_lag,
@@ -283,12 +283,11 @@ class Trainer:
                     c["update_credit"] -= 1.0
                     c["updates"] = self.learner.updates
                     trained += 1
-                    self._window.add(loss=float(out["loss"]), q_mean=float(out["q_mean"]),
-                                     priority=float(np.mean(out["priorities"])))
+                    metrics = {name: float(out[name]) for name in self.learner.logged_metrics}
+                    self._window.add(**metrics)
                     self.update_statistics.add(out)
                     self._window.updates += 1
-                    metrics = {"loss": float(out["loss"]), "q_mean": float(out["q_mean"]),
-                               "updates": self.learner.updates}
+                    metrics["updates"] = self.learner.updates
                     if self.callbacks.on_learner_step(self.learner, metrics) is False:
                         self.stop(f"callback {self.callbacks.stopped_by}")
                     self.actors.publish(self.learner.actor_variables(), self.learner.updates)
@@ -358,7 +357,7 @@ class Trainer:
         checkpoint: Path | None = None
         if kind == "disk":
             saved = "no final checkpoint (the disk refused a write)"
-        elif kind == "learner" and not self._learner_state_finite():
+        elif kind == "learner" and not self.learner.is_finite():
             saved = "no final checkpoint (the learner's weights are not finite: the state is not sound)"
         else:
             try:
@@ -384,16 +383,10 @@ class Trainer:
         self.log.close()
         raise TrainingFailed(message, kind, checkpoint) from error
 
-    def _learner_state_finite(self) -> bool:
-        """Whether the networks and the optimizer hold finite numbers (a checkpoint of them is worth keeping)."""
-        variables = [*self.learner.online.model.weights, *self.learner.target.model.weights,
-                     *self.learner.optimizer.variables]
-        return all(np.all(np.isfinite(np.asarray(v.numpy()))) for v in variables)
-
     def _finish(self) -> dict[str, Any]:
         c = self.counters
         checkpoint = self.checkpoint()
-        self.network.model.save_weights(str(run_path(self.run_dir, "weights.weights.h5")))
+        self.learner.save_policy_weights(run_path(self.run_dir, "weights.weights.h5"))
         self.log.plot(self.config.env.id)
         if self.log.health_path.is_file():
             from r2d2kit.training.health_plot import plot_health
@@ -433,7 +426,7 @@ class _Window:
         self.updates = 0
         self.health_seconds = 0.0
         self.last_loss = last_loss
-        self.values: dict[str, list[float]] = {"loss": [], "q_mean": [], "priority": [], "return": [], "length": []}
+        self.values: defaultdict[str, list[float]] = defaultdict(list)  # the learner's metrics, returns, lengths
 
     def add(self, **values: float) -> None:
         for name, value in values.items():
