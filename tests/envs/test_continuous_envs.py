@@ -30,7 +30,8 @@ def test_pendulum_no_velocity_observes_cos_and_sin_of_the_angle_only() -> None:
         assert reward == full_reward
 
 
-def test_half_cheetah_positions_observes_qpos_without_any_velocity() -> None:
+def test_half_cheetah_positions_observes_qpos_without_any_velocity(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)  # MuJoCo writes its warnings to MUJOCO_LOG.TXT in the working directory
     pytest.importorskip("mujoco")
     pytest.importorskip("imageio")
     env = gym.make("HalfCheetah-P-v5")
@@ -51,7 +52,8 @@ def test_half_cheetah_positions_observes_qpos_without_any_velocity() -> None:
         full_obs, _, _, _, _ = full.step(action)
 
 
-def test_half_cheetah_positions_keeps_x_when_the_full_env_shows_it() -> None:
+def test_half_cheetah_positions_keeps_x_when_the_full_env_shows_it(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
     pytest.importorskip("mujoco")
     pytest.importorskip("imageio")
     env = gym.make("HalfCheetah-P-v5", exclude_current_positions_from_observation=False)
