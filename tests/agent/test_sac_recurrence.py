@@ -204,7 +204,10 @@ def test_save_and_restore_into_a_fresh_learner_give_the_same_outputs_and_state(t
     assert restored.alpha == pytest.approx(np.exp(-1.25)) and restored.updates == 7 and restored.is_finite()
     policy_file = tmp_path / "best.weights.h5"
     saved.save_policy_weights(policy_file)
-    assert policy_file.is_file()
+    evaluation = build(False)
+    evaluation.load_policy_weights(policy_file)
+    for mine, theirs in zip(evaluation.policy_variables(), saved.actor_variables(), strict=True):
+        np.testing.assert_array_equal(mine.numpy(), theirs.numpy())
 
 
 def test_restore_refuses_a_checkpoint_of_another_architecture_naming_the_file(tmp_path) -> None:
