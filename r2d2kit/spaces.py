@@ -21,8 +21,11 @@ network by :class:`r2d2kit.models.code_encoding.CodeEncoder`, so replay never st
 Actions: ``Discrete(n)`` as it is; ``Discrete(n, start)``, ``MultiDiscrete(nvec)`` and
 ``MultiBinary(n)`` become one ``Discrete(prod(nvec))`` (mixed radix, first component most
 significant, as ``numpy.ravel_multi_index``) with the mapping back in :class:`ActionLayout`.
-Anything else (continuous ``Box`` actions, ``Text``, ``Graph``, ``Sequence``...) is refused with
-:class:`UnsupportedSpaceError` naming the space, the reason and a fix.
+Anything else (``Text``, ``Graph``, ``Sequence``...) is refused with :class:`UnsupportedSpaceError`
+naming the space, the reason and a fix. A continuous ``Box`` action space is refused for R2D2 (which
+picks one of finitely many actions) and accepted for an agent with continuous actions (SAC: pass
+``continuous_actions=True``): it is stored and acted on as one flat float32 vector of the action's
+entries (:class:`BoxActionLayout`), with finite bounds the policy scales its squashed actions to.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ import numpy.typing as npt
 
 __all__ = ["UnsupportedSpaceError", "Segment", "ObservationLayout", "ActionLayout", "observation_layout",
            "action_layout", "check_spaces", "FlatCodes", "FlatActions", "GoalObservation", "is_goal_space",
-           "wrap_spaces"]
+           "wrap_spaces", "BoxActionLayout", "box_action_layout", "FlatBoxActions"]
 
 GOAL_KEYS = ("observation", "achieved_goal", "desired_goal")  # the GoalEnv protocol's observation dict
 
@@ -303,13 +306,85 @@ def action_layout(space: gym.Space) -> ActionLayout | None:
     return ActionLayout(space, nvec.astype(np.int64), start.astype(np.int64))
 
 
-def check_spaces(observation_space: gym.Space,
-                 action_space: gym.Space) -> tuple[ObservationLayout | None, ActionLayout | None]:
+@dataclass(frozen=True)
+class BoxActionLayout:
+    """A continuous ``Box`` action space as one flat float32 vector of ``size`` entries (replay, actors and
+    the network see the vector; the env gets it back in its own shape and dtype).
+
+    Attributes:
+        space: the env's action space.
+        low, high: its finite bounds, flattened, float32 (the policy scales its tanh-squashed actions to them).
+    """
+
+    space: gym.spaces.Box
+    low: np.ndarray = field(repr=False)
+    high: np.ndarray = field(repr=False)
+
+    @property
+    def size(self) -> int:
+        """Entries of the action vector."""
+        return int(self.low.size)
+
+    @property
+    def vector_space(self) -> gym.spaces.Box:
+        """The flat float32 Box the agent acts in (``[size]``)."""
+        return gym.spaces.Box(self.low, self.high, dtype=np.float32)
+
+    def to_env(self, vector: npt.ArrayLike) -> np.ndarray:
+        """A flat action vector -> the env's action (its shape and dtype)."""
+        vector = np.asarray(vector, dtype=np.float32)
+        if vector.shape != (self.size,):
+            raise ValueError(f"action vector of shape {vector.shape}, expected ({self.size},) for {self.space}")
+        return vector.reshape(self.space.shape).astype(self.space.dtype)
+
+    def to_vector(self, action: npt.ArrayLike) -> np.ndarray:
+        """The env's action -> the flat float32 vector (the inverse of :meth:`to_env`)."""
+        return np.asarray(action, dtype=np.float32).reshape(-1)
+
+
+def box_action_layout(space: gym.Space) -> BoxActionLayout:
+    """The flat vector form of a continuous action space (an agent with continuous actions, e.g. SAC).
+
+    Raises:
+        UnsupportedSpaceError: not a float ``Box``, an empty one, or one with a non-finite bound (a squashed
+            policy needs both bounds to scale its actions to).
+    """
+    if not isinstance(space, gym.spaces.Box):
+        raise _refuse("action", space, "action", f"a continuous-action agent acts in a Box action space, not "
+                      f"{type(space).__name__}", "use the r2d2 agent for discrete actions, or an action wrapper "
+                      "in env.wrappers that maps a Box of actions to the env's")
+    if not np.issubdtype(space.dtype, np.floating):
+        raise _refuse("action", space, "action", f"its dtype {space.dtype} is not a float dtype, so it is not "
+                      "continuous", "use the r2d2 agent (integer actions), or an action wrapper in env.wrappers "
+                      "whose action_space is a float32 Box")
+    low = np.asarray(space.low, dtype=np.float64).reshape(-1)
+    high = np.asarray(space.high, dtype=np.float64).reshape(-1)
+    if low.size == 0:
+        raise _refuse("action", space, "action", "it holds no entries", "give the env a non-empty action space")
+    if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
+        raise _refuse("action", space, "action", "it has a non-finite bound, and a squashed (tanh) policy scales "
+                      "its actions to both bounds", "an action wrapper in env.wrappers whose action_space is a Box "
+                      "with the finite range the env accepts, e.g. gymnasium.wrappers.TransformAction(env, func, "
+                      "Box(-1.0, 1.0, shape)) (func mapping [-1, 1] to the env's actions), or "
+                      "gymnasium.wrappers.RescaleAction / ClipAction over such a Box")
+    if np.any(high <= low):
+        raise _refuse("action", space, "action", "some entry has high <= low, so it has no range to act in",
+                      "an action wrapper in env.wrappers that drops the fixed entries")
+    return BoxActionLayout(space, low.astype(np.float32), high.astype(np.float32))
+
+
+def check_spaces(observation_space: gym.Space, action_space: gym.Space, *, continuous_actions: bool = False
+                 ) -> tuple[ObservationLayout | None, ActionLayout | BoxActionLayout | None]:
     """Both layouts of an env (``None`` where a space is used as it is), refusing unsupported spaces.
+
+    ``continuous_actions``: the agent acts in a ``Box`` (SAC): the action's layout is
+    :func:`box_action_layout`'s; else (R2D2, the default) :func:`action_layout`'s.
 
     Raises:
         UnsupportedSpaceError: naming the space, the reason and a fix.
     """
+    if continuous_actions:
+        return observation_layout(observation_space), box_action_layout(action_space)
     return observation_layout(observation_space), action_layout(action_space)
 
 
@@ -359,6 +434,27 @@ class FlatActions(gym.ActionWrapper):
 
     def action(self, action: int | np.integer) -> np.integer | np.ndarray:
         """Flat index -> the env's action."""
+        return self.action_layout.to_env(action)
+
+
+class FlatBoxActions(gym.ActionWrapper):
+    """One flat float32 ``Box`` action space over the env's continuous actions of any shape and float dtype.
+
+    Args:
+        env: the env; its action space must be the layout's.
+        layout: default :func:`box_action_layout` of the env's action space.
+
+    Attributes:
+        action_layout: the mapping applied.
+    """
+
+    def __init__(self, env: gym.Env, layout: BoxActionLayout | None = None) -> None:
+        super().__init__(env)
+        self.action_layout = layout or box_action_layout(env.action_space)
+        self.action_space = self.action_layout.vector_space
+
+    def action(self, action: npt.ArrayLike) -> np.ndarray:
+        """Flat vector -> the env's action."""
         return self.action_layout.to_env(action)
 
 
@@ -416,7 +512,7 @@ class GoalObservation(gym.ObservationWrapper):
         return self.observation(obs), reward, terminated, truncated, info
 
 
-def wrap_spaces(env: gym.Env) -> gym.Env:
+def wrap_spaces(env: gym.Env, *, continuous_actions: bool = False) -> gym.Env:
     """``env`` with :class:`GoalObservation`, :class:`FlatActions` and :class:`FlatCodes` applied where
     its spaces need them.
 
@@ -426,13 +522,22 @@ def wrap_spaces(env: gym.Env) -> gym.Env:
     achieved goal. ``env.get_wrapper_attr("observation_layout")`` gives the network builder the
     observation layout (``"action_layout"``: the action mapping).
 
+    ``continuous_actions`` (an agent acting in a ``Box``, SAC): the action space must be a float ``Box``
+    with finite bounds (:func:`box_action_layout`); one that is not already a flat float32 vector gets
+    :class:`FlatBoxActions`.
+
     Raises:
         UnsupportedSpaceError: naming the space, the reason and a fix.
     """
     if is_goal_space(env.observation_space):
         env = GoalObservation(env)
-    obs_layout, act_layout = check_spaces(env.observation_space, env.action_space)
-    if act_layout is not None:
+    obs_layout, act_layout = check_spaces(env.observation_space, env.action_space,
+                                          continuous_actions=continuous_actions)
+    if isinstance(act_layout, BoxActionLayout):
+        space = act_layout.space
+        if len(space.shape) != 1 or space.dtype != np.float32:
+            env = FlatBoxActions(env, act_layout)
+    elif act_layout is not None:
         env = FlatActions(env, act_layout)
     if obs_layout is not None:
         env = FlatCodes(env, obs_layout)

@@ -3,6 +3,9 @@
 ``BitFlip-v0``: the HER paper's bit-flipping goal env (``gymnasium.make("BitFlip-v0", n_bits=15)``).
 ``CartPoleNoVel-v1``: CartPole-v1 observing cart position and pole angle only (500-step limit).
 ``CueMemory-v0``: remember a cue over ``delay`` blank steps, then act on it.
+``ContinuousCue-v0``: remember a continuous cue and answer it with a continuous action every step.
+``PendulumNoVel-v1``: Pendulum-v1 observing cos and sin of the angle only (continuous actions).
+``HalfCheetah-P-v5``: HalfCheetah-v5 observing positions only (needs ``pip install 'r2d2kit[mujoco]'``).
 ``PointMassGoal-v0``: stop a point mass on a goal seeing its position only (a goal task needing memory and HER).
 Registration is idempotent: importing (or reloading) this module again registers nothing twice.
 
@@ -18,12 +21,18 @@ from __future__ import annotations
 import gymnasium
 
 from r2d2kit.envs.bitflip import BitFlipEnv, make_bitflip
-from r2d2kit.envs.memory import CueMemoryEnv
+from r2d2kit.envs.memory import ContinuousCueEnv, CueMemoryEnv
 from r2d2kit.envs.point_goal import PointMassGoalEnv, make_point_mass_goal
-from r2d2kit.envs.pomdp import MaskObservation, make_cartpole_no_velocity
+from r2d2kit.envs.pomdp import (
+    MaskObservation,
+    make_cartpole_no_velocity,
+    make_half_cheetah_positions,
+    make_pendulum_no_velocity,
+)
 from r2d2kit.envs.success import SuccessOnPositiveReward
 
-__all__ = ["BitFlipEnv", "make_bitflip", "CueMemoryEnv", "MaskObservation", "make_cartpole_no_velocity",
+__all__ = ["BitFlipEnv", "make_bitflip", "CueMemoryEnv", "ContinuousCueEnv", "MaskObservation",
+           "make_cartpole_no_velocity", "make_pendulum_no_velocity", "make_half_cheetah_positions",
            "PointMassGoalEnv", "make_point_mass_goal", "SuccessOnPositiveReward", "ensure_registered"]
 
 # id prefix -> (module that registers those ids, the extra that installs it)
@@ -75,4 +84,7 @@ _register("BitFlip-v0", "r2d2kit.envs.bitflip:make_bitflip")
 _register("CartPoleNoVel-v1", "r2d2kit.envs.pomdp:make_cartpole_no_velocity", max_episode_steps=500,
           reward_threshold=475.0)
 _register("CueMemory-v0", "r2d2kit.envs.memory:CueMemoryEnv")
+_register("ContinuousCue-v0", "r2d2kit.envs.memory:ContinuousCueEnv")
+_register("PendulumNoVel-v1", "r2d2kit.envs.pomdp:make_pendulum_no_velocity", max_episode_steps=200)
+_register("HalfCheetah-P-v5", "r2d2kit.envs.pomdp:make_half_cheetah_positions", max_episode_steps=1000)
 _register("PointMassGoal-v0", "r2d2kit.envs.point_goal:make_point_mass_goal")

@@ -59,3 +59,41 @@ class CueMemoryEnv(gym.Env):
         frame[:, :32] = (0, 200, 0) if cue > 0 else (200, 0, 0) if cue < 0 else (0, 0, 0)
         frame[:, 32:] = 255 if now else 0
         return frame
+
+
+class ContinuousCueEnv(gym.Env):
+    """Remember a continuous cue and answer it with a continuous action, every step of a short episode.
+
+    The first observation shows a cue drawn uniformly from [-1, 1] (and a flag saying it is the first step);
+    the later ones show zeros. Every step pays ``-(action - cue)^2`` for an action in [-1, 1]; the episode
+    terminates after ``length`` steps. A memoryless policy can answer only the first step and then earns at
+    best ``-1/3`` a step (the cue's variance): ``-(length - 1) / 3`` per episode; one that keeps the cue
+    earns 0. Uniformly random actions earn ``-2/3`` a step.
+
+    Observation: ``[cue or 0, first step]`` as float32; action: ``Box(-1, 1, (1,))``.
+    """
+
+    def __init__(self, length: int = 4) -> None:
+        if isinstance(length, bool) or not isinstance(length, int) or length < 1:
+            raise ValueError(f"length must be an integer >= 1, got {length!r}")
+        self.length = length
+        self.observation_space = gym.spaces.Box(-1.0, 1.0, shape=(2,), dtype=np.float32)
+        self.action_space = gym.spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
+        self._cue = 0.0
+        self._time = 0
+
+    def _observation(self) -> np.ndarray:
+        first = self._time == 0
+        return np.array([self._cue if first else 0.0, 1.0 if first else 0.0], dtype=np.float32)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self._cue = float(self.np_random.uniform(-1.0, 1.0))
+        self._time = 0
+        return self._observation(), {}
+
+    def step(self, action):
+        answer = float(np.clip(np.asarray(action, dtype=np.float64).reshape(-1)[0], -1.0, 1.0))
+        reward = -(answer - self._cue) ** 2
+        self._time += 1
+        return self._observation(), reward, self._time >= self.length, False, {}

@@ -2,6 +2,10 @@
 
 ``CartPoleNoVel-v1``: CartPole-v1 observing only cart position and pole angle. The velocities must
 be inferred from successive observations, which a feed-forward policy cannot do reliably.
+``PendulumNoVel-v1``: Pendulum-v1 (continuous torque) observing ``cos(theta), sin(theta)`` without the
+angular velocity (the RL zoo's name).
+``HalfCheetah-P-v5``: HalfCheetah-v5 observing the joint positions without any velocity (pomdp-baselines'
+``-P`` variants, Ni et al. 2022); needs ``mujoco`` (``pip install 'r2d2kit[mujoco]'``).
 """
 
 from __future__ import annotations
@@ -34,3 +38,23 @@ def make_cartpole_no_velocity(**kwargs) -> gym.Env:
     from gymnasium.envs.classic_control.cartpole import CartPoleEnv
 
     return MaskObservation(CartPoleEnv(**kwargs), keep=(0, 2))
+
+
+def make_pendulum_no_velocity(**kwargs) -> gym.Env:
+    """Pendulum-v1 dynamics observing ``(cos theta, sin theta)`` only; time limit from registration."""
+    from gymnasium.envs.classic_control.pendulum import PendulumEnv
+
+    return MaskObservation(PendulumEnv(**kwargs), keep=(0, 1))
+
+
+def make_half_cheetah_positions(**kwargs) -> gym.Env:
+    """HalfCheetah-v5 observing the positions only (``qpos``, without the x position unless
+    ``exclude_current_positions_from_observation=False``), none of the velocities ``qvel``."""
+    try:
+        from gymnasium.envs.mujoco.half_cheetah_v5 import HalfCheetahEnv
+    except ImportError as error:  # mujoco or imageio missing (gymnasium's MuJoCo envs import both)
+        raise ImportError(f"HalfCheetah-P-v5 needs gymnasium's MuJoCo envs (the 'mujoco' and 'imageio' packages): "
+                          f"pip install 'r2d2kit[mujoco]' ({error})") from None
+    env = HalfCheetahEnv(**kwargs)
+    positions = env.data.qpos.size - (1 if kwargs.get("exclude_current_positions_from_observation", True) else 0)
+    return MaskObservation(env, keep=range(positions))  # the v5 observation is qpos (maybe less x), then qvel

@@ -11,6 +11,7 @@ step is reset-only is :mod:`r2d2kit.replay.autoreset`'s rule.
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
 from r2d2kit.replay.autoreset import ResetSteps
 
@@ -20,11 +21,18 @@ class EpisodeTracker:
 
     Args:
         num_envs: envs in the vector env.
+        action_shape: one action's shape: ``()`` for R2D2's action index, ``(size,)`` for a continuous
+            agent's flat action vector (SAC's).
+        action_dtype: the dtype ``prev_action`` is kept in: int32 for R2D2's index (the network's input),
+            float32 for a continuous agent's vector.
     """
 
-    def __init__(self, num_envs: int) -> None:
+    def __init__(self, num_envs: int, action_shape: tuple[int, ...] = (),
+                 action_dtype: npt.DTypeLike = np.int32) -> None:
         self.num_envs = num_envs
-        self.prev_action = np.zeros(num_envs, np.int32)
+        self.action_shape = tuple(int(n) for n in action_shape)
+        self.action_dtype = np.dtype(action_dtype)
+        self.prev_action = np.zeros((num_envs,) + self.action_shape, self.action_dtype)
         self.prev_reward = np.zeros(num_envs, np.float32)
         self.resets = ResetSteps(num_envs)  # gymnasium's default mode: the step after an episode's end resets
         self.running = np.zeros(num_envs, np.float64)
@@ -47,6 +55,7 @@ class EpisodeTracker:
         returns, lengths = self.running[ended].copy(), self.lengths[ended].copy()
         self.running[ended] = 0.0
         self.lengths[ended] = 0
-        self.prev_action = np.where(real, action, 0).astype(np.int32)
+        real_rows = real.reshape((self.num_envs,) + (1,) * len(self.action_shape))  # broadcast over a vector action
+        self.prev_action = np.where(real_rows, action, 0).astype(self.action_dtype)
         self.prev_reward = np.where(real, reward, 0.0).astype(np.float32)
         return ended, returns, lengths, restart

@@ -254,8 +254,12 @@ class RecordLayout:
 
 def window_layout(length: int, obs_shape: tuple[int, ...], obs_dtype: DTypeLike, action_dtype: DTypeLike = np.int64,
                   state: Mapping[str, tuple[tuple[int, ...], DTypeLike]] | None = None,
-                  extras: Mapping[str, tuple[tuple[int, ...], DTypeLike]] | None = None) -> RecordLayout:
+                  extras: Mapping[str, tuple[tuple[int, ...], DTypeLike]] | None = None,
+                  action_shape: tuple[int, ...] = ()) -> RecordLayout:
     """The record of one :class:`~r2d2kit.replay.SequenceBuilder` window (the learner gives it the max priority).
+
+    ``action_shape``: one action's shape: ``()`` for R2D2's action index, ``(size,)`` for a continuous agent's
+    flat float32 action vector (with ``action_dtype`` float32); ``prev_action`` has the same.
 
     ``state``: the recurrent state stored per window, ``{state_<name>: (shape, dtype)}``
     (:func:`r2d2kit.training.builders.state_fields`).
@@ -264,7 +268,8 @@ def window_layout(length: int, obs_shape: tuple[int, ...], obs_dtype: DTypeLike,
     """
     from r2d2kit.replay.window_record import window_fields
 
-    return RecordLayout.from_spec(window_fields(length, (obs_shape, obs_dtype), ((), action_dtype), state, extras))
+    action = (tuple(action_shape), action_dtype)
+    return RecordLayout.from_spec(window_fields(length, (obs_shape, obs_dtype), action, state, extras))
 
 
 class RecordRing(_Segment):
