@@ -330,6 +330,9 @@ class Trainer:
         finally:
             bar.close()
             if self.actors is not None:
+                # restarts granted since the last step count too (a crash loop stops inside collect())
+                c["actor_restarts"] = restarts_before + self.actors.restarts
+                c["next_source"] = self.actors.incarnations.next_source
                 self.actors.close()  # every actor process reaped, every segment unlinked, on every path
             if self.goal is not None:
                 self.goal.close()
