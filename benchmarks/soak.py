@@ -44,6 +44,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # the checks import r2d2kit (checkpoint verification) when run as a script
 SHM = Path("/dev/shm")
 SHM_PREFIX = "r2d2kit_"  # r2d2kit.runners.shm.PREFIX: names r2d2kit_<pid namespace>_<creator pid>_<token>
 DISK_FLAG_VARIABLE = "R2D2KIT_SOAK_DISK_FULL_FLAG"
