@@ -355,7 +355,8 @@ class Soak:
                         uncounted.append(pid)
                 restart_lines += len(re.findall(r"^actor \d+ \(pid \d+\) died", stderr, re.MULTILINE))
             else:
-                failures = len(re.findall(r"^Ray actor \d+ failed", stderr, re.MULTILINE))
+                # unanchored: a line of Ray's actor output can precede it on the same line
+                failures = len(re.findall(r"Ray actor \d+ failed", stderr))
                 restart_lines += failures
                 counted += min(failures, len(segment["actor_kills"]))
                 uncounted += segment["actor_kills"][failures:]
