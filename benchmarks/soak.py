@@ -44,6 +44,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # the checks import r2d2kit (checkpoint verification) when run as a script
 SHM = Path("/dev/shm")
 SHM_PREFIX = "r2d2kit_"  # r2d2kit.runners.shm.PREFIX: names r2d2kit_<pid namespace>_<creator pid>_<token>
 DISK_FLAG_VARIABLE = "R2D2KIT_SOAK_DISK_FULL_FLAG"
@@ -354,7 +355,8 @@ class Soak:
                         uncounted.append(pid)
                 restart_lines += len(re.findall(r"^actor \d+ \(pid \d+\) died", stderr, re.MULTILINE))
             else:
-                failures = len(re.findall(r"^Ray actor \d+ failed", stderr, re.MULTILINE))
+                # unanchored: a line of Ray's actor output can precede it on the same line
+                failures = len(re.findall(r"Ray actor \d+ failed", stderr))
                 restart_lines += failures
                 counted += min(failures, len(segment["actor_kills"]))
                 uncounted += segment["actor_kills"][failures:]

@@ -32,6 +32,9 @@ __all__ = ["NATIVE_LOG_LINE", "exit_without_teardown", "filter_native_lines", "q
 NATIVE_LOG_LINE = re.compile(
     rb"[IWE]\d{4} [\d:.]+\s+\d+ [\w.\-/]+:\d+\] .*|WARNING: All log messages before absl::InitializeLog\(\) .*"
     rb"|To enable the following instructions: .*rebuild TensorFlow with the appropriate compiler flags\.")
+# the prefix Ray's driver puts before each line of an actor's output, e.g. "\x1b[36m(ActorBody pid=3928)\x1b[0m ":
+# a native line behind it is dropped with it (kept, the prefixes of dropped lines glued the next lines together)
+RAY_LINE_PREFIX = re.compile(rb"(?:\x1b\[[0-9;]*m)?\([^()\n]* pid=\d+[^()\n]*\)(?:\x1b\[[0-9;]*m)? *")
 _state: dict[str, object] = {}
 # written into the pipe by _restore after this process's last line: the filter shows everything before it and
 # ends there, rather than waiting for end-of-file (which never comes while a child that inherited the descriptor
@@ -41,15 +44,16 @@ END_MARK = b"\0r2d2kit-stderr-filter-end\0"
 
 def filter_native_lines(data: bytes) -> tuple[bytes, bytes]:
     """Split ``data`` into (what to show now, what to hold): complete lines lose any native log line (from its
-    prefix to its end, so a progress bar the line was written into keeps its part); an incomplete tail is shown at
-    once unless it already holds a native prefix, whose line is then held until it ends."""
+    prefix to its end, so a progress bar the line was written into keeps its part; a Ray actor's line prefix goes
+    with it); an incomplete tail is shown at once unless it already holds a native prefix, whose line is then
+    held until it ends."""
     *lines, tail = data.split(b"\n")
     shown = []
     for line in lines:
         match = NATIVE_LOG_LINE.search(line)
         if match is None:
             shown.append(line + b"\n")
-        elif match.start() > 0:
+        elif match.start() > 0 and not RAY_LINE_PREFIX.fullmatch(line[:match.start()]):
             shown.append(line[:match.start()])  # a bar's partial line, without the native line's newline
     if NATIVE_LOG_LINE.search(tail):
         return b"".join(shown), tail

@@ -34,7 +34,9 @@ FATAL = b"F0000 00:00:1795856064.022215    4950 check.cc:1] Check failed: the pr
     (b"\r 50%|#####     | 300/600" + ONEDNN, b"\r 50%|#####     | 300/600", b""),  # a bar keeps its part
     (b"\r 50%|#####", b"\r 50%|#####", b""),  # an incomplete bar is shown at once
     (ONEDNN[:60], b"", ONEDNN[:60]),  # a native line cut by the pipe is held until it ends
-], ids=["noise dropped", "fatal kept", "two-line message", "inside a bar", "bar without newline", "split native line"])
+    (b"\x1b[36m(ActorBody pid=3928)\x1b[0m " + ONEDNN + b"Ray actor 1 failed\n", b"Ray actor 1 failed\n", b""),
+], ids=["noise dropped", "fatal kept", "two-line message", "inside a bar", "bar without newline", "split native line",
+        "from a Ray actor"])
 def test_native_lines_are_dropped_and_everything_else_passes(data, shown, held):
     assert filter_native_lines(data) == (shown, held)
 

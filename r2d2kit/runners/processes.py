@@ -9,7 +9,9 @@
 
 Faults: an actor that dies is logged and restarted with the same ring, a new seed and a new source
 id (the windows it left in the ring are drained under its own source first, so replay never joins
-the two incarnations' rows; :mod:`r2d2kit.runners.pool`), after the back-off of a
+the two incarnations' rows; :mod:`r2d2kit.runners.pool`); an actor whose acting code raises keeps
+its process, reports the error and is sent the seed of its next incarnation (no new process, no
+TensorFlow import); either after the back-off of a
 :class:`~r2d2kit.runners.restarts.RestartPolicy`, which stops the run (:class:`~r2d2kit.runners.restarts.ActorsFailed`)
 on a crash loop or too many restarts too fast; actors stop by themselves
 when the learner's process disappears; actors ignore SIGINT and SIGTERM (Ctrl-C in a terminal and

@@ -185,7 +185,7 @@ class ActorsConfig:
     # --- restarts: when a dead actor is restarted, and when the run stops instead
     max_restarts: int = 10  # restarts over all actors allowed within restart_window_s; one more stops the run
     restart_window_s: float = 60.0  # the sliding window of max_restarts, seconds (systemd: StartLimitIntervalSec)
-    max_consecutive_failures: int = 3  # one actor crashing this often in a row (not SIGKILLs), delivering nothing: stop
+    max_consecutive_failures: int = 3  # an actor's code failing this often in a row, no env step between: stop
     restart_backoff_s: float = 1.0  # wait before an actor's restart; doubles with each failure (or kill) in a row
     max_restart_backoff_s: float = 30.0  # the longest wait before a restart
 
