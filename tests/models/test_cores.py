@@ -10,6 +10,7 @@ import pytest
 
 from r2d2kit.agent.config import R2D2Config
 from r2d2kit.agent.learner import R2D2Learner
+from r2d2kit.agent.policies import EpsilonGreedyPolicy
 from r2d2kit.agent.seam import WindowLayout
 from r2d2kit.envs import ensure_registered
 from r2d2kit.models import MLPModel, QNetwork
@@ -95,7 +96,8 @@ def test_stored_states_are_the_unrolled_states_and_burn_in_from_them_matches_a_f
     network = make_network(core)
     layout = WindowLayout(burn_in=2, trace_length=3, n_step=1, period=2)
     config = R2D2Config()
-    loop = ActingLoop.build(lambda: gym.make("CueMemory-v0", delay=3), network, layout, np.full(2, 0.5), seed=3)
+    policy = EpsilonGreedyPolicy(network.actor(2, follow_weights=False), np.full(2, 0.5), seed=3)
+    loop = ActingLoop.build(lambda: gym.make("CueMemory-v0", delay=3), policy, layout, seed=3)
     windows = [out for out in (loop.step()[0] for _ in range(60)) if out is not None]
     loop.close()
     episodes = episodes_of(windows)

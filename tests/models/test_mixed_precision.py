@@ -34,7 +34,7 @@ def update(network, batch):
 @pytest.mark.parametrize("case", ["mlp", "image"])
 def test_mixed_bfloat16_update_is_finite_float32_and_close_to_float32(case, mixed_bfloat16):
     kwargs = dict(obs_shape=(8, 8), actions=3, encoder=TinyConv(), obs_dtype="uint8") if case == "image" else {}
-    batch = random_batch(np.random.default_rng(7), CONFIG, obs_shape=kwargs.get("obs_shape", (3,)),
+    batch = random_batch(np.random.default_rng(7), LAYOUT, obs_shape=kwargs.get("obs_shape", (3,)),
                          actions=kwargs.get("actions", 2), obs_dtype=np.uint8 if case == "image" else np.float32)
     mixed = small_network(**kwargs)
     keras.mixed_precision.set_global_policy("float32")

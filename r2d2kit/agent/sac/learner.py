@@ -264,6 +264,12 @@ class SACLearner:
         self.updates += 1
         return out
 
+    def prepare(self, replay: SequenceReplayBuffer) -> None:
+        """Trace the update for ``replay``'s batches without running it (no weight, optimizer or alpha step):
+        the trainer calls it while actors start, so the first update does not pay the tracing."""
+        self._check_replay(replay)
+        self._train_step.get_concrete_function(self.inputs(replay.sample_buffers(self.config.batch_size)))
+
     def train_from(self, replay: SequenceReplayBuffer) -> dict[str, np.ndarray]:
         """One update from ``replay`` (by priority, or uniformly, as the replay samples); the priorities
         are written back. Every update samples into the same arrays."""
