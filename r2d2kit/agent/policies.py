@@ -229,7 +229,7 @@ class EpsilonGreedyPolicy(GreedyPolicy):
 
 @dataclass(frozen=True)
 class EpsilonGreedyFactory:
-    """Builds actor ``actor_id``'s :class:`EpsilonGreedyPolicy` (a :data:`~r2d2kit.runners.pool.PolicyFactory`).
+    """Builds actor ``actor_id``'s :class:`EpsilonGreedyPolicy` (a :class:`~r2d2kit.runners.pool.PolicyFactory`).
 
     The actor's network comes from ``make_network`` (a module-level function or ``functools.partial``, so the
     factory pickles into actor processes and Ray actors; the local pool passes one returning the learner's

@@ -215,7 +215,7 @@ class ProcessActors:
 
     Args:
         make_env: picklable factory of one env (each actor runs as many as its policy acts in).
-        make_policy: picklable :data:`~r2d2kit.runners.pool.PolicyFactory`: each actor process builds its
+        make_policy: picklable :class:`~r2d2kit.runners.pool.PolicyFactory`: each actor process builds its
             agent's networks and policy with it (exploration included).
         layout: the rows of a replay window (:class:`~r2d2kit.agent.seam.WindowLayout`).
         fields: what the windows hold (:class:`~r2d2kit.agent.seam.WindowFields`): sizes the shared-memory records.

@@ -147,7 +147,7 @@ class RayActors:
 
     Args:
         make_env: picklable factory of one env (Ray ships it to the actors).
-        make_policy: picklable :data:`~r2d2kit.runners.pool.PolicyFactory`: each Ray actor builds its agent's
+        make_policy: picklable :class:`~r2d2kit.runners.pool.PolicyFactory`: each Ray actor builds its agent's
             networks and policy with it (exploration included).
         layout: the rows of a replay window (:class:`~r2d2kit.agent.seam.WindowLayout`).
         variables: the learner's :meth:`~r2d2kit.agent.seam.Learner.actor_variables` (the first broadcast).
