@@ -82,7 +82,7 @@ def test_tarjan_finds_a_planted_cycle():
 
 def test_the_import_graph_sees_lazy_and_type_checking_imports(tmp_path):
     graph = import_graph()
-    assert "r2d2kit.runners.weights" in graph["r2d2kit.runners.acting"]  # imported inside a method only
+    assert "r2d2kit.runners.weights" in graph["r2d2kit.agent.policies"]  # imported inside a method only
     sample = tmp_path / "sample.py"
     sample.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from r2d2kit.models import qnetwork\n")
     assert imported_modules(sample, {"r2d2kit.models", "r2d2kit.models.qnetwork"}) == {
