@@ -121,6 +121,7 @@ def pass_through():
 def test_observations_round_trip_through_actors_replay_and_network(case):
     """env obs -> codes (wrapper) -> windows (local actor pool) -> replay (the learner's recipe) ->
     sampled codes -> network encoding == reference one-hot of the original observation."""
+    from r2d2kit.agent.policies import EpsilonGreedyFactory, EpsilonSchedule
     from r2d2kit.agent.seam import WindowLayout
     from r2d2kit.models import QNetwork
     from r2d2kit.models.code_encoding import CodeEncoder
@@ -135,10 +136,11 @@ def test_observations_round_trip_through_actors_replay_and_network(case):
     encoder = pass_through() if layout is None else CodeEncoder(layout, pass_through())
     network = QNetwork(env.observation_space.shape, int(env.action_space.n), encoder,
                        obs_dtype=str(env.observation_space.dtype), core_units=4, head_units=0)
-    windows = WindowLayout(burn_in=1, trace_length=4, period=2, n_step=1)
-    replay = make_sequence_replay(network, windows, capacity=500, seed=0)
-    actors = LocalActors(lambda: wrap_spaces(LoggingEnv(case.observation_space, case.action_space, log)), None,
-                         network, windows, epsilons=np.ones(2), incarnations=Incarnations(seed=3))
+    windows_layout = WindowLayout(burn_in=1, trace_length=4, period=2, n_step=1)
+    replay = make_sequence_replay(network, windows_layout, capacity=500, seed=0)
+    policies = EpsilonGreedyFactory(lambda: network, EpsilonSchedule(np.ones(2)), 2)
+    actors = LocalActors(lambda: wrap_spaces(LoggingEnv(case.observation_space, case.action_space, log)), policies,
+                         windows_layout, incarnations=Incarnations(seed=3))
     for _ in range(40):
         for windows, source in actors.collect().windows:
             replay.add_sequences(windows, source=source)
