@@ -35,9 +35,12 @@ episodes nor has its windows joined to its predecessor's rows.
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -186,8 +189,9 @@ class RayActors:
         self._owns_ray = not ray.is_initialized()
         if self._owns_ray:
             address = address or os.environ.get("RAY_ADDRESS") or None
-            ray.init(address=address, num_cpus=None if address else num_cpus, include_dashboard=False,
-                     log_to_driver=True, configure_logging=False)
+            with _keeping_signal_handlers():
+                ray.init(address=address, num_cpus=None if address else num_cpus, include_dashboard=False,
+                         log_to_driver=True, configure_logging=False)
         self._version = 0
         self._weights = ray.put(flatten_weights(variables))
         self._published_at = 0
@@ -365,6 +369,25 @@ class RayActors:
         self._actors, self._pending, self._retry_at, self._recreate = [], {}, {}, set()
         if self._owns_ray and ray.is_initialized():
             ray.shutdown()
+
+
+@contextmanager
+def _keeping_signal_handlers() -> Iterator[None]:
+    """Put back this process's SIGINT and SIGTERM handlers after the block (``ray.init``).
+
+    Why: Ray's core worker installs a native SIGTERM handler in the driver that prints a stack and aborts
+    the process (exit -6: the trainer's clean stop on SIGTERM, its final checkpoint and ``summary.json``
+    never ran; seen at the end of a Ray soak). Python's own handlers are kept; only the main thread can
+    set them.
+    """
+    main_thread = threading.current_thread() is threading.main_thread()
+    handlers = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)} if main_thread else {}
+    try:
+        yield
+    finally:
+        for number, handler in handlers.items():
+            if handler is not None:
+                signal.signal(number, handler)
 
 
 def classify_failure(error: Exception, exceptions: Any) -> tuple[str, bool, bool]:
