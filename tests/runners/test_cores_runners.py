@@ -1,4 +1,4 @@
-"""A GRU and a user's three-state cell (tests/models/three_state_cell.py) train through every runner,
+"""A user's three-state cell (tests/models/three_state_cell.py) trains through every runner and a GRU locally,
 save, resume and evaluate: the windows carry each state tensor under its own field, the resumed run
 restores the weights and the replay, and the best weights replay the best evaluation exactly."""
 
@@ -30,8 +30,10 @@ def config(core: str, runner: str, total: int):
                        TINY + [f"model.core={core}", f"actors.runner={runner}", f"run.total_env_steps={total}"])
 
 
-@pytest.mark.parametrize("runner", ["local", "processes", "ray"])
-@pytest.mark.parametrize("core", ["gru", USER_CORE])
+# the user's cell (Keras actor step, three state tensors) through every runner; the GRU (numpy actor, as the
+# LSTM every other runner test uses) in the learner's process only: its transport is the LSTM's
+@pytest.mark.parametrize("core, runner", [(USER_CORE, "local"), (USER_CORE, "processes"), (USER_CORE, "ray"),
+                                          ("gru", "local")])
 def test_a_core_trains_through_every_runner_and_saves_resumes_and_evaluates(core, runner, tmp_path, request):
     if runner == "ray":
         request.getfixturevalue("ray_instance")
