@@ -314,10 +314,12 @@ class RayActors:
     def _failed(self, actor_id: int, error: Exception) -> None:
         """A request failed: judge it (:func:`classify_failure`), count a new failure with the restart policy
         (which may stop the run) and ask again after its back-off; a request that reached a process Ray is
-        still restarting is no new failure: ask again shortly, for at most ``RESTART_TIMEOUT_S``."""
+        still restarting is the death's first sign when none was seen (a kill between two requests: counted
+        once, and the restarted process gets a new incarnation, so replay never joins its rows to its
+        predecessor's), else no new failure: ask again shortly, for at most ``RESTART_TIMEOUT_S``."""
         how, crashed, new = classify_failure(error, self._ray.exceptions)
         now = time.monotonic()
-        if not new:
+        if not new and actor_id in self._down_since:  # its death was counted when first seen
             down_since = self._down_since.setdefault(actor_id, now)
             if now - down_since > RESTART_TIMEOUT_S:
                 raise ActorsFailed(f"Ray actor {actor_id} did not answer within {RESTART_TIMEOUT_S:.0f} s of failing "
