@@ -19,10 +19,11 @@ import numpy as np
 from tqdm.auto import tqdm
 
 import r2d2kit.envs  # noqa: F401  (registers CartPoleNoVel-v1, CueMemory-v0, BitFlip-v0)
-from r2d2kit.agent.learner import R2D2Config, R2D2Learner
-from r2d2kit.agent.policies import GreedyPolicy, apex_epsilons, epsilon_greedy
+from r2d2kit.agent.r2d2 import QNetwork
+from r2d2kit.agent.r2d2.learner import R2D2Config, R2D2Learner
+from r2d2kit.agent.r2d2.policies import GreedyPolicy, apex_epsilons, epsilon_greedy
 from r2d2kit.agent.seam import WindowLayout
-from r2d2kit.models import MLPModel, QNetwork
+from r2d2kit.models import MLPModel
 from r2d2kit.models.cores import state_fields
 from r2d2kit.models.tf_setup import setup_tensorflow
 from r2d2kit.replay import SequenceBuilder, SequenceReplayBuffer

@@ -51,7 +51,7 @@ def step_profile(backend: str, vector_steps: int, config: Path) -> dict:
     import gymnasium as gym
     import tensorflow as tf
 
-    from r2d2kit.agent.policies import EpsilonGreedyPolicy
+    from r2d2kit.agent.r2d2.policies import EpsilonGreedyPolicy
     from r2d2kit.models.cores import state_fields
     from r2d2kit.models.tf_setup import setup_tensorflow
     from r2d2kit.replay import SequenceBuilder
@@ -110,11 +110,12 @@ def step_rows(setup: dict, cfg: dict, backends: tuple[str, ...]) -> list[dict]:
 def actor_parts(backend: str = "auto", config: Path | None = None) -> tuple:
     """(Q-network with actors on ``backend``, env factory, settings) of ``config`` (default ``CONFIG``), as the
     Trainer builds them."""
-    from r2d2kit.training.builders import build_network, make_env
+    from r2d2kit.agent.r2d2.builder import build_q_network
+    from r2d2kit.training.builders import make_env
     from r2d2kit.training.config import load_config
 
     settings = load_config(config or CONFIG)
-    network = build_network(settings)
+    network = build_q_network(settings)
     if backend != "auto":
         network.actor = functools.partial(network.actor, backend=backend)  # this instance only
     return network, functools.partial(make_env, settings), settings

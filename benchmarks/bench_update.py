@@ -122,12 +122,12 @@ def time_updates(learner, replay: Any, spec: dict, job: dict, warmup: int, matmu
 # --- r2d2kit (Keras / TensorFlow) side
 def build_keras(config: str | Path, overrides: list[str]) -> tuple[Any, dict]:
     """(R2D2Learner, spec: the plain data the twin is built from) from a config file, as the trainer builds them."""
-    from r2d2kit.agent.learner import R2D2Learner
-    from r2d2kit.training.builders import build_network
+    from r2d2kit.agent.r2d2.builder import build_q_network
+    from r2d2kit.agent.r2d2.learner import R2D2Learner
     from r2d2kit.training.config import load_config
 
     settings = load_config(config, overrides)
-    network = build_network(settings)
+    network = build_q_network(settings)
     encoder, learner, layout = network.config["encoder"], settings.learner, settings.replay.layout
     scale = getattr(encoder, "input_scale", None)
     model = {"encoder": settings.model.encoder, "core_units": network.core_units,
@@ -152,7 +152,7 @@ def keras_child(job: dict) -> dict:
     a, b = (tf.random.normal((SGEMM_N, SGEMM_N)) for _ in range(2))
     keras.utils.set_random_seed(0)
     learner, spec = build_keras(job["config"], job["overrides"])
-    replay = make_sequence_replay(learner.online, learner.layout, seed=0,
+    replay = make_sequence_replay(learner.online.window_fields(), learner.layout, seed=0,
                                   priority_exponent=learner.config.priority_exponent,
                                   capacity=2 * spec["learner"]["batch_size"] * spec["length"])
     # the first update traces the step: never timed

@@ -4,8 +4,9 @@ Committed so that the docs read as Markdown without a build; ``python docs/confi
 --write`` regenerates it, and tests/test_docs.py fails while the committed page differs from what
 the schema gives.
 
-The schema is the dataclasses of ``r2d2kit/training/config.py`` (one per YAML section) and ``R2D2Config`` in
-``r2d2kit/agent/learner.py`` (the ``learner`` section). Each key's type and default come from the
+The schema is the dataclasses of ``r2d2kit/training/config.py`` (one per YAML section) and each agent's
+``learner`` section (``R2D2Config`` in ``r2d2kit/agent/r2d2/config.py``, ``SACConfig`` in
+``r2d2kit/agent/sac/config.py``), one table per agent. Each key's type and default come from the
 dataclass field; its meaning is the field's trailing ``# comment`` in the source, and a ``# --- name``
 comment line inside a class starts a group. tests/test_docs.py also checks that every key has a
 meaning.
@@ -18,7 +19,6 @@ import dataclasses
 import inspect
 import io
 import json
-import os
 import sys
 import tokenize
 from pathlib import Path
@@ -26,19 +26,22 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = "reference/config.md"
 
-# Meanings of R2D2Config fields that have no trailing comment in r2d2kit/agent/learner.py yet. A field
-# listed here that gains a comment there is an error (tests/test_docs.py), so this table only shrinks.
-
 
 def sections() -> dict[str, type]:
     """``{section name: dataclass}`` in the order of ``TrainConfig``; a mapping inside a section
-    (``replay.her``) follows its section."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # r2d2kit.training.config imports the learner, and so TensorFlow
-    from r2d2kit.training.config import HerConfig, TrainConfig
+    (``replay.her``) follows its section, and the ``learner`` section has one entry per agent
+    (``learner (agent: sac)``)."""
+    from r2d2kit.training.config import AGENTS, HerConfig, TrainConfig, section_class
 
     out = {}
     for f in dataclasses.fields(TrainConfig):
-        out[f.name] = f.default_factory
+        if f.name == "agent":
+            continue
+        if f.name == "learner":
+            for agent in AGENTS:
+                out[f"learner (agent: {agent})"] = section_class("learner", agent)
+            continue
+        out[f.name] = section_class(f.name)
         if f.name == "replay":
             out["replay.her"] = HerConfig
     return out
@@ -97,12 +100,20 @@ def render() -> str:
         "# Config reference",
         "",
         "Every key of a `python -m r2d2kit.train` config, generated from the schema (the dataclasses in",
-        "`r2d2kit/training/config.py` and `R2D2Config` in `r2d2kit/agent/learner.py`) by",
+        "`r2d2kit/training/config.py` and each agent's learner section) by",
         "`python docs/config_reference.py --write`; a test fails while this page differs from the schema. Every",
         "key is optional; an omitted key keeps the default shown. Defaults are written as in the YAML file.",
         "Override any key from the command line with `--set section.key=value` (the value is parsed as",
         "YAML), e.g. `--set replay.burn_in=10`. How to write and run a config:",
         "[Train from a config](../training.md).",
+        "",
+        "## `agent`",
+        "",
+        "A top-level value, not a section: the agent the config trains, `r2d2` (the default; one `Discrete`",
+        "action, possibly a `MultiDiscrete` flattened) or `sac` (recurrent SAC; a `Box` action with finite",
+        "bounds). It chooses the `learner` section's keys (one table per agent below) and how the actors",
+        "explore: R2D2's actors read `actors.exploration` and the epsilons, SAC's sample from their policy.",
+        "Override it with `--set agent=sac`.",
         "",
     ]
     for name, cls in sections().items():

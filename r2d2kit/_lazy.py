@@ -1,6 +1,6 @@
 """The package's one lazy-import mechanism: names re-exported by a room, imported on first use.
 
-``from r2d2kit.agent import greedy`` must not start TensorFlow just because the same room also
+``from r2d2kit.agent.r2d2 import greedy`` must not start TensorFlow just because the same room also
 holds the learner, so a room's ``__init__`` names where each export lives and imports it only
 when it is read (PEP 562's module ``__getattr__``).
 """

@@ -3,14 +3,15 @@
     python -m r2d2kit.evaluate RUN_DIR [--episodes 20] [--seed 123] [--checkpoint ckpt-000100000 | --best]
                                [--video episode.gif]
 
-Rebuilds the network from ``RUN_DIR/config.yaml``, loads the newest checkpoint's online weights
-(verified against its manifest; ``weights.weights.h5`` if the run has no checkpoint), or with
-``--best`` the weights of the run's best greedy evaluation (``best.weights.h5``: greedy R2D2
-policies swing between evaluations, so the last weights need not be the best), and plays
-greedy episodes. Prints the mean and standard deviation of the returns. ``--video`` records the
-first of these episodes as an animated GIF when the env renders ``rgb_array`` frames (Pillow writes
-it, pygame-ce draws classic-control envs such as CartPole: ``pip install 'r2d2kit[video]'``); an env
-that cannot render is an error naming it and the fix, raised before anything is played.
+Rebuilds the agent's networks from ``RUN_DIR/config.yaml`` (its agent builder's evaluation policy: R2D2's
+greedy one, SAC's deterministic one), loads the newest checkpoint's policy weights (verified against its
+manifest; ``weights.weights.h5`` if the run has no checkpoint), or with ``--best`` the weights of the run's
+best evaluation (``best.weights.h5``: greedy R2D2 policies swing between evaluations, so the last weights need
+not be the best), and plays greedy (deterministic) episodes. Prints the mean and standard deviation of the
+returns. ``--video`` records the first of these episodes as an animated GIF when the env renders ``rgb_array``
+frames (Pillow writes it, pygame-ce draws classic-control envs such as CartPole: ``pip install
+'r2d2kit[video]'``); an env that cannot render is an error naming it and the fix, raised before anything is
+played.
 """
 
 from __future__ import annotations
@@ -35,8 +36,9 @@ from r2d2kit.training.run_directory import RunDirectoryError, check_run_director
 MAX_VIDEO_FRAMES = 2000  # --video stops recording there (a GIF of 2000 160x160 frames: a few MB)
 
 
-def weights_file(run_dir: Path, checkpoint: str | None = None, best: bool = False) -> Path:
-    """The online weights to evaluate: the best evaluation's, a named or the newest checkpoint's, else the final."""
+def weights_file(run_dir: Path, policy_file: str, checkpoint: str | None = None, best: bool = False) -> Path:
+    """The policy weights to evaluate: the best evaluation's, a named or the newest checkpoint's (its
+    ``policy_file``, the agent builder's), else the final ones."""
     path: Path | None
     if best:
         path = run_path(run_dir, "best.weights.h5")
@@ -53,8 +55,8 @@ def weights_file(run_dir: Path, checkpoint: str | None = None, best: bool = Fals
     if path is not None:
         fix = (f"evaluate another checkpoint (--checkpoint NAME, one of {run_dir / 'checkpoints'}) or the best "
                "evaluation's weights (--best)")
-        verify_checkpoint(path, only=("online.weights.h5",), fix=fix)  # playing needs no replay, target or optimizer
-        return path / "online.weights.h5"
+        verify_checkpoint(path, only=(policy_file,), fix=fix)  # playing needs no replay, target or optimizer
+        return path / policy_file
     final = run_path(run_dir, "weights.weights.h5")
     if not final.is_file():
         raise CheckpointError(f"{run_dir} holds neither checkpoints nor weights.weights.h5; is it a run directory?")
@@ -177,25 +179,24 @@ def evaluate_run(run_dir: str | os.PathLike, episodes: int = 20, seed: int = 123
     check_inputs(run_dir, video)  # before TensorFlow loads (seconds): a mistyped path fails at once
     config = load_config(run_dir / "config.yaml")
     env_factory, fps = video_env_factory(config) if video else (None, 0.0)  # a film that cannot be made: say so first
-    weights = weights_file(run_dir, checkpoint, best)
+    from r2d2kit.training.agents import agent_builder
+
+    builder = agent_builder(config.agent)
+    weights = weights_file(run_dir, builder.policy_weights_file, checkpoint, best)
 
     import numpy as np
 
-    from r2d2kit.agent.policies import GreedyPolicy
     from r2d2kit.models.tf_setup import setup_tensorflow
     from r2d2kit.runners.evaluation import MAX_EVAL_ENVS, evaluate
-    from r2d2kit.training.builders import build_network, make_env
+    from r2d2kit.training.builders import make_env, probe_spaces
 
     env_factory = env_factory or functools.partial(make_env, config)
     setup_tensorflow()
-    network = build_network(config)
     try:
-        network.model.load_weights(str(weights))
-    except (OSError, ValueError) as error:  # h5py: not an HDF5 file; Keras: another network's weights
-        raise CheckpointError(f"{weights} cannot be loaded into the network of {run_dir / 'config.yaml'} "
-                              f"({error})") from None
+        policy = builder.evaluation_policy(config, probe_spaces(config), min(episodes, MAX_EVAL_ENVS), weights)
+    except CheckpointError as error:
+        raise CheckpointError(f"{error} (config {run_dir / 'config.yaml'})") from None
     frames: list[np.ndarray] | None = [] if video else None
-    policy = GreedyPolicy(network.actor(min(episodes, MAX_EVAL_ENVS)))
     evaluation = evaluate(policy, env_factory, episodes, seed=seed, frames=frames, max_frames=MAX_VIDEO_FRAMES)
     returns = evaluation.returns
     result = {"mean": float(np.mean(returns)), "std": float(np.std(returns)), "returns": returns.tolist(),

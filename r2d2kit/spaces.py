@@ -292,7 +292,8 @@ def action_layout(space: gym.Space) -> ActionLayout | None:
     elif isinstance(space, gym.spaces.Box):
         raise _refuse("action", space, "action", "R2D2 picks one of finitely many actions (argmax over "
                       "Q-values) and cannot output continuous actions",
-                      "discretise the actions with a wrapper listed in env.wrappers, e.g. a function "
+                      "train recurrent SAC on it (agent: sac), or discretise the actions with a wrapper listed in "
+                      "env.wrappers, e.g. a function "
                       "'def discrete_actions(env): return gymnasium.wrappers.DiscretizeAction(env, bins=9)' "
                       "in your module, named as 'your_module:discrete_actions'")
     else:

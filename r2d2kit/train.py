@@ -29,11 +29,10 @@ from r2d2kit.training.config import ConfigError, TrainConfig, load_config
 
 
 def describe(config: TrainConfig) -> str:
-    """The R2D2 hyper-parameters with the paper's defaults marked, so overrides stand out."""
-    from r2d2kit.agent.config import R2D2Config
-
-    paper = R2D2Config()
-    lines = ["R2D2 hyper-parameters (paper default in brackets where overridden):"]
+    """The agent's hyper-parameters (the learner section) with its defaults marked, so overrides stand out."""
+    paper = type(config.learner)()
+    name = {"r2d2": "R2D2", "sac": "SAC"}.get(config.agent, config.agent)
+    lines = [f"{name} hyper-parameters (paper default in brackets where overridden):"]
     for f in dataclasses.fields(config.learner):
         value, default = getattr(config.learner, f.name), getattr(paper, f.name)
         lines.append(f"  {f.name:22s} {value}" + ("" if value == default else f"   [{default}]"))
@@ -77,16 +76,15 @@ def train(config: TrainConfig, run_dir: Path, resume: bool = False, callbacks=()
     """Train with the configured runner, writing ``run_dir``; return the summary."""
     import tensorflow as tf
 
-    from r2d2kit.models.code_encoding import CodeEncoder
     from r2d2kit.training.run_directory import run_path
     from r2d2kit.training.startup import startup_summary
     from r2d2kit.training.trainer import Trainer
 
     trainer = Trainer(config, run_dir, callbacks=callbacks, resume=resume)
     print(describe(config))
-    encoder = trainer.network.config["encoder"]
-    if isinstance(encoder, CodeEncoder):  # the network built for coded observations: say how it reads them
-        print(encoder.layout.describe())
+    layout = trainer.parts.spaces.layout
+    if layout is not None:  # the networks read coded observations: say how
+        print(layout.describe())
     warning = size_warning(config, gpu=bool(tf.config.list_physical_devices("GPU")))
     if warning:
         print(f"warning: {warning}", file=sys.stderr, flush=True)

@@ -32,6 +32,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
+from r2d2kit.training.agents import agent_builder
 from r2d2kit.training.config import ConfigError, TrainConfig, build_config, load_config
 from r2d2kit.training.run_directory import RunDirectoryError, check_run_directory
 from r2d2kit.tuning.space import SearchSpace, SpaceError, default_space, load_space, with_values
@@ -94,7 +95,10 @@ def prepare(args: argparse.Namespace) -> Tuning:
                           f"{run.eval_every} gives {evaluations}; set e.g. --set run.eval_every="
                           f"{max(1, run.total_env_steps // (args.last + 1))}, or a smaller --last")
     base = config.to_dict()
-    space = load_space(args.space, base) if args.space else default_space(config)
+    if args.space:
+        space = load_space(args.space, base)
+    else:
+        space = default_space(config, agent_builder(config.agent).search_dimensions(config))
     stem = Path(args.config).stem
     out = Path(args.out or Path("tune") / stem)
     created = not out.exists()

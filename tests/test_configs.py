@@ -36,7 +36,7 @@ def test_optional_env_configs_train_a_few_steps(tmp_path, name, runner, obs_shap
     configured encoder; the image kinds also cross the actor processes' shared memory as they are stored."""
     overrides = SMOKE + ([f"actors.runner={runner}", "actors.num_actors=1"] if runner == "processes" else [])
     trainer = Trainer(load_config(ROOT / "configs" / name, overrides), tmp_path)
-    assert (trainer.network.obs_shape, trainer.network.obs_dtype) == (obs_shape, obs_dtype)
+    assert (trainer.agent.network.obs_shape, trainer.agent.network.obs_dtype) == (obs_shape, obs_dtype)
     summary = trainer.fit()
     assert summary["runner"] == runner and summary["env_steps"] >= 160 and summary["updates"] > 0
 
@@ -89,7 +89,8 @@ def test_every_popgym_config_is_checked():
 @pytest.mark.parametrize("path", POPGYM_CONFIGS, ids=lambda path: path.name)
 def test_popgym_configs_build_their_network(path):
     """Build-only: the id registers on demand, the spaces become codes, the encoder takes the one-hots."""
-    from r2d2kit.training.builders import build_network, make_env
+    from r2d2kit.agent.r2d2.builder import build_q_network
+    from r2d2kit.training.builders import make_env
 
     config = load_config(path)
     # small-task sizes, not the paper's 512-unit LSTM and 125-row windows (RepeatPreviousMedium: 105 rows)
@@ -98,7 +99,7 @@ def test_popgym_configs_build_their_network(path):
     env = make_env(config)
     assert str(env.unwrapped.observation_space).startswith(space)
     env.close()
-    network = build_network(config)
+    network = build_q_network(config)
     assert (network.obs_shape, network.obs_dtype, network.num_actions) == (code_shape, dtype, actions)
 
 
@@ -123,12 +124,13 @@ def test_every_minatar_config_is_checked():
 @pytest.mark.parametrize("path", MINATAR_CONFIGS, ids=lambda path: path.name)
 def test_minatar_configs_build_their_network(path):
     """Build-only: the MinAtar id registers on demand and its bool channels reach the paper's conv unchanged."""
+    from r2d2kit.agent.r2d2.builder import build_q_network
     from r2d2kit.models import MinAtarImageModel
-    from r2d2kit.training.builders import build_encoder, build_network
+    from r2d2kit.training.networks import build_encoder
 
     config = load_config(path)
     assert config.env.id.startswith("MinAtar/") and isinstance(build_encoder(config), MinAtarImageModel)
     shape, actions = MINATAR_SPACES[path.name]
-    network = build_network(config)
+    network = build_q_network(config)
     assert (network.obs_shape, network.obs_dtype, network.num_actions) == (shape, "bool", actions)
     assert network.encoder.output_shape == (None, None, 128)

@@ -1,6 +1,6 @@
 """Training-health diagnostics, each against a value computed by hand or by an independent forward.
 
-The reference forward is the actors' numpy step (:class:`~r2d2kit.models.numpy_actor.NumpyForward`),
+The reference forward is the actors' numpy step (:class:`~r2d2kit.agent.r2d2.numpy_actor.NumpyForward`),
 stepped row by row: the learner's Keras sequence model and the diagnostics' unrolls never enter it.
 """
 
@@ -9,16 +9,17 @@ import math
 import numpy as np
 import pytest
 
-from r2d2kit.agent.config import R2D2Config
-from r2d2kit.agent.diagnostics import HealthCheck, UpdateStatistics, effective_sample_share
-from r2d2kit.agent.learner import R2D2Learner
-from r2d2kit.agent.rescale import inverse_value_rescale
+from r2d2kit.agent.r2d2.config import R2D2Config
+from r2d2kit.agent.r2d2.diagnostics import HealthCheck
+from r2d2kit.agent.r2d2.learner import R2D2Learner
+from r2d2kit.agent.r2d2.qnetwork import QNetwork
+from r2d2kit.agent.r2d2.rescale import inverse_value_rescale
 from r2d2kit.agent.seam import WindowLayout
 from r2d2kit.models.encoders import MLPModel
-from r2d2kit.models.qnetwork import QNetwork
 from r2d2kit.replay.samplers import make_sampler
 from r2d2kit.replay.sequence import SequenceReplayBuffer
 from r2d2kit.replay.sequence_builder import SequenceBuilder
+from r2d2kit.training.update_statistics import UpdateStatistics, effective_sample_share
 
 BURN_IN, TRACE, N_STEP, PERIOD, UNITS = 2, 3, 1, 2, 4
 LAYOUT = WindowLayout(burn_in=BURN_IN, trace_length=TRACE, n_step=N_STEP, period=PERIOD)

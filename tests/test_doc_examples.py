@@ -185,7 +185,7 @@ def test_yaml_blocks_are_valid_training_configs(block):
     from r2d2kit.training.config import SECTIONS, build_config
 
     data = yaml.safe_load(block.code)
-    assert isinstance(data, dict) and set(data) <= set(SECTIONS), (
+    assert isinstance(data, dict) and set(data) <= {*SECTIONS, "agent"}, (
         f"{block.where}: not a training config (sections {sorted(SECTIONS)}); mark it <!-- skip: why --> if it "
         "is something else")
     build_config(data, source=block.where)

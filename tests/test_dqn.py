@@ -5,10 +5,11 @@ import keras
 import numpy as np
 import pytest
 
-from r2d2kit.agent.learner import R2D2Config, R2D2Learner
-from r2d2kit.agent.policies import EpsilonSchedule, apex_epsilons, as_schedule
+from r2d2kit.agent.r2d2 import QNetwork
+from r2d2kit.agent.r2d2.learner import R2D2Config, R2D2Learner
+from r2d2kit.agent.r2d2.policies import EpsilonSchedule, apex_epsilons, as_schedule
 from r2d2kit.agent.seam import WindowLayout
-from r2d2kit.models import MLPModel, QNetwork
+from r2d2kit.models import MLPModel
 from r2d2kit.replay import SequenceBuilder
 from r2d2kit.runners.acting import ActingLoop
 from r2d2kit.training.builders import make_sequence_replay
@@ -63,7 +64,7 @@ def test_feed_forward_network_is_one_row_at_a_time_in_every_forward(prev_action_
 
 def test_windows_of_a_feed_forward_network_store_no_state():
     network = feed_forward()
-    replay = make_sequence_replay(network, WindowLayout(**DQN_LAYOUT), 100, sampler="uniform", seed=0)
+    replay = make_sequence_replay(network.window_fields(), WindowLayout(**DQN_LAYOUT), 100, sampler="uniform", seed=0)
     builder = SequenceBuilder(2, 0, 1, 1, 1, state_names=())
     rng = np.random.default_rng(0)
     windows = None
@@ -179,7 +180,7 @@ def test_fixed_rates_are_the_apex_ones_untouched():
 
 def test_acting_loop_explores_at_the_scheduled_rate(monkeypatch):
     """Each step acts with the rate of the env steps taken before it (16 envs, 1.0 -> 0.0 over 400 steps)."""
-    import r2d2kit.agent.policies as policies
+    import r2d2kit.agent.r2d2.policies as policies
     from r2d2kit.envs.memory import CueMemoryEnv
 
     used = []

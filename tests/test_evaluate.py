@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from r2d2kit.agent.policies import GreedyPolicy
+from r2d2kit.agent.r2d2.policies import GreedyPolicy
 from r2d2kit.evaluate import evaluate_run, main, video_env_factory, write_gif
 from r2d2kit.runners.evaluation import evaluate
 from r2d2kit.training.config import load_config
@@ -35,7 +35,7 @@ def test_evaluate_plays_the_checkpointed_network(cartpole_run):
     result = evaluate_run(run_dir, episodes=6, seed=5)
     assert result["weights"].endswith("ckpt-000000600/online.weights.h5")
     # the same greedy episodes played by the trainer's own network in memory
-    expected = evaluate(GreedyPolicy(trainer.network.actor(6)), trainer.make_env, 6, seed=5).returns
+    expected = evaluate(GreedyPolicy(trainer.agent.network.actor(6)), trainer.make_env, 6, seed=5).returns
     np.testing.assert_array_equal(result["returns"], expected)
     assert result["mean"] == pytest.approx(expected.mean()) and result["std"] == pytest.approx(expected.std())
 

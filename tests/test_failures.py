@@ -136,7 +136,7 @@ def test_a_full_disk_during_a_checkpoint_keeps_the_previous_one_for_resume(tmp_p
 
 def test_a_learner_error_stops_with_a_final_checkpoint_and_one_line_and_debug_adds_the_traceback(
         tmp_path, monkeypatch, capsys):
-    from r2d2kit.agent.learner import R2D2Learner
+    from r2d2kit.agent.r2d2.learner import R2D2Learner
 
     train_from = R2D2Learner.train_from
     poison = {"weights": False}

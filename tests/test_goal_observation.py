@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 import r2d2kit.envs  # noqa: F401  (registers PointMassGoal-v0 and BitFlip-v0)
+from r2d2kit.agent.r2d2.builder import build_q_network
 from r2d2kit.replay import SequenceHerReplayBuffer
 from r2d2kit.spaces import GoalObservation, UnsupportedSpaceError, is_goal_space, wrap_spaces
-from r2d2kit.training.builders import build_network, make_env
+from r2d2kit.training.builders import make_env
 from r2d2kit.training.config import build_config
 
 
@@ -39,7 +40,7 @@ def test_the_network_input_is_observation_then_desired_goal(env_id, kwargs):
 def test_point_mass_goal_hides_the_velocity_from_the_network():
     config = build_config({"env": {"id": "PointMassGoal-v0"},
                            "model": {"hidden": [16], "core_units": 8, "head_units": 8}})
-    network = build_network(config)
+    network = build_q_network(config)
     assert network.obs_shape == (2 + 4,)  # position (2) and desired goal (position 2 + velocity 2), no achieved goal
     q = network.actor(2).q_values(np.zeros((2, 6), np.float32), [0, 0], [0.0, 0.0])
     assert q.shape == (2, 9)

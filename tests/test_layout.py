@@ -4,6 +4,7 @@ names only, and only ``r2d2kit/sumtree.py`` touches a tree's private attributes.
 from __future__ import annotations
 
 import ast
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -82,11 +83,12 @@ def test_tarjan_finds_a_planted_cycle():
 
 def test_the_import_graph_sees_lazy_and_type_checking_imports(tmp_path):
     graph = import_graph()
-    assert "r2d2kit.runners.weights" in graph["r2d2kit.agent.policies"]  # imported inside a method only
+    assert "r2d2kit.runners.weights" in graph["r2d2kit.agent.r2d2.policies"]  # imported inside a method only
     sample = tmp_path / "sample.py"
-    sample.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from r2d2kit.models import qnetwork\n")
-    assert imported_modules(sample, {"r2d2kit.models", "r2d2kit.models.qnetwork"}) == {
-        "r2d2kit.models", "r2d2kit.models.qnetwork"}
+    sample.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from r2d2kit.agent.r2d2 import "
+                      "qnetwork\n")
+    assert imported_modules(sample, {"r2d2kit.agent.r2d2", "r2d2kit.agent.r2d2.qnetwork"}) == {
+        "r2d2kit.agent.r2d2", "r2d2kit.agent.r2d2.qnetwork"}
 
 
 def test_no_import_cycle_in_the_package():
@@ -173,7 +175,7 @@ def test_only_the_tree_module_reads_a_trees_private_attributes():
 
 
 def test_new_rooms_re_export_without_starting_tensorflow():
-    code = ("import sys, r2d2kit.agent as a, r2d2kit.training as t; a.greedy; a.value_rescale; "
+    code = ("import sys, r2d2kit.agent.r2d2 as a, r2d2kit.training as t; a.greedy; a.value_rescale; "
             "print('tensorflow' in sys.modules)")
     import subprocess
 
@@ -181,8 +183,8 @@ def test_new_rooms_re_export_without_starting_tensorflow():
     assert out.stdout.strip() == "False"
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the new paths never warn
-        from r2d2kit.agent import R2D2Learner
-        from r2d2kit.agent.learner import R2D2Learner as same
+        from r2d2kit.agent.r2d2 import R2D2Learner
+        from r2d2kit.agent.r2d2.learner import R2D2Learner as same
     assert R2D2Learner is same
 
 
@@ -247,3 +249,63 @@ def test_the_window_record_and_the_recurrent_state_are_each_described_once():
         if path != STATE_MODULE:
             assert state_restatements(path) == [], f"{where} names the LSTM's state: read the network's state_spec()"
     assert record_listings(RECORD_MODULE) and "state_spec" in STATE_MODULE.read_text()
+
+
+# --- agents behind one seam: R2D2 lives in its package; the loop, pools and checkpoints know no agent
+R2D2_PACKAGE = PACKAGE / "agent" / "r2d2"
+R2D2_NAME = re.compile(r"R2D2|QNetwork|q_values|[Ee]psilon|Greedy|HealthCheck")
+AGENT_FREE = [PACKAGE / "training" / "trainer.py", PACKAGE / "training" / "checkpoint.py",
+              PACKAGE / "training" / "builders.py", PACKAGE / "training" / "networks.py",
+              PACKAGE / "training" / "startup.py", PACKAGE / "evaluate.py",
+              *sorted((PACKAGE / "runners").glob("*.py"))]
+
+
+def agent_imports(path: Path) -> list[str]:
+    """Imports of the R2D2 package, or of a name that is R2D2's (a Q-network, an epsilon, a greedy policy)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [alias.name for alias in node.names]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        found += [f"{path.name}:{node.lineno} imports {name}" for name in names
+                  if name.startswith("r2d2kit.agent.r2d2") or R2D2_NAME.search(name.rpartition(".")[2])]
+    return found
+
+
+def identifiers(path: Path) -> set[str]:
+    """Every name a module's code uses or binds (variables, attributes, arguments, functions, classes)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            names.add(node.attr)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+    return names
+
+
+def test_the_agent_import_check_catches_examples(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text("from r2d2kit.agent.r2d2.learner import X\nfrom r2d2kit.agent.seam import Policy\n"
+                      "from r2d2kit.agent.sac.policy import make_epsilons\nimport r2d2kit.agent.r2d2.qnetwork\n")
+    assert [line.split(" imports ")[1] for line in agent_imports(sample)] == [
+        "r2d2kit.agent.r2d2.learner", "make_epsilons", "r2d2kit.agent.r2d2.qnetwork"]
+
+
+def test_no_module_outside_the_r2d2_package_imports_r2d2():
+    """The trainer, builders, pools, checkpoints, evaluation, tuner and SAC reach R2D2 only through the seam
+    (``agent: r2d2`` names its builder as a string in ``training.config.AGENTS``)."""
+    uses = [use for path in sorted(PACKAGE.rglob("*.py")) if R2D2_PACKAGE not in path.parents
+            for use in agent_imports(path)]
+    assert uses == []
+
+
+@pytest.mark.parametrize("path", AGENT_FREE, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_the_loop_pools_and_checkpoints_use_no_r2d2_name(path):
+    assert sorted(name for name in identifiers(path) if R2D2_NAME.search(name)) == []

@@ -9,9 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from r2d2kit.agent.policies import GreedyPolicy
+from r2d2kit.agent.r2d2 import QNetwork
+from r2d2kit.agent.r2d2.policies import GreedyPolicy
 from r2d2kit.envs.memory import CueMemoryEnv
-from r2d2kit.models import MLPModel, QNetwork
+from r2d2kit.models import MLPModel
 from r2d2kit.runners.callbacks import Callback
 from r2d2kit.runners.evaluation import evaluate
 from r2d2kit.training.config import load_config
@@ -40,7 +41,7 @@ def test_r2d2_reaches_the_optimum_on_cue_memory(tmp_path):
     assert summary["final_eval"] == 1.0, summary
     assert summary["stopped_by"] == "callback StopWhenSolved.on_evaluation"
     # a fresh look with other seeds: the learned policy is right every time
-    returns = evaluate(GreedyPolicy(trainer.network.actor(8)), make_env, episodes=100, seed=123).returns
+    returns = evaluate(GreedyPolicy(trainer.agent.network.actor(8)), make_env, episodes=100, seed=123).returns
     assert returns.mean() == 1.0
 
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from r2d2kit.agent.policies import apex_epsilons, boltzmann, epsilon_greedy, greedy
+from r2d2kit.agent.r2d2.policies import apex_epsilons, boltzmann, epsilon_greedy, greedy
 
 
 def test_apex_epsilons_closed_form():

@@ -121,9 +121,9 @@ def pass_through():
 def test_observations_round_trip_through_actors_replay_and_network(case):
     """env obs -> codes (wrapper) -> windows (local actor pool) -> replay (the learner's recipe) ->
     sampled codes -> network encoding == reference one-hot of the original observation."""
-    from r2d2kit.agent.policies import EpsilonGreedyFactory, EpsilonSchedule
+    from r2d2kit.agent.r2d2 import QNetwork
+    from r2d2kit.agent.r2d2.policies import EpsilonGreedyFactory, EpsilonSchedule
     from r2d2kit.agent.seam import WindowLayout
-    from r2d2kit.models import QNetwork
     from r2d2kit.models.code_encoding import CodeEncoder
     from r2d2kit.runners.local import LocalActors
     from r2d2kit.runners.pool import Incarnations
@@ -137,7 +137,7 @@ def test_observations_round_trip_through_actors_replay_and_network(case):
     network = QNetwork(env.observation_space.shape, int(env.action_space.n), encoder,
                        obs_dtype=str(env.observation_space.dtype), core_units=4, head_units=0)
     windows_layout = WindowLayout(burn_in=1, trace_length=4, period=2, n_step=1)
-    replay = make_sequence_replay(network, windows_layout, capacity=500, seed=0)
+    replay = make_sequence_replay(network.window_fields(), windows_layout, capacity=500, seed=0)
     policies = EpsilonGreedyFactory(lambda: network, EpsilonSchedule(np.ones(2)), 2)
     actors = LocalActors(lambda: wrap_spaces(LoggingEnv(case.observation_space, case.action_space, log)), policies,
                          windows_layout, incarnations=Incarnations(seed=3))
@@ -345,9 +345,9 @@ def test_continuous_actions_are_a_config_error_naming_the_env_space_and_fix(tmp_
 
     assert main([str(write_config(tmp_path, "SpacesTestBoxActions-v0")), "--run-dir", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err
-    assert ("config error: env.id 'SpacesTestBoxActions-v0': action space Box(-1.0, 1.0, (2,), float32): R2D2 picks "
-            "one of finitely many actions") in err
-    assert "fix: discretise the actions with a wrapper listed in env.wrappers" in err
+    assert ("config error: env.id 'SpacesTestBoxActions-v0' for agent 'r2d2': action space Box(-1.0, 1.0, (2,), "
+            "float32): R2D2 picks one of finitely many actions") in err
+    assert "fix: train recurrent SAC on it (agent: sac), or discretise the actions with a wrapper listed in" in err
     assert not (tmp_path / "run").exists()  # refused before a run directory is made
 
 
@@ -358,8 +358,8 @@ def test_a_tuple_observation_multidiscrete_action_env_trains_and_evaluates(tmp_p
     from r2d2kit.training.trainer import Trainer
 
     trainer = Trainer(load_config(write_config(tmp_path, "SpacesTestTupleMultiDiscrete-v0")), tmp_path / "run")
-    assert trainer.network.obs_shape == (3,) and trainer.network.obs_dtype == "uint8"  # 1 code + 2 bits
-    assert trainer.network.num_actions == 6
+    assert trainer.agent.network.obs_shape == (3,) and trainer.agent.network.obs_dtype == "uint8"  # 1 code + 2 bits
+    assert trainer.agent.network.num_actions == 6
     summary = trainer.fit()
     assert summary["env_steps"] == 120 and summary["updates"] > 0 and summary["final_eval"] is not None
     result = evaluate_run(tmp_path / "run", episodes=2)
@@ -375,22 +375,23 @@ def test_a_tuple_observation_multidiscrete_action_env_trains_and_evaluates(tmp_p
                                   r"or 5 \(one per network input"),
 ], ids=["conv-encoder", "input-scale-length"])
 def test_a_model_that_cannot_read_the_encoded_observation_is_a_config_error(tmp_path, model, named):
-    from r2d2kit.training.builders import build_network, observation_layout
+    from r2d2kit.agent.r2d2.builder import build_q_network
+    from r2d2kit.training.builders import observation_layout
     from r2d2kit.training.config import ConfigError, load_config
 
     config = load_config(write_config(tmp_path, "SpacesTestTupleMultiDiscrete-v0", model=model))
-    for build in (observation_layout, build_network):
+    for build in (observation_layout, build_q_network):
         with pytest.raises(ConfigError, match=named):
             build(config)
 
 
 def test_an_input_scale_with_one_entry_per_encoded_input_builds(tmp_path):
-    from r2d2kit.training.builders import build_network
+    from r2d2kit.agent.r2d2.builder import build_q_network
     from r2d2kit.training.config import load_config
 
     scale = [1.0, 2.0, 3.0, 10.0, 20.0]  # one-hot(3) of the Discrete, then the 2 bits
     config = load_config(write_config(tmp_path, "SpacesTestTupleMultiDiscrete-v0", model=f"{{input_scale: {scale}}}"))
-    network = build_network(config)
+    network = build_q_network(config)
     layer = network.encoder.get_layer("code_encoding")
     encoded = np.asarray(layer(np.array([[2, 1, 0]], np.uint8)))
     np.testing.assert_array_equal(encoded, [[0, 0, 1, 1, 0]])

@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from r2d2kit.agent.rescale import (
+from r2d2kit.agent.r2d2.rescale import (
     inverse_value_rescale,
     tf_inverse_value_rescale,
     tf_value_rescale,
     value_rescale,
 )
-from r2d2kit.agent.targets import nstep_targets, tf_nstep_targets
+from r2d2kit.agent.r2d2.targets import nstep_targets, tf_nstep_targets
 
 
 def h(x, eps=1e-3):

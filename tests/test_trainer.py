@@ -254,7 +254,7 @@ def test_diagnostics_leave_training_as_it_was_and_off_measure_no_health(tmp_path
     on = list(csv.DictReader(open(tmp_path / "on" / "metrics.csv")))
     off = list(csv.DictReader(open(tmp_path / "off" / "metrics.csv")))
     assert [(row["loss"], row["eval_mean"]) for row in on] == [(row["loss"], row["eval_mean"]) for row in off]
-    for mine, theirs in zip(with_health.network.variables, without.network.variables, strict=True):
+    for mine, theirs in zip(with_health.learner.online.variables, without.learner.online.variables, strict=True):
         np.testing.assert_array_equal(mine.numpy(), theirs.numpy())
     rows = list(csv.DictReader(open(tmp_path / "off" / "health.csv")))
     assert rows and all(row["health/dead_relu_share"] == "" for row in rows)
@@ -562,3 +562,9 @@ def test_building_a_run_enters_the_builders_once_and_makes_one_env(tmp_path, her
     if her:
         assert trainer.goal.env is not None and trainer.goal.compute_reward is not None
         trainer.goal.close()
+
+
+def test_env_kwargs_the_env_does_not_take_are_a_config_error(tmp_path):
+    config = load_config(CUE, ["env.kwargs={speed: 3}", "logging.progress=false"])
+    with pytest.raises(ConfigError, match=r"env.kwargs \{'speed': 3\} do not fit env.id 'CueMemory-v0'.*speed"):
+        Trainer(config, tmp_path / "run")

@@ -23,6 +23,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from r2d2kit.training.agents import agent_builder
 from r2d2kit.training.config import load_config
 from r2d2kit.tune import main
 from r2d2kit.tuning.space import Dimension, default_space, load_space
@@ -95,7 +96,7 @@ def test_a_bad_space_file_exits_2_naming_file_key_and_fix(tmp_path, capsys, spac
 
 def test_the_default_space_centres_on_the_config():
     config = load_config(CONFIG)  # learning rate 1e-3, target update period 100, 0.25 updates per env step
-    space = default_space(config)
+    space = default_space(config, agent_builder(config.agent).search_dimensions(config))
     entries = space.to_dict()
     assert entries == {
         "learner.learning_rate": {"low": 0.0003, "high": 0.003, "log": True},

@@ -1,22 +1,14 @@
-"""The R2D2 agent: learner (``tf.function`` train step), n-step double-Q targets, value rescaling
-and action selection.
+"""Agents behind one seam (:mod:`r2d2kit.agent.seam`): R2D2 (``r2d2kit.agent.r2d2``, discrete actions) and
+recurrent SAC (``r2d2kit.agent.sac``, continuous actions). A config picks one with ``agent:``.
 
-``rescale``, ``targets`` and ``policies`` are numpy/Numba; only the learner imports TensorFlow, so
-names are loaded on first use: ``from r2d2kit.agent import greedy`` does not start TensorFlow.
+Names are loaded on first use: ``from r2d2kit.agent import WindowLayout`` does not start TensorFlow.
 """
 
 from __future__ import annotations
 
 from r2d2kit._lazy import lazy_exports
 
-_HOMES = {
-    "R2D2Config": "config", "R2D2Learner": "learner",
-    "tf_sequence_priorities": "learner",
-    "nstep_targets": "targets", "tf_nstep_targets": "targets",
-    "value_rescale": "rescale", "inverse_value_rescale": "rescale", "tf_value_rescale": "rescale",
-    "tf_inverse_value_rescale": "rescale",
-    "greedy": "policies", "epsilon_greedy": "policies", "apex_epsilons": "policies", "boltzmann": "policies",
-    "EpsilonSchedule": "policies", "as_schedule": "policies",
-}
+_HOMES = {name: "seam" for name in ("Agent", "Diagnostics", "EnvSpaces", "Learner", "LearnerSection", "Policy",
+                                    "PolicyFactory", "UPDATE_OUTPUTS", "WindowFields", "WindowLayout")}
 __all__ = list(_HOMES)
 __getattr__ = lazy_exports("r2d2kit.agent", _HOMES)

@@ -7,8 +7,9 @@ policy):
   does (R2D2's per-env epsilons, SAC's sampling), so the acting loop never knows what an action means;
 * a :class:`Learner` trains from a replay and returns named metrics, says which variables its actors
   need, and saves and restores itself into a checkpoint directory;
-* an agent builder (``r2d2kit.agent.builders``) makes both, and the networks and replay between them,
-  from the env's spaces and the agent's own config section.
+* an agent builder (:class:`r2d2kit.training.agents.AgentBuilder`, one per agent package, chosen by the
+  config's ``agent`` key) makes an :class:`Agent` from the env's spaces and the config: the window
+  fields, the networks (the learner receives them), the learner, and the policies that act and evaluate.
 
 The :class:`WindowLayout` is what the runners need of an agent's windows (burn-in, trained rows, the
 n-step rows after them, the stride between window starts): it is the replay's geometry, not an
@@ -21,18 +22,21 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
 if TYPE_CHECKING:
+    import gymnasium as gym
     import keras
 
     from r2d2kit.models.cores import StateField
     from r2d2kit.replay.sequence import SequenceReplayBuffer
+    from r2d2kit.spaces import ObservationLayout
 
-__all__ = ["Learner", "Policy", "UPDATE_OUTPUTS", "WindowFields", "WindowLayout"]
+__all__ = ["Agent", "Diagnostics", "EnvSpaces", "Learner", "LearnerSection", "Policy", "PolicyFactory",
+           "UPDATE_OUTPUTS", "WindowFields", "WindowLayout"]
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,21 @@ class WindowFields:
     action_shape: tuple[int, ...]  # () for a Discrete action (an index)
     action_dtype: str  # int64 for a Discrete action, float32 for a Box
     state: tuple[StateField, ...]
+
+
+class LearnerSection(Protocol):
+    """What the trainer and the replay read of any agent's ``learner:`` config section (R2D2Config, SACConfig):
+    a dataclass with these fields."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    batch_size: int  # windows per update
+    importance_exponent: float  # beta of a prioritized replay's importance weights
+    priority_exponent: float  # alpha of the prioritized replay
+    max_gradient_norm: float  # updates whose gradient norm exceeds it are clipped (counted as clipped_share)
+
+    def describe(self) -> str:
+        """One line per hyper-parameter, for the start-of-run printout."""
 
 
 # what every Learner.train_from returns (numpy), beside its own named metrics: the trainer's statistics,
@@ -147,3 +166,56 @@ class Learner(Protocol):
 
     def save_policy_weights(self, path: Path) -> None:
         """Write the weights an evaluation policy needs (``best.weights.h5``, ``weights.weights.h5``)."""
+
+
+class PolicyFactory(Protocol):
+    """Builds actor ``actor_id``'s policy for an incarnation acting with ``seed`` (its exploration draws):
+    picklable for the processes and Ray pools, which call it in each actor's own process."""
+
+    def __call__(self, actor_id: int, seed: int) -> Policy: ...
+
+
+@dataclass(frozen=True)
+class EnvSpaces:
+    """What an agent's networks and the replay need of the env, read once from a probe env (after
+    :func:`r2d2kit.spaces.wrap_spaces`: a Box observation, and a Discrete or a flat float32 Box action)."""
+
+    observation_space: gym.spaces.Box  # what the network reads: the env's Box, or the codes of another space
+    action_space: gym.spaces.Discrete | gym.spaces.Box
+    layout: ObservationLayout | None  # a non-Box observation space's (stored as codes), else None
+
+
+class Diagnostics(Protocol):
+    """An agent's own training-health values (R2D2's action gap and greedy churn), measured once per log
+    interval on a fresh replay batch without updating; the agent-independent ones come from every update's
+    outputs (:class:`~r2d2kit.training.update_statistics.UpdateStatistics`)."""
+
+    def measure(self, replay: SequenceReplayBuffer) -> dict[str, float]:
+        """Values named as they are logged (``health/<name>``)."""
+
+
+@runtime_checkable
+class Agent(Protocol):
+    """One run's agent, made by its :class:`AgentBuilder`: the learner (which owns the networks) and the
+    policies around it. The trainer, the pools, checkpoints and evaluation use these members and nothing else."""
+
+    learner: Learner
+    fields: WindowFields  # what the replay and the actors' shared-memory records store per row and window
+
+    def acting_policies(self, *, in_process: bool, num_actors: int, env_steps: int) -> PolicyFactory:
+        """Each actor's exploring policy. ``in_process``: the actor runs in the learner's process and acts with
+        the learner's own networks; else the factory pickles and builds the networks in the actor's process.
+        ``env_steps``: the run's env steps so far (a resumed run's exploration schedule goes on from there)."""
+
+    def evaluation_policy(self, num_envs: int) -> Policy:
+        """A policy without exploration (greedy, deterministic) on the learner's live weights."""
+
+    def diagnostics(self, seed: int) -> Diagnostics | None:
+        """The agent's own health values (None if it has none); ``seed`` draws their batches."""
+
+    def describe_networks(self) -> str:
+        """One start-up line on the networks: encoder, core, heads, weight count."""
+
+    def describe_exploration(self, num_actors: int, env_steps: int) -> str:
+        """How ``num_actors`` actors explore from ``env_steps`` on (one start-up line)."""
+

@@ -1,4 +1,4 @@
-"""Numba kernel for R2D2 n-step double-Q targets over whole windows (numpy side; see r2d2kit.agent.targets)."""
+"""Numba kernel for R2D2 n-step double-Q targets over whole windows (numpy side; see r2d2kit.agent.r2d2.targets)."""
 
 from __future__ import annotations
 

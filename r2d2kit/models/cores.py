@@ -1,4 +1,4 @@
-"""Memory cores: the recurrent cell of a :class:`~r2d2kit.models.QNetwork` and the state it carries.
+"""Memory cores: the recurrent cell of a :class:`~r2d2kit.agent.r2d2.QNetwork` and the state it carries.
 
 The POPGym benchmark's finding is that the best memory model differs by task, so the core is a
 choice: ``"lstm"`` (R2D2's), ``"gru"`` (the default of Stoix's recurrent DQN and of recurrent
@@ -24,6 +24,7 @@ from typing import Any
 
 import keras
 import numpy as np
+import numpy.typing as npt
 
 from r2d2kit._validation import import_named
 
@@ -124,6 +125,17 @@ def q_and_state(outputs) -> tuple[Any, list[Any]]:
 def zero_state(spec: tuple[StateField, ...], batch: int) -> tuple[np.ndarray, ...]:
     """The state at an episode start: zeros ``[batch, *shape]`` for every field of ``spec``."""
     return tuple(np.zeros((batch,) + field.shape, dtype=field.dtype) for field in spec)
+
+
+def reset_state(state: tuple[np.ndarray, ...], mask: npt.ArrayLike, num_envs: int) -> None:
+    """Zero, in place, the rows of every state tensor ``[num_envs, ...]`` whose env is in ``mask`` (one flag per
+    env): what a policy does when those envs start a new episode."""
+    mask = np.asarray(mask, bool)
+    if mask.shape != (num_envs,):
+        raise ValueError(f"reset: mask of shape {mask.shape}, expected ({num_envs},) (one flag per env)")
+    if mask.any():
+        for part in state:
+            part[mask] = 0.0
 
 
 def state_fields(spec: tuple[StateField, ...]) -> dict[str, tuple[tuple[int, ...], str]]:

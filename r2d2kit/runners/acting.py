@@ -50,7 +50,7 @@ class ActingLoop:
         if policy.num_envs != envs.num_envs:
             raise ValueError(f"a policy for {policy.num_envs} envs cannot act in {envs.num_envs} envs")
         self.env_steps = 0  # taken by this loop, over its envs
-        self.tracker = EpisodeTracker(envs.num_envs)
+        self.tracker = EpisodeTracker.for_space(envs.num_envs, envs.single_action_space)
         self.extras = tuple(extras)
         self.actor_id = actor_id
         self.callbacks = callbacks or Callback()

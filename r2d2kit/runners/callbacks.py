@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from r2d2kit.agent.learner import R2D2Learner
+    from r2d2kit.agent.seam import Learner
 
 # The trainer is typed Any: importing its class here, even for type checking only, would close an import cycle (the
 # trainer imports this module), which tests/test_layout.py forbids; and a Protocol in its place would make every
@@ -60,13 +60,13 @@ class Callback:
     def on_step(self, trainer: Any) -> bool | None:
         """After each round of the loop (collect, add to replay, train); ``trainer.counters`` is current."""
 
-    def on_learner_begin(self, learner: R2D2Learner) -> bool | None:
+    def on_learner_begin(self, learner: Learner) -> bool | None:
         """Just before the first gradient update of this run (replay warm-up is over)."""
 
-    def on_learner_step(self, learner: R2D2Learner, metrics: Mapping[str, float]) -> bool | None:
+    def on_learner_step(self, learner: Learner, metrics: Mapping[str, float]) -> bool | None:
         """After every gradient update; ``metrics`` holds ``loss``, ``q_mean`` and ``updates``."""
 
-    def on_learner_end(self, learner: R2D2Learner) -> None:
+    def on_learner_end(self, learner: Learner) -> None:
         """After the last gradient update of this run."""
 
     def on_evaluation(self, trainer: Any, row: Mapping[str, float]) -> bool | None:
@@ -116,13 +116,13 @@ class CallbackList(Callback):
     def on_step(self, trainer: Any) -> bool | None:
         return self._call("on_step", trainer)
 
-    def on_learner_begin(self, learner: R2D2Learner) -> bool | None:
+    def on_learner_begin(self, learner: Learner) -> bool | None:
         return self._call("on_learner_begin", learner)
 
-    def on_learner_step(self, learner: R2D2Learner, metrics: Mapping[str, float]) -> bool | None:
+    def on_learner_step(self, learner: Learner, metrics: Mapping[str, float]) -> bool | None:
         return self._call("on_learner_step", learner, metrics)
 
-    def on_learner_end(self, learner: R2D2Learner) -> None:
+    def on_learner_end(self, learner: Learner) -> None:
         self._call("on_learner_end", learner)
 
     def on_evaluation(self, trainer: Any, row: Mapping[str, float]) -> bool | None:

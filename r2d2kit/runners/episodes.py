@@ -10,10 +10,15 @@ step is reset-only is :mod:`r2d2kit.replay.autoreset`'s rule.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import numpy.typing as npt
 
 from r2d2kit.replay.autoreset import ResetSteps
+
+if TYPE_CHECKING:
+    import gymnasium as gym
 
 
 class EpisodeTracker:
@@ -37,6 +42,15 @@ class EpisodeTracker:
         self.resets = ResetSteps(num_envs)  # gymnasium's default mode: the step after an episode's end resets
         self.running = np.zeros(num_envs, np.float64)
         self.lengths = np.zeros(num_envs, np.int64)
+
+    @classmethod
+    def for_space(cls, num_envs: int, action_space: gym.Space) -> EpisodeTracker:
+        """A tracker feeding back actions of ``action_space``: an index as int32 (one Discrete, what R2D2's
+        network reads), a vector as float32 (a Box, SAC's)."""
+        shape = tuple(action_space.shape or ())
+        if not shape and np.issubdtype(np.dtype(action_space.dtype), np.integer):
+            return cls(num_envs)
+        return cls(num_envs, shape, np.float32)
 
     def record(self, action: np.ndarray, reward: np.ndarray, terminated: np.ndarray,
                truncated: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

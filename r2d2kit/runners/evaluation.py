@@ -36,7 +36,7 @@ class Evaluation:
 
 def evaluate(policy: Policy, make_env: Callable[[], gym.Env], episodes: int, seed: int, *,
              frames: list[Any] | None = None, max_frames: int = 2000) -> Evaluation:
-    """Episodes of an evaluation ``policy`` (e.g. :class:`~r2d2kit.agent.policies.GreedyPolicy`),
+    """Episodes of an evaluation ``policy`` (e.g. :class:`~r2d2kit.agent.r2d2.policies.GreedyPolicy`),
     ``policy.num_envs`` at a time (its state is reset), reading ``info["is_success"]`` at each episode's
     last step.
 
@@ -64,7 +64,7 @@ def evaluate(policy: Policy, make_env: Callable[[], gym.Env], episodes: int, see
         returns: list[float] = []
         successes: list[bool] = []
         reports_success = False
-        tracker = EpisodeTracker(policy.num_envs)
+        tracker = EpisodeTracker.for_space(policy.num_envs, envs.single_action_space)
         while len(returns) < episodes:
             action = policy.act(obs, tracker.prev_action, tracker.prev_reward)
             obs, reward, terminated, truncated, info = envs.step(action)

@@ -6,9 +6,10 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from r2d2kit.agent.seam import PolicyFactory
 from r2d2kit.runners.acting import ActingLoop
 from r2d2kit.runners.callbacks import Callback
-from r2d2kit.runners.pool import Experience, Incarnations, PolicyFactory
+from r2d2kit.runners.pool import Experience, Incarnations
 
 if TYPE_CHECKING:
     import gymnasium as gym

@@ -1,8 +1,8 @@
 """The interface every actor pool has, so that :class:`~r2d2kit.training.trainer.Trainer` runs one
 loop wherever acting happens (this process, spawned processes, Ray actors).
 
-Every pool takes ``make_env``, ``make_policy`` (a :class:`PolicyFactory`: each actor builds its agent's
-:class:`~r2d2kit.agent.seam.Policy`; picklable for the processes and Ray pools), the
+Every pool takes ``make_env``, ``make_policy`` (a :class:`~r2d2kit.agent.seam.PolicyFactory`: each actor
+builds its agent's :class:`~r2d2kit.agent.seam.Policy`; picklable for the processes and Ray pools), the
 :class:`~r2d2kit.agent.seam.WindowLayout` and ``incarnations, callbacks, extras``, then its runner's own
 keywords; a run's pool is started by :meth:`r2d2kit.training.builders.RunParts.start_actors` and driven by
 the trainer::
@@ -34,15 +34,7 @@ import numpy as np
 if TYPE_CHECKING:
     import keras
 
-    from r2d2kit.agent.seam import Policy
 
-
-
-class PolicyFactory(Protocol):
-    """Builds actor ``actor_id``'s policy for an incarnation acting with ``seed`` (its exploration draws):
-    picklable for the processes and Ray pools, which call it in each actor's own process."""
-
-    def __call__(self, actor_id: int, seed: int) -> Policy: ...
 
 SEED_STRIDE = 1000  # actor i's first incarnation acts with seed + 1000 * i (restarts add the restart count)
 

@@ -35,9 +35,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from r2d2kit.agent.seam import PolicyFactory
 from r2d2kit.runners.acting import ActingLoop, limit_threads
 from r2d2kit.runners.callbacks import Callback
-from r2d2kit.runners.pool import Experience, Incarnations, PolicyFactory
+from r2d2kit.runners.pool import Experience, Incarnations
 from r2d2kit.runners.restarts import ActorsFailed, RestartPolicy, describe_exit, killed_from_outside
 from r2d2kit.runners.shm import (
     RecordLayout,
@@ -215,7 +216,7 @@ class ProcessActors:
 
     Args:
         make_env: picklable factory of one env (each actor runs as many as its policy acts in).
-        make_policy: picklable :class:`~r2d2kit.runners.pool.PolicyFactory`: each actor process builds its
+        make_policy: picklable :class:`~r2d2kit.agent.seam.PolicyFactory`: each actor process builds its
             agent's networks and policy with it (exploration included).
         layout: the rows of a replay window (:class:`~r2d2kit.agent.seam.WindowLayout`).
         fields: what the windows hold (:class:`~r2d2kit.agent.seam.WindowFields`): sizes the shared-memory records.
@@ -260,7 +261,7 @@ class ProcessActors:
         from r2d2kit.models.cores import state_fields  # the network is built: Keras is loaded already
 
         self._layout = window_layout(layout.length, fields.obs_shape, fields.obs_dtype, fields.action_dtype,
-                                     state_fields(fields.state), self.extras)
+                                     state_fields(fields.state), self.extras, action_shape=fields.action_shape)
         initial = flatten_weights(variables)
         self._weights = WeightBroadcast.create(initial.size)
         self._rings: list[RecordRing] = []

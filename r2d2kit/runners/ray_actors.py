@@ -45,9 +45,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from r2d2kit.agent.seam import PolicyFactory
 from r2d2kit.runners.acting import THREAD_VARIABLES, ActingLoop, limit_threads
 from r2d2kit.runners.callbacks import Callback
-from r2d2kit.runners.pool import Experience, Incarnations, PolicyFactory
+from r2d2kit.runners.pool import Experience, Incarnations
 from r2d2kit.runners.restarts import ActorsFailed, RestartPolicy
 from r2d2kit.runners.weights import flatten_weights
 
@@ -150,7 +151,7 @@ class RayActors:
 
     Args:
         make_env: picklable factory of one env (Ray ships it to the actors).
-        make_policy: picklable :class:`~r2d2kit.runners.pool.PolicyFactory`: each Ray actor builds its agent's
+        make_policy: picklable :class:`~r2d2kit.agent.seam.PolicyFactory`: each Ray actor builds its agent's
             networks and policy with it (exploration included).
         layout: the rows of a replay window (:class:`~r2d2kit.agent.seam.WindowLayout`).
         variables: the learner's :meth:`~r2d2kit.agent.seam.Learner.actor_variables` (the first broadcast).

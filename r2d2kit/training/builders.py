@@ -1,12 +1,13 @@
-"""From a :class:`~r2d2kit.training.config.TrainConfig` to the objects a run needs: envs, encoder,
-Q-network, learner, replay and actor pool.
+"""From a :class:`~r2d2kit.training.config.TrainConfig` to the objects a run needs: envs, encoder, the
+agent (networks, learner, policies), replay and actor pool.
 
 :func:`build_run` is the one pass the trainer makes: one env is probed for the spaces (and, for a
-goal env, kept for its reward function), then the network, the learner (restored from a checkpoint
-when resuming), the replay (new or the checkpoint's) follow, and :meth:`RunParts.start_actors`
-starts the pool. The factories are module-level functions taking the config, so
+goal env, kept for its reward function), then the config's agent builder
+(:func:`r2d2kit.training.agents.agent_builder`) makes the agent (its learner restored from a checkpoint
+when resuming), the replay (new or the checkpoint's) follows, and :meth:`RunParts.start_actors` starts
+the pool. The factories are module-level functions taking the config, so
 ``functools.partial(make_env, config)`` pickles into spawned actor processes, which rebuild the same
-env and network there.
+env and networks there. What is agent-specific (which network, which policy) is the agent's builder's.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from r2d2kit._validation import Seed, import_named
-from r2d2kit.agent.seam import WindowLayout
+from r2d2kit.agent.seam import Agent, EnvSpaces, WindowFields, WindowLayout
 from r2d2kit.replay import SequenceHerReplayBuffer, SequenceReplayBuffer
 from r2d2kit.replay.protocol import RewardFn
 from r2d2kit.replay.samplers import PARAMETERS as SAMPLER_PARAMETERS
@@ -26,10 +27,7 @@ from r2d2kit.training.config import ConfigError, HerConfig, TrainConfig
 if TYPE_CHECKING:  # the heavy modules are imported where they are used
     import gymnasium as gym
 
-    from r2d2kit.agent.learner import R2D2Learner
-    from r2d2kit.agent.policies import EpsilonSchedule
-    from r2d2kit.models.encoders import ImageModel
-    from r2d2kit.models.qnetwork import QNetwork
+    from r2d2kit.agent.seam import Learner
     from r2d2kit.runners.callbacks import CallbackList
     from r2d2kit.runners.pool import ActorPool, Incarnations
     from r2d2kit.spaces import ObservationLayout
@@ -44,8 +42,9 @@ def _import(spec: str, what: str) -> Callable[..., object]:
 
 def make_env(config: TrainConfig) -> gym.Env:
     """One env: ``gymnasium.make(env.id, **env.kwargs)`` with ``env.wrappers`` applied in order, then
-    :func:`r2d2kit.spaces.wrap_spaces` (non-Box observations -> stored codes, MultiDiscrete actions
-    -> one Discrete), so actors, replay and evaluation all see the same spaces.
+    :func:`r2d2kit.spaces.wrap_spaces` (non-Box observations -> stored codes; MultiDiscrete actions -> one
+    Discrete, or for an agent with continuous actions a Box -> one flat float32 vector), so actors, replay
+    and evaluation all see the same spaces.
 
     Raises:
         ConfigError: the env's observation or action space is not supported (naming the space, the
@@ -57,9 +56,17 @@ def make_env(config: TrainConfig) -> gym.Env:
         ensure_registered,  # registers r2d2kit's ids, also in a fresh actor process
     )
     from r2d2kit.spaces import UnsupportedSpaceError, wrap_spaces
+    from r2d2kit.training.agents import agent_builder
 
     ensure_registered(config.env.id)
-    env = gym.make(config.env.id, **config.env.kwargs)
+    try:
+        env = gym.make(config.env.id, **config.env.kwargs)
+    except TypeError as error:  # a keyword the env's constructor does not take
+        if not config.env.kwargs:
+            raise
+        raise ConfigError(f"env.kwargs {config.env.kwargs} do not fit env.id {config.env.id!r}: "
+                          f"{str(error).splitlines()[0][:300]}; drop or rename the keys its constructor does not "
+                          "take") from None
     for wrapper in config.env.wrappers:
         wrapped = _import(wrapper, "env.wrappers entry")(env)
         if not isinstance(wrapped, gym.Env):
@@ -68,42 +75,11 @@ def make_env(config: TrainConfig) -> gym.Env:
                               "Env: a wrapper takes the env and returns the wrapped env")
         env = wrapped
     try:
-        return wrap_spaces(env)
+        return wrap_spaces(env, continuous_actions=agent_builder(config.agent).continuous_actions)
     except UnsupportedSpaceError as error:
         env.close()
         wrapped = f" after env.wrappers {config.env.wrappers}" if config.env.wrappers else ""
-        raise ConfigError(f"env.id {config.env.id!r}{wrapped}: {error}") from None
-
-
-def build_encoder(config: TrainConfig) -> ImageModel:
-    """The encoder named by ``model.encoder``: mlp, dqn, r2d3, minatar, minigrid, or ``package.module:Class``."""
-    from r2d2kit.models import (
-        DQNImageModel,
-        ImageModel,
-        MinAtarImageModel,
-        MiniGridImageModel,
-        MLPModel,
-        R2D3ImageModel,
-    )
-
-    name = config.model.encoder
-    scale = config.model.input_scale
-    input_scale = tuple(scale) if isinstance(scale, list) else scale
-    builtins: dict[str, Callable[[], ImageModel]] = {
-        "mlp": lambda: MLPModel(tuple(config.model.hidden), input_scale=input_scale), "dqn": DQNImageModel,
-        "r2d3": R2D3ImageModel, "minatar": MinAtarImageModel, "minigrid": MiniGridImageModel}
-    if name in builtins:
-        return builtins[name]()
-    if ":" not in name:
-        raise ConfigError(f"model.encoder {name!r} must be one of {sorted(builtins)} or 'package.module:Class'")
-    cls = _import(name, "model.encoder")
-    if not (isinstance(cls, type) and issubclass(cls, ImageModel)):
-        raise ConfigError(f"model.encoder {name!r} is not an r2d2kit.models.ImageModel subclass")
-    try:
-        return cls()
-    except TypeError as error:
-        raise ConfigError(f"model.encoder {name!r} cannot be built without arguments ({error}); the config builds "
-                          "it as Class(): give every constructor argument a default") from None
+        raise ConfigError(f"env.id {config.env.id!r}{wrapped} for agent {config.agent!r}: {error}") from None
 
 
 def observation_layout(config: TrainConfig) -> ObservationLayout | None:
@@ -115,22 +91,16 @@ def observation_layout(config: TrainConfig) -> ObservationLayout | None:
         ConfigError: an unsupported observation or action space, or a ``model`` section that cannot
             read the encoded observation (a convolutional encoder, an ``input_scale`` of another length).
     """
-    layout = _probe(config).layout
+    from r2d2kit.training.networks import check_encoder_for_codes
+
+    layout = probe_spaces(config).layout
     if layout is not None:
-        _check_encoder_for_codes(config, layout)
+        check_encoder_for_codes(config, layout)
     return layout
 
 
-@dataclass(frozen=True)
-class EnvSpaces:
-    """What the network and the replay need to know of the env, read once from a probe env."""
-
-    observation_space: gym.spaces.Box  # what the network reads: the env's Box, or the codes of another space
-    action_space: gym.spaces.Discrete  # wrap_spaces makes every supported action space one Discrete
-    layout: ObservationLayout | None  # a non-Box observation space's (stored as codes), else None
-
-
-def _spaces_of(env: gym.Env) -> EnvSpaces:
+def spaces_of(env: gym.Env) -> EnvSpaces:
+    """The :class:`~r2d2kit.agent.seam.EnvSpaces` of an env :func:`make_env` made."""
     import gymnasium as gym
 
     try:
@@ -138,16 +108,16 @@ def _spaces_of(env: gym.Env) -> EnvSpaces:
     except AttributeError:  # a Box observation space: no codes
         layout = None
     observation, action = env.observation_space, env.action_space
-    if not isinstance(observation, gym.spaces.Box) or not isinstance(action, gym.spaces.Discrete):
+    if not isinstance(observation, gym.spaces.Box) or not isinstance(action, (gym.spaces.Discrete, gym.spaces.Box)):
         raise TypeError(f"r2d2kit.spaces.wrap_spaces left the spaces {observation} and {action}, not a Box and a "
-                        "Discrete (a bug: please report it)")
+                        "Discrete or Box (a bug: please report it)")
     return EnvSpaces(observation, action, layout)
 
 
-def _probe(config: TrainConfig) -> EnvSpaces:
+def probe_spaces(config: TrainConfig) -> EnvSpaces:
     """The spaces of one env made and closed."""
     probe = make_env(config)
-    spaces = _spaces_of(probe)
+    spaces = spaces_of(probe)
     probe.close()
     return spaces
 
@@ -196,86 +166,31 @@ def goal_reward(config: TrainConfig, env: gym.Env | None = None) -> GoalReward:
                       compute_terminated if callable(compute_terminated) else None, env)
 
 
-def build_network(config: TrainConfig, spaces: EnvSpaces | None = None) -> QNetwork:
-    """The online :class:`~r2d2kit.models.QNetwork` for the configured env (its ``spaces``; probed from a new
-    env if None) and model; for a non-Box observation space the encoder is wrapped in
-    :class:`~r2d2kit.models.code_encoding.CodeEncoder`."""
-    from r2d2kit.models import QNetwork
-    from r2d2kit.models.cores import import_factory
-
-    spaces = spaces or _probe(config)
-    obs_space, action_space, layout = spaces.observation_space, spaces.action_space, spaces.layout
-    encoder = build_encoder(config)
-    if layout is not None:
-        from r2d2kit.models.code_encoding import CodeEncoder
-
-        _check_encoder_for_codes(config, layout)
-        encoder = CodeEncoder(layout, encoder)
-    if ":" in config.model.core:
-        try:
-            import_factory(config.model.core)
-        except ValueError as error:
-            raise ConfigError(f"model.{error}") from None
-    try:
-        return QNetwork(obs_space.shape, int(action_space.n), encoder, obs_dtype=str(obs_space.dtype),
-                        core=config.model.core, core_units=config.model.core_units, dueling=config.model.dueling,
-                        head_units=config.model.head_units, prev_action_reward=config.model.prev_action_reward,
-                        layer_norm=config.model.layer_norm)
-    except Exception as error:  # noqa: BLE001  (a user's encoder or core can fail in any way Keras can)
-        users = [f"model.{key} {getattr(config.model, key)!r}" for key in ("encoder", "core")
-                 if ":" in getattr(config.model, key)]
-        if not users:
-            raise  # a built-in encoder or core failing is r2d2kit's bug: keep the traceback
-        first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
-        raise ConfigError(f"{' or '.join(users)} failed on env.id {config.env.id!r}'s observations "
-                          f"(shape {tuple(obs_space.shape)}, {obs_space.dtype}): {type(error).__name__}: "
-                          f"{first_line[:300]}; check that an encoder's layers fit that input (a convolution needs "
-                          "an image) and that a core's cell takes [batch, features] inputs with the states its "
-                          "state_size declares") from None
-
-
-CONV_ENCODERS = ("dqn", "r2d3", "minatar", "minigrid")  # built-ins that convolve images
-
-
-def _check_encoder_for_codes(config: TrainConfig, layout: ObservationLayout) -> None:
-    """The encoder of a non-Box observation gets a flat vector of ``layout.encoded_size`` entries."""
-    where = (f"env.id {config.env.id!r} observes {layout.space}, which the network gets as a vector of "
-             f"{layout.encoded_size} entries (one-hots and values, see r2d2kit.spaces)")
-    if config.model.encoder in CONV_ENCODERS:
-        raise ConfigError(f"model.encoder {config.model.encoder!r} is a convolutional encoder for images, but {where};"
-                          " use model.encoder: mlp (or an ImageModel of your own for vectors)")
-    scale = config.model.input_scale
-    if isinstance(scale, list) and len(scale) not in (1, layout.encoded_size):
-        raise ConfigError(f"model.input_scale has {len(scale)} entries, but {where}; give one number, or "
-                          f"{layout.encoded_size} (one per network input, in the order layout.describe() prints)")
-
-
 def _priority_exponent(priority_exponent: float, sampler: str) -> float | None:
     """``learner.priority_exponent`` for a sampler that uses an exponent; None for one that would refuse it."""
     return priority_exponent if "alpha" in SAMPLER_PARAMETERS[sampler] else None
 
 
-def make_sequence_replay(network: QNetwork, layout: WindowLayout, capacity: int, *, priority_exponent: float = 0.9,
-                         seed: Seed = None, initial_state: str = "stored",
+def make_sequence_replay(fields: WindowFields, layout: WindowLayout, capacity: int, *,
+                         priority_exponent: float = 0.9, seed: Seed = None, initial_state: str = "stored",
                          sampler: str = "proportional") -> SequenceReplayBuffer:
-    """The replay an :class:`R2D2Learner` of ``network`` samples from.
+    """The replay an agent's learner samples from (``fields``: its networks' ``window_fields()``).
 
-    Windows match ``layout`` (burn-in, trace, n-step, period) and carry the fields
-    :meth:`R2D2Learner.train` reads: ``obs`` and ``action`` per row, the core's state
-    (``network.state_spec()``, each tensor as ``state_<name>``) per window. ``priority_exponent``
-    is the proportional sampler's alpha (R2D2: 0.9).
+    Windows match ``layout`` (burn-in, trace, n-step, period) and carry the fields every learner reads:
+    ``obs`` and ``action`` per row, the policy's state (``fields.state``, each tensor as
+    ``state_<name>``) per window. ``priority_exponent`` is the proportional sampler's alpha (R2D2: 0.9).
     """
     from r2d2kit.models.cores import state_fields
 
     return SequenceReplayBuffer(
-        capacity, {"obs": (network.obs_shape, network.obs_dtype), "action": ((), "int64")},
-        state_fields(network.state_spec()), burn_in=layout.burn_in,
+        capacity, {"obs": (fields.obs_shape, fields.obs_dtype), "action": (fields.action_shape, fields.action_dtype)},
+        state_fields(fields.state), burn_in=layout.burn_in,
         trace_length=layout.trace_length, n_step=layout.n_step, period=layout.period,
         sampler=sampler, alpha=_priority_exponent(priority_exponent, sampler),
         initial_state=initial_state, seed=seed)
 
 
-def make_sequence_her_replay(network: QNetwork, layout: WindowLayout, capacity: int, *, observation_size: int,
+def make_sequence_her_replay(fields: WindowFields, layout: WindowLayout, capacity: int, *, observation_size: int,
                              goal_size: int, compute_reward: RewardFn, compute_terminated: RewardFn | None = None,
                              n_sampled_goal: int = 4, goal_selection_strategy: str = "future",
                              priority_exponent: float = 0.9, seed: Seed = None,
@@ -288,12 +203,12 @@ def make_sequence_her_replay(network: QNetwork, layout: WindowLayout, capacity: 
     """
     from r2d2kit.models.cores import state_fields
 
-    if tuple(network.obs_shape) != (observation_size + goal_size,):
-        raise ValueError(f"the network's input {tuple(network.obs_shape)} is not observation ({observation_size}) "
+    if tuple(fields.obs_shape) != (observation_size + goal_size,):
+        raise ValueError(f"the network's input {tuple(fields.obs_shape)} is not observation ({observation_size}) "
                          f"+ desired goal ({goal_size}); build it from the GoalObservation-wrapped env")
     return SequenceHerReplayBuffer(
-        capacity, ((observation_size,), "float32"), ((goal_size,), "float32"), ((), "int64"),
-        state_fields(network.state_spec()), compute_reward=compute_reward,
+        capacity, ((observation_size,), "float32"), ((goal_size,), "float32"),
+        (fields.action_shape, fields.action_dtype), state_fields(fields.state), compute_reward=compute_reward,
         compute_terminated=compute_terminated, burn_in=layout.burn_in, trace_length=layout.trace_length,
         n_step=layout.n_step, period=layout.period,
         n_sampled_goal=n_sampled_goal, goal_selection_strategy=goal_selection_strategy,
@@ -315,17 +230,17 @@ def relabel_terminated(config: TrainConfig, goal: GoalReward) -> RewardFn | None
     return goal.compute_terminated if her_config(config).terminate_on_goal else None
 
 
-def make_replay(config: TrainConfig, network: QNetwork, goal: GoalReward | None, seed: int) -> SequenceReplayBuffer:
+def make_replay(config: TrainConfig, fields: WindowFields, goal: GoalReward | None, seed: int) -> SequenceReplayBuffer:
     """The run's replay: :func:`make_sequence_replay`, or with ``replay.her`` (``goal`` from
     :func:`goal_reward`) :func:`make_sequence_her_replay` relabelling with the env's goal functions."""
     replay = config.replay
     if goal is None:
-        return make_sequence_replay(network, replay.layout, replay.capacity,
+        return make_sequence_replay(fields, replay.layout, replay.capacity,
                                     priority_exponent=config.learner.priority_exponent,
                                     initial_state=replay.initial_state, sampler=replay.sampler, seed=seed)
     her = her_config(config)
     return make_sequence_her_replay(
-        network, replay.layout, replay.capacity, observation_size=goal.observation_size,
+        fields, replay.layout, replay.capacity, observation_size=goal.observation_size,
         goal_size=goal.goal_size, compute_reward=goal.compute_reward,
         compute_terminated=relabel_terminated(config, goal),
         n_sampled_goal=her.n_sampled_goal, goal_selection_strategy=her.goal_selection_strategy,
@@ -371,11 +286,15 @@ class RunParts:
 
     config: TrainConfig
     spaces: EnvSpaces
-    network: QNetwork  # the online network; the learner owns it and its target
-    learner: R2D2Learner  # restored from the checkpoint when resuming
+    agent: Agent  # the networks live in its learner; its policies act and evaluate
     goal: GoalReward | None  # replay.her's goal functions (close() it when done), else None
     replay: SequenceReplayBuffer
     state: dict[str, Any]  # the checkpoint's counters when resuming, else {}
+
+    @property
+    def learner(self) -> Learner:
+        """The agent's learner (restored from the checkpoint when resuming)."""
+        return self.agent.learner
 
     def make_env(self) -> gym.Env:
         """One env of the run (what actors and evaluations step)."""
@@ -386,38 +305,39 @@ class RunParts:
         if self.goal is not None:
             self.goal.close()
 
-    def start_actors(self, epsilons: EpsilonSchedule, incarnations: Incarnations, callbacks: CallbackList) -> ActorPool:
+    def num_actors(self) -> int:
+        """Actors of the configured runner (the local runner has one)."""
+        return self.config.actors.num_actors if self.config.actors.runner != "local" else 1
+
+    def start_actors(self, incarnations: Incarnations, callbacks: CallbackList, env_steps: int = 0) -> ActorPool:
         """The :class:`~r2d2kit.runners.pool.ActorPool` of ``actors.runner``, started: acting in this process with
-        the run's network (local), or in spawned processes / Ray actors that rebuild the env and the network
-        from the config and take published weights.
+        the learner's own networks (local), or in spawned processes / Ray actors that rebuild the env and the
+        networks from the config and take published weights; the agent's policies act in all three.
 
         Args:
-            epsilons: the exploration rate of each env, over all actors' envs, actor-major.
             incarnations: a :class:`~r2d2kit.runners.pool.Incarnations` (source ids and seeds).
             callbacks: a :class:`~r2d2kit.runners.callbacks.CallbackList`; actor pools in other processes get
                 only the callbacks with actor hooks.
+            env_steps: the run's env steps so far (a resumed run's exploration goes on from there).
         """
         import functools
 
-        from r2d2kit.agent.policies import EpsilonGreedyFactory
-        from r2d2kit.agent.seam import WindowFields
         from r2d2kit.runners.restarts import RestartPolicy
 
         cfg, actors = self.config, self.config.actors
         env_factory = functools.partial(make_env, cfg)
-        network_factory = functools.partial(build_network, cfg)
         extras = row_extras(self.goal)
         layout, variables = cfg.replay.layout, self.learner.actor_variables()
+        in_process = actors.runner == "local"
+        make_policy = self.agent.acting_policies(in_process=in_process, num_actors=self.num_actors(),
+                                                 env_steps=env_steps)
         restart_policy = RestartPolicy(actors.max_restarts, actors.restart_window_s, actors.max_consecutive_failures,
                                        actors.restart_backoff_s, actors.max_restart_backoff_s)
-        if actors.runner == "local":
+        if in_process:
             from r2d2kit.runners.local import LocalActors
 
-            network = self.network  # the learner's own: the local actor shares its weights
-            local_policy = EpsilonGreedyFactory(lambda: network, epsilons, cfg.env.num_envs)
-            return LocalActors(env_factory, local_policy, layout, incarnations=incarnations, callbacks=callbacks,
+            return LocalActors(env_factory, make_policy, layout, incarnations=incarnations, callbacks=callbacks,
                                extras=extras)
-        make_policy = EpsilonGreedyFactory(network_factory, epsilons, cfg.env.num_envs)
         if actors.runner == "ray":
             from r2d2kit.runners.ray_actors import RayActors
 
@@ -430,9 +350,7 @@ class RunParts:
                              cpus_per_actor=actors.cpus_per_actor)
         from r2d2kit.runners.processes import ProcessActors
 
-        network = self.network
-        fields = WindowFields(tuple(network.obs_shape), network.obs_dtype, (), "int64", network.state_spec())
-        return ProcessActors(env_factory, make_policy, layout, fields=fields, variables=variables,
+        return ProcessActors(env_factory, make_policy, layout, fields=self.agent.fields, variables=variables,
                              incarnations=incarnations, callbacks=callbacks.for_actors(), extras=extras,
                              num_actors=actors.num_actors,
                              publish_every=actors.publish_every, threads=actors.threads,
@@ -441,23 +359,23 @@ class RunParts:
 
 def build_run(config: TrainConfig, checkpoint: Path | None = None) -> RunParts:
     """Everything a config builds before training, in one pass: one env probed for the spaces (kept
-    open as the goal env under ``replay.her``), the network, the learner, and the replay. With
-    ``checkpoint``, the learner's weights and optimizer come from it, and so does the replay if it
-    was saved; a new replay is seeded with ``run.seed`` plus the env steps already taken.
+    open as the goal env under ``replay.her``), the agent (networks, learner, policies) from the config's
+    agent builder, and the replay. With ``checkpoint``, the learner restores itself from it, and the replay
+    comes from it if it was saved; a new replay is seeded with ``run.seed`` plus the env steps already taken.
 
     Raises:
         ConfigError: the env's spaces, the encoder, the core or ``replay.her`` do not fit the config.
-        CheckpointError: the checkpoint does not fit the network or holds another kind of replay.
+        CheckpointError: the checkpoint does not fit the networks or holds another kind of replay.
     """
     import keras
 
-    from r2d2kit.agent.learner import R2D2Learner
+    from r2d2kit.training.agents import agent_builder
     from r2d2kit.training.checkpoint import restore_learner
 
     keras.utils.set_random_seed(config.run.seed)
     probe = make_env(config)
     try:
-        spaces = _spaces_of(probe)
+        spaces = spaces_of(probe)
         goal = goal_reward(config, probe) if config.replay.her is not None else None
     except BaseException:
         probe.close()
@@ -465,16 +383,15 @@ def build_run(config: TrainConfig, checkpoint: Path | None = None) -> RunParts:
     if goal is None:
         probe.close()
     try:
-        network = build_network(config, spaces)
-        learner = R2D2Learner(network, config.learner, config.replay.layout)
-        state = restore_learner(checkpoint, learner) if checkpoint is not None else {}
+        agent = agent_builder(config.agent).build(config, spaces)
+        state = restore_learner(checkpoint, agent.learner) if checkpoint is not None else {}
         saved_replay = checkpoint / "replay.npz" if checkpoint is not None else None
         if saved_replay is not None and saved_replay.exists():
             replay = load_replay(config, goal, saved_replay)
         else:
-            replay = make_replay(config, network, goal, seed=config.run.seed + int(state.get("env_steps", 0)))
+            replay = make_replay(config, agent.fields, goal, seed=config.run.seed + int(state.get("env_steps", 0)))
     except BaseException:
         if goal is not None:
             goal.close()
         raise
-    return RunParts(config, spaces, network, learner, goal, replay, state)
+    return RunParts(config, spaces, agent, goal, replay, state)

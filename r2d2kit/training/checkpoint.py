@@ -178,8 +178,9 @@ def verify_checkpoint(path: str | os.PathLike, only: Collection[str] | None = No
 
     Args:
         path: the checkpoint directory.
-        only: check just these files (and ``state.json``): evaluation reads the online weights and
-            needs no replay, so a damaged ``replay.npz`` must not stop it. Default: every file.
+        only: check just these files (and ``state.json``), which must be listed: evaluation reads the
+            policy's weights and needs no replay, so a damaged ``replay.npz`` must not stop it. Default: every
+            file the manifest lists.
         fix: the advice a refusal ends with (default: how to resume from an earlier checkpoint).
     """
     path = Path(path)
@@ -207,9 +208,15 @@ def verify_checkpoint(path: str | os.PathLike, only: Collection[str] | None = No
         if file.stat().st_size != expected["bytes"] or _sha256(file) != expected["sha256"]:
             raise CheckpointError(f"checkpoint {path}: {name} is corrupted (its size or SHA-256 differs from "
                                   f"{MANIFEST}); {fix}")
-    for name in ("online.weights.h5", "target.weights.h5", "optimizer.npz", "state.json"):
+    for name in ("state.json", *(only or ())):
         if name not in files:
             raise CheckpointError(f"checkpoint {path} does not list {name} in {MANIFEST}; {fix}")
+    # a learner reads its own files (and names one that is missing): none may be one the manifest did not verify
+    unlisted = sorted(entry.name for entry in path.iterdir() if entry.is_file() and entry.name not in files
+                      and entry.name != MANIFEST)
+    if unlisted:
+        raise CheckpointError(f"checkpoint {path} holds {', '.join(unlisted)}, which {MANIFEST} does not list (a file "
+                              f"added or renamed after the checkpoint was written); {fix}")
     try:
         state = json.loads((path / "state.json").read_text())
     except (ValueError, UnicodeDecodeError) as error:

@@ -1,11 +1,13 @@
 """Training configuration: typed sections read from YAML, validated with messages that say how to fix them.
 
-A config file is nested by component::
+A config file is nested by component, after the agent it trains::
 
+    agent:       r2d2                                    # r2d2 (the default) | sac (continuous actions)
     env:         {id: CartPoleNoVel-v1, num_envs: 4}     # num_envs: envs per actor
     model:       {encoder: mlp, hidden: [64], core: lstm, core_units: 64, head_units: 64}
     replay:      {capacity: 100000, sampler: proportional, burn_in: 10, trace_length: 20, period: 10, n_step: 3}
-    learner:     {gamma: 0.99, batch_size: 32, ...}   # R2D2Config; omitted keys keep the paper's values
+    learner:     {gamma: 0.99, batch_size: 32, ...}   # the agent's own (R2D2Config, SACConfig); omitted keys
+                                                     # keep its defaults
     actors:      {runner: processes, num_actors: 2, epsilon: 0.4}
     run:         {total_env_steps: 100000, warmup_steps: 1000, updates_per_env_step: 0.25, ...}
     logging:     {run_dir: runs, tensorboard: true}
@@ -35,13 +37,44 @@ from typing import Any
 
 import yaml
 
-from r2d2kit.agent.config import R2D2Config
-from r2d2kit.agent.seam import WindowLayout
+from r2d2kit._validation import import_named
+from r2d2kit.agent.seam import LearnerSection, WindowLayout
 from r2d2kit.replay.protocol import SAMPLERS
 
 
 class ConfigError(ValueError):
     """A configuration problem; the message names the file, the key and the fix."""
+
+
+@dataclass(frozen=True)
+class AgentEntry:
+    """Where an agent lives: its ``learner:`` section's dataclass (no TensorFlow import) and its builder
+    (a :class:`~r2d2kit.training.agents.AgentBuilder`), both as ``package.module:name``."""
+
+    learner_section: str
+    builder: str
+
+
+# the config's ``agent`` key: each agent's package is imported only when a config names it
+AGENTS: dict[str, AgentEntry] = {
+    "r2d2": AgentEntry("r2d2kit.agent.r2d2.config:R2D2Config", "r2d2kit.agent.r2d2.builder:R2D2Builder"),
+    "sac": AgentEntry("r2d2kit.agent.sac.config:SACConfig", "r2d2kit.agent.sac.builder:SACBuilder"),
+}
+DEFAULT_AGENT = "r2d2"
+
+
+def learner_section_class(agent: str) -> type[LearnerSection]:
+    """The dataclass of ``agent``'s ``learner:`` section (R2D2Config for r2d2, SACConfig for sac)."""
+    if agent not in AGENTS:
+        raise ValueError(f"agent must be one of {sorted(AGENTS)}, got {agent!r}")
+    cls = import_named(AGENTS[agent].learner_section, "agent", "a class")
+    if not isinstance(cls, type):
+        raise TypeError(f"{AGENTS[agent].learner_section} is not a class")
+    return cls
+
+
+def _default_learner() -> LearnerSection:
+    return learner_section_class(DEFAULT_AGENT)()
 
 
 @dataclass
@@ -63,7 +96,7 @@ class EnvConfig:
 
 @dataclass
 class ModelConfig:
-    """The recurrent Q-network (see ``r2d2kit.models.QNetwork``)."""
+    """The recurrent Q-network (see ``r2d2kit.agent.r2d2.QNetwork``)."""
 
     encoder: str = "mlp"  # mlp | dqn | r2d3 | minatar | minigrid | "package.module:ImageModelSubclass"
     hidden: list = field(default_factory=lambda: [64])  # MLP encoder widths
@@ -165,8 +198,9 @@ EXPLORATIONS = ("apex", "linear")
 
 @dataclass
 class ActorsConfig:
-    """Who acts: where (``runner``), how many, and how they explore (Ape-X's fixed per-env epsilons, or one
-    epsilon decaying linearly with the run's env steps as DQN's does)."""
+    """Who acts: where (``runner``), how many, how their restarts are bounded, and how R2D2's actors explore
+    (Ape-X's fixed per-env epsilons, or one epsilon decaying linearly with the run's env steps as DQN's does;
+    SAC's actors sample from their policy and read no epsilon)."""
 
     runner: str = "local"  # local: one process | processes: spawned processes on shared memory | ray: Ray actors
     num_actors: int = 2  # processes and ray runners
@@ -271,24 +305,51 @@ class CheckpointConfig:
 
 @dataclass
 class TrainConfig:
-    """The whole configuration of ``python -m r2d2kit.train``."""
+    """The whole configuration of ``python -m r2d2kit.train``: the agent, then its sections.
 
+    ``learner`` is the agent's own section (:func:`learner_section_class`); left at its default, it becomes
+    the default of the named agent's class, so ``TrainConfig(agent="sac")`` is a SAC config.
+    """
+
+    agent: str = DEFAULT_AGENT
     env: EnvConfig = field(default_factory=EnvConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     replay: ReplayConfig = field(default_factory=ReplayConfig)
-    learner: R2D2Config = field(default_factory=R2D2Config)
+    learner: LearnerSection = field(default_factory=_default_learner)
     actors: ActorsConfig = field(default_factory=ActorsConfig)
     run: RunConfig = field(default_factory=RunConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     checkpoints: CheckpointConfig = field(default_factory=CheckpointConfig)
+
+    def __post_init__(self) -> None:
+        expected = learner_section_class(self.agent)
+        if isinstance(self.learner, expected):
+            return
+        if self.learner == _default_learner():  # left at the default agent's default
+            self.learner = expected()
+            return
+        raise ValueError(f"agent {self.agent!r} takes a {expected.__name__} learner section, got a "
+                         f"{type(self.learner).__name__}")
 
     def to_dict(self) -> dict:
         """Plain nested dict (what ``save_config`` writes)."""
         return dataclasses.asdict(self)
 
 
-# each section's name and dataclass (the field's type: its default_factory builds one)
-SECTIONS: dict[str, type] = dict(typing.get_type_hints(TrainConfig))
+# each section's name and dataclass (the field's type: its default_factory builds one); ``learner``'s is the
+# agent's (section_class), ``agent`` is a top-level value, not a section
+SECTIONS: dict[str, type] = {name: cls for name, cls in typing.get_type_hints(TrainConfig).items() if name != "agent"}
+
+
+def section_class(section: str, agent: str = DEFAULT_AGENT) -> type:
+    """The dataclass of ``section`` in a config of ``agent`` (the learner section is the agent's own)."""
+    return learner_section_class(agent) if section == "learner" else SECTIONS[section]
+
+
+def _section_keys(section: str) -> list[str]:
+    """The keys ``section`` may hold under some agent (the learner's: every agent's, checked again per agent)."""
+    classes = [learner_section_class(agent) for agent in AGENTS] if section == "learner" else [SECTIONS[section]]
+    return sorted({f.name for cls in classes for f in dataclasses.fields(cls)})
 
 
 def _nearest(name: str, options: Sequence[str], cutoff: float = 0.5) -> str:
@@ -355,18 +416,28 @@ def build_config(data: Mapping[str, Any] | None, source: str = "<config>",
     if not isinstance(data, Mapping):
         raise ConfigError(f"{source}: the top level must be a mapping of sections {list(SECTIONS)}, got "
                           f"{type(data).__name__}")
-    sections = {}
+    agent = data.get("agent", DEFAULT_AGENT)
+    if not isinstance(agent, str) or agent not in AGENTS:
+        where = "--set" if "agent" in overridden else source
+        raise ConfigError(f"{where}: agent must be one of {sorted(AGENTS)} (r2d2: discrete actions; sac: continuous "
+                          f"actions), got {agent!r}")
+    sections: dict[str, Any] = {}
     for section, values in data.items():
+        if section == "agent":
+            continue
         _check_name(source, section)
         values = {} if values is None else values
         if not isinstance(values, Mapping):
             raise ConfigError(f"{source}: section {section!r} must be a mapping of keys, got {values!r}")
-        cls = SECTIONS[section]
+        cls = section_class(section, agent)
         hints = typing.get_type_hints(cls)
         checked = {}
         for key, value in values.items():
             _check_name(source, section, key)
             where = "--set" if f"{section}.{key}" in overridden else source
+            if key not in hints:
+                raise ConfigError(f"{where}: learner.{key} is not a key of agent {agent!r}'s learner section "
+                                  f"({cls.__name__}: {sorted(hints)}); {_other_agents(key, agent)}")
             checked[key] = _check_type(f"{where}: {section}.{key}", value, hints[key])
         try:
             sections[section] = cls(**checked)
@@ -374,12 +445,21 @@ def build_config(data: Mapping[str, Any] | None, source: str = "<config>",
             blamed = sorted(name for name in overridden if name.split(".")[0] == section)
             origin = f"{source} (with --set {', '.join(blamed)})" if blamed else source
             raise ConfigError(f"{origin}: section {section!r}: {error}") from None
-    config = TrainConfig(**sections)
+    config = TrainConfig(agent=agent, **sections)
     if config.model.core == "none" and config.replay.burn_in:
         raise ConfigError(f"{source}: model.core none keeps no recurrent state, so replay.burn_in "
                           f"{config.replay.burn_in} would warm up nothing; set replay.burn_in: 0")
     _check_env_id(config.env.id, source)
     return config
+
+
+def _other_agents(key: str, agent: str) -> str:
+    """The fix for a learner key of another agent: name the agents that have it."""
+    owners = [name for name in sorted(AGENTS) if name != agent
+              and key in {f.name for f in dataclasses.fields(learner_section_class(name))}]
+    if owners:
+        return f"it is a key of agent {owners[0]!r}: set agent: {owners[0]}, or drop learner.{key}"
+    return "drop it"
 
 
 def _check_env_id(env_id: str, source: str) -> None:
@@ -449,6 +529,9 @@ def apply_overrides(data: Mapping[str, Any], overrides: Sequence[str], source: s
     data = {section: dict(values) if isinstance(values, Mapping) else values
             for section, values in (data or {}).items()}
     for override in overrides:
+        if override.split("=", 1)[0] == "agent" and "=" in override:
+            data["agent"] = parse_yaml(override.split("=", 1)[1], f"{source} {override!r}")
+            continue
         if "=" not in override or "." not in override.split("=", 1)[0]:
             raise ConfigError(f"{source} {override!r}: write section.key=value, e.g. learner.batch_size=32")
         path, raw = override.split("=", 1)
@@ -487,9 +570,9 @@ def _check_name(where: str, section: Any, key: Any = None) -> None:
     if section not in SECTIONS:
         nearest = _nearest(str(section), list(SECTIONS))
         raise ConfigError(f"{where}: unknown section {section!r}; {nearest}valid sections are {list(SECTIONS)}")
-    fields = [f.name for f in dataclasses.fields(SECTIONS[section])]
+    fields = _section_keys(section)
     if key is not None and key not in fields:
-        elsewhere = [other for other, cls in SECTIONS.items() if key in {f.name for f in dataclasses.fields(cls)}]
+        elsewhere = [other for other in SECTIONS if key in _section_keys(other)]
         hint = (f"it is a key of section {elsewhere[0]!r}: write {elsewhere[0]}.{key}; " if elsewhere else
                 _nearest(str(key), fields))
         raise ConfigError(f"{where}: unknown key {section}.{key}; {hint}valid keys in {section!r} are "
@@ -527,7 +610,7 @@ def load_config(path: str | os.PathLike, overrides: Sequence[str] = ()) -> Train
         raise ConfigError(f"{path}: the file holds no settings (it is empty or only comments); a config names at "
                           "least the env, e.g. 'env: {id: CartPoleNoVel-v1}' (configs/ holds complete ones)")
     if not isinstance(data, Mapping):
-        raise ConfigError(f"{path}: the top level must be a mapping of sections {list(SECTIONS)}")
+        raise ConfigError(f"{path}: the top level must be a mapping of sections {list(SECTIONS)} (and agent)")
     merged = apply_overrides(data, overrides)
     config = build_config(merged, source=path, overridden=overridden_keys(overrides))
     if not merged.get("env"):  # (checked after the values, so that a typo is still named first)

@@ -15,27 +15,23 @@ if TYPE_CHECKING:
 
 def startup_summary(trainer: Trainer) -> str:
     """A few lines on the env, the network, the replay, the actors and the learning schedule."""
-    from r2d2kit.models.cores import BUILT_IN_CORES  # the network is built: Keras is loaded already
-
     cfg = trainer.config
-    network = trainer.network
-    encoder = network.config["encoder"]
+    agent, spaces = trainer.agent, trainer.parts.spaces
     where = {"local": "in this process", "processes": "actor processes", "ray": "Ray actors"}[cfg.actors.runner]
-    actors = len(trainer.epsilons) // cfg.env.num_envs  # one rate per env of every actor
+    actors = trainer.parts.num_actors()
     replay = trainer.replay
-    core = network.core.upper() if network.core in BUILT_IN_CORES else cfg.model.core
-    state = ", ".join(f"{field.name}{list(field.shape)}" for field in network.state_spec())
-    memory = (f"{core} {network.core_units} (state {state})" if network.cell is not None else
-              "no core (feed-forward)")
+    fields = agent.fields
+    action = spaces.action_space
+    actions = (f"{action.n} actions" if hasattr(action, "n") else
+               f"actions {list(fields.action_shape)} in [{action.low.min():g}, {action.high.max():g}]")
     return "\n".join([
-        f"env: {cfg.env.id}, observation {network.obs_shape} {network.obs_dtype}, {network.num_actions} actions",
-        f"network: {type(encoder).__module__}.{type(encoder).__qualname__} encoder, {memory}, "
-        f"{'dueling ' if cfg.model.dueling else ''}head {cfg.model.head_units}: "
-        f"{network.model.count_params():,} weights (online; the target network holds as many)",
+        f"env: {cfg.env.id}, observation {fields.obs_shape} {fields.obs_dtype}, {actions}",
+        f"agent {cfg.agent}: {agent.describe_networks()}",
         f"replay: {type(replay).__name__} of {cfg.replay.capacity:,} steps in {replay.nbytes / 2 ** 20:,.1f} MiB, "
         f"{replay.sampler!r}, windows of {cfg.replay.layout.length} rows ({cfg.replay.burn_in} burn-in + "
         f"{cfg.replay.trace_length} trained + {cfg.replay.n_step} n-step)",
-        f"actors: {cfg.actors.runner}, {actors} x {cfg.env.num_envs} envs ({where}), {trainer.epsilons.describe()}",
+        f"actors: {cfg.actors.runner}, {actors} x {cfg.env.num_envs} envs ({where}), "
+        f"{agent.describe_exploration(actors, trainer.counters['env_steps'])}",
         f"learning: {cfg.run.updates_per_env_step:g} updates per env step of {cfg.learner.batch_size} windows after "
         f"{cfg.run.warmup_steps:,} warm-up steps, to {cfg.run.total_env_steps:,} env steps",
     ])

@@ -57,7 +57,7 @@ from r2d2kit.training.run_directory import check_run_directory, existing_run_mes
 # evaluations reset their envs with seed run.seed + EVAL_SEED_OFFSET + env steps: episodes no training
 # env plays, the same for every run of a seed (benchmarks evaluate peers on these episodes too)
 if TYPE_CHECKING:
-    from r2d2kit.agent.policies import GreedyPolicy
+    from r2d2kit.agent.seam import Policy
     from r2d2kit.runners.pool import ActorPool
 
 EVAL_SEED_OFFSET = 7919
@@ -71,7 +71,8 @@ BEST_WEIGHTS = "best.weights.h5"  # the online weights of the best greedy evalua
 
 
 class Trainer:
-    """Train R2D2 as a config describes, writing everything into ``run_dir``.
+    """Train the config's agent (``agent:``; R2D2 by default) as the config describes, writing everything into
+    ``run_dir``. The agent is seen through its seam only (:class:`~r2d2kit.agent.seam.Agent`).
 
     Args:
         config: the validated configuration.
@@ -84,11 +85,10 @@ class Trainer:
 
     def __init__(self, config: TrainConfig, run_dir: str | Path, callbacks: Sequence[Callback] = (),
                  resume: bool = False) -> None:
-        from r2d2kit.agent.diagnostics import HealthCheck, UpdateStatistics
-        from r2d2kit.agent.policies import EpsilonSchedule, apex_epsilons
         from r2d2kit.models.tf_setup import setup_tensorflow
         from r2d2kit.training.builders import build_run
         from r2d2kit.training.run_log import RunLog
+        from r2d2kit.training.update_statistics import UpdateStatistics
 
         setup_tensorflow()
         self.config = config
@@ -104,9 +104,10 @@ class Trainer:
             if checkpoint is None:
                 raise CheckpointError(f"--resume {self.run_dir}: no checkpoint under {self.run_dir / 'checkpoints'}; "
                                       "start the run without --resume")
-        # the one build pass: spaces (one probe env), network, learner (restored), replay (new or the checkpoint's)
+        # the one build pass: spaces (one probe env), the agent (networks, learner restored), replay (new or saved)
         self.parts = build_run(config, checkpoint)
-        self.network, self.learner, self.replay = self.parts.network, self.parts.learner, self.parts.replay
+        self.agent, self.replay = self.parts.agent, self.parts.replay
+        self.learner = self.agent.learner
         self.goal = self.parts.goal  # hindsight relabelling: the env's compute_reward (achieved goals ride each row)
         self.make_env = self.parts.make_env
         # ints, but the update credit and the seconds (floats) and the best evaluation (None until one)
@@ -122,13 +123,12 @@ class Trainer:
                 raise CheckpointError(f"--resume {self.run_dir}: its checkpoint {checkpoint.name} was trained on "
                                       f"{state.get('env_id')!r}, not {config.env.id!r}; a resumed run continues its "
                                       "own env: drop --set env.id, or start a new run from this config")
+            if state.get("agent", config.agent) != config.agent:
+                self.parts.close()
+                raise CheckpointError(f"--resume {self.run_dir}: its checkpoint {checkpoint.name} holds agent "
+                                      f"{state.get('agent')!r}, not {config.agent!r}; drop --set agent, or start a new "
+                                      "run from this config")
             self.counters.update({name: state[name] for name in COUNTERS if name in state})
-        num_actors = config.actors.num_actors if config.actors.runner != "local" else 1
-        envs, actors = num_actors * config.env.num_envs, config.actors
-        self.epsilons = (EpsilonSchedule.linear(envs, actors.epsilon_start, actors.epsilon, actors.epsilon_decay_steps,
-                                                elapsed_env_steps=self.counters["env_steps"])
-                         if actors.exploration == "linear" else
-                         EpsilonSchedule(apex_epsilons(envs, actors.epsilon, actors.epsilon_alpha)))
         save_config(config, run_path(self.run_dir, "config.yaml"))
         self.log = RunLog(self.run_dir, tensorboard=config.logging.tensorboard)
         if checkpoint is not None:
@@ -139,7 +139,7 @@ class Trainer:
         self._window = _Window()
         self._recent_returns: deque[float] = deque(maxlen=100)
         self.update_statistics = UpdateStatistics(config.learner.max_gradient_norm)
-        self.health = HealthCheck(self.learner, seed=config.run.seed) if config.logging.diagnostics else None
+        self.health = self.agent.diagnostics(config.run.seed) if config.logging.diagnostics else None
         self._rows_at_log = self.replay.rows_written
         self._trained_rows_at_log = 0.0
         self._phase = "starting"  # what the loop was doing, named in a failure's message
@@ -152,8 +152,7 @@ class Trainer:
 
         seed = self.config.run.seed + self.counters["env_steps"]  # a resumed run does not replay the same episodes
         incarnations = Incarnations(first_source=self.counters["next_source"], seed=seed)
-        return self.parts.start_actors(self.epsilons.resumed(self.counters["env_steps"]), incarnations,
-                                       self.callbacks)
+        return self.parts.start_actors(incarnations, self.callbacks, env_steps=self.counters["env_steps"])
 
     def stop(self, reason: str) -> None:
         """End the run after the current step (final checkpoint, summary with ``stopped_by: reason``)."""
@@ -168,8 +167,8 @@ class Trainer:
               "(a second signal aborts)", file=sys.stderr, flush=True)
 
     def evaluate(self) -> dict[str, float]:
-        """Greedy evaluation now; appends a row to ``metrics.csv`` and returns it (with ``eval_success``,
-        the fraction of episodes ending with ``info["is_success"]``, for envs that report it)."""
+        """Greedy (deterministic) evaluation now; appends a row to ``metrics.csv`` and returns it (with
+        ``eval_success``, the fraction of episodes ending with ``info["is_success"]``, for envs that report it)."""
         from r2d2kit.runners.evaluation import evaluate
 
         c = self.counters
@@ -195,15 +194,14 @@ class Trainer:
             self.stop(f"callback {self.callbacks.stopped_by}")
         return row
 
-    def _make_eval_policy(self) -> GreedyPolicy:
-        from r2d2kit.agent.policies import GreedyPolicy
-
-        return GreedyPolicy(self.network.actor(min(self.config.run.eval_episodes, MAX_EVAL_ENVS)))
+    def _make_eval_policy(self) -> Policy:
+        return self.agent.evaluation_policy(min(self.config.run.eval_episodes, MAX_EVAL_ENVS))
 
     def checkpoint(self) -> Path:
         """Write a checkpoint of the current state now."""
         save_replay = self.replay if self.config.checkpoints.save_replay else None
-        state = dict(self.counters, env_id=self.config.env.id)  # a resume onto another env is refused
+        # a resume onto another env or agent is refused
+        state = dict(self.counters, env_id=self.config.env.id, agent=self.config.agent)
         return save_checkpoint(self.run_dir, self.learner, state, replay=save_replay, keep=self.config.checkpoints.keep)
 
     def _log_scalars(self) -> None:

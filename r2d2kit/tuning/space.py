@@ -16,8 +16,8 @@ learning rate of 0 is refused here, not in trial 7). Keys that set the tuning sc
 (``run.total_env_steps``, ``run.eval_every``) and the ``logging`` and ``checkpoints`` sections are
 given with ``--set`` instead: every trial must be measured the same way.
 
-Without a file, :func:`default_space` searches the values R2D2 is known to be sensitive to, around
-the config's own.
+Without a file, :func:`default_space` searches the values the config's agent is known to be sensitive
+to (its builder names them), around the config's own.
 """
 
 from __future__ import annotations
@@ -33,13 +33,14 @@ from typing import TYPE_CHECKING, Any, TypeGuard, cast
 import yaml
 
 from r2d2kit.training.config import (
+    AGENTS,
     MAX_CONFIG_BYTES,
-    SECTIONS,
     ConfigError,
     TrainConfig,
     build_config,
     check_key_path,
     parse_yaml,
+    section_class,
 )
 from r2d2kit.training.shipped import find_shipped_space, nearest_shipped_space, shipped_spaces
 
@@ -203,21 +204,13 @@ def load_space(path: str | os.PathLike, base: Mapping[str, Mapping[str, ConfigVa
     return space
 
 
-def default_space(config: TrainConfig) -> SearchSpace:
-    """The values R2D2 is sensitive to, around ``config``'s own: the learning rate (log range x0.3..x3),
-    ``learner.adam_epsilon`` (log 1e-8..1e-3), ``learner.target_update_period`` (x1/4..x4), ``replay.n_step``
-    (1, 3, 5), ``run.updates_per_env_step`` (log range x0.5..x2; left out at 0) and ``replay.sampler``
-    (uniform or proportional)."""
-    learning_rate = config.learner.learning_rate
-    period = config.learner.target_update_period
+def default_space(config: TrainConfig, agent_dimensions: Sequence[Dimension]) -> SearchSpace:
+    """The values the config's agent is sensitive to, around ``config``'s own (``agent_dimensions``: its
+    builder's ``search_dimensions(config)``; R2D2's are the learning rate, Adam's epsilon and the target update
+    period), then ``replay.n_step`` (1, 3, 5), ``run.updates_per_env_step`` (log range x0.5..x2; left out at
+    0) and ``replay.sampler`` (uniform or proportional)."""
     ratio = config.run.updates_per_env_step
-    dimensions = [
-        Dimension("learner.learning_rate", low=_round(learning_rate * 0.3), high=_round(learning_rate * 3), log=True),
-        Dimension("learner.adam_epsilon", low=1e-8, high=1e-3, log=True),
-        Dimension("learner.target_update_period",
-                  choices=tuple(sorted({max(1, round(period * factor)) for factor in (0.25, 0.5, 1, 2, 4)}))),
-        Dimension("replay.n_step", choices=(1, 3, 5)),
-    ]
+    dimensions = [*agent_dimensions, Dimension("replay.n_step", choices=(1, 3, 5))]
     if ratio > 0:  # a run without updates has nothing to scale
         dimensions.append(Dimension("run.updates_per_env_step", low=_round(ratio * 0.5), high=_round(ratio * 2),
                                     log=True))
@@ -336,7 +329,8 @@ def _annotation(names: Sequence[str]) -> str:
     the bounds' type decides."""
     if len(names) != 2:
         return ""
-    field = next(f for f in dataclasses.fields(SECTIONS[names[0]]) if f.name == names[1])
+    classes = [section_class(names[0], agent) for agent in AGENTS]  # a learner key: the agent that has it
+    field = next(f for cls in classes for f in dataclasses.fields(cls) if f.name == names[1])
     return field.type if isinstance(field.type, str) else getattr(field.type, "__name__", "")
 
 
@@ -360,6 +354,11 @@ def _flow(value: object) -> str:
 
 def _number(value: Number | None) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def scaled(value: float, low: float, high: float) -> tuple[float, float]:
+    """``(value * low, value * high)`` rounded to three significant digits: a search range around a config's value."""
+    return _round(value * low), _round(value * high)
 
 
 def _round(value: float) -> float:

@@ -201,7 +201,7 @@ def test_the_temperature_rises_when_the_policy_is_less_random_than_the_target(le
             _, _, alpha_loss, outputs = learner.forward(learner.inputs(window_batch(learner, terminated_row=3)))
         gradient = float(tape.gradient(alpha_loss, learner.log_alpha))
     finally:
-        learner.target_entropy = learner.config.target_entropy_for(1)
+        learner.target_entropy = learner.config.target_entropy_for([1.0])
     entropy = float(outputs["entropy"])
     assert gradient == pytest.approx(-(-entropy + target_entropy), rel=1e-4)
     assert (gradient < 0) == rises
@@ -223,7 +223,9 @@ def test_the_config_refuses_bad_values_naming_the_key_the_value_and_the_fix(kwar
         SACConfig(**kwargs)
 
 
-def test_auto_target_entropy_is_minus_the_action_entries() -> None:
-    assert SACConfig().target_entropy_for(6) == -6.0
-    assert SACConfig(target_entropy=-1.5).target_entropy_for(6) == -1.5
+def test_auto_target_entropy_is_sb3s_on_actions_in_minus_one_one() -> None:
+    assert SACConfig().target_entropy_for([1.0] * 6) == -6.0  # bounds [-1, 1]: SB3's -(action entries)
+    # a uniform density on [-2, 2] has log 2 nats more than on [-1, 1]: the same policy, measured in env units
+    assert SACConfig().target_entropy_for([2.0, 0.5]) == pytest.approx(-2.0 + math.log(2.0) + math.log(0.5))
+    assert SACConfig(target_entropy=-1.5).target_entropy_for([2.0] * 6) == -1.5
     assert math.isclose(SACConfig().tau, 0.005) and SACConfig().gamma == 0.99

@@ -8,12 +8,13 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from r2d2kit.agent.config import R2D2Config
-from r2d2kit.agent.learner import R2D2Learner
-from r2d2kit.agent.policies import EpsilonGreedyPolicy
+from r2d2kit.agent.r2d2 import QNetwork
+from r2d2kit.agent.r2d2.config import R2D2Config
+from r2d2kit.agent.r2d2.learner import R2D2Learner
+from r2d2kit.agent.r2d2.policies import EpsilonGreedyPolicy
 from r2d2kit.agent.seam import WindowLayout
 from r2d2kit.envs import ensure_registered
-from r2d2kit.models import MLPModel, QNetwork
+from r2d2kit.models import MLPModel
 from r2d2kit.models.cores import StateField, state_fields, state_spec
 from r2d2kit.runners.acting import ActingLoop
 
@@ -105,7 +106,7 @@ def test_stored_states_are_the_unrolled_states_and_burn_in_from_them_matches_a_f
     keys = learner.state_keys
     checked = 0
     for batch in windows:
-        inputs = learner._inputs(dict(batch, weights=np.ones(len(batch["env"]), np.float32)))
+        inputs = learner.inputs(dict(batch, weights=np.ones(len(batch["env"]), np.float32)))
         q_after_burn_in = np.asarray(learner._unroll_after_burn_in(
             network, inputs, slice(0, layout.burn_in), slice(layout.burn_in, None), learner.stored_state(inputs)))
         for w in range(len(batch["env"])):

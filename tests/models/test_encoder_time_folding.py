@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from r2d2kit.agent.r2d2 import QNetwork
 from r2d2kit.models import (
     DQNImageModel,
     ImageModel,
     MinAtarImageModel,
     MiniGridImageModel,
     MLPModel,
-    QNetwork,
     R2D3ImageModel,
 )
 

@@ -9,7 +9,8 @@ import keras
 import numpy as np
 import pytest
 
-from r2d2kit.models import MinAtarImageModel, MiniGridImageModel, QNetwork
+from r2d2kit.agent.r2d2 import QNetwork
+from r2d2kit.models import MinAtarImageModel, MiniGridImageModel
 from r2d2kit.models.encoders import OneHotChannels
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from test_qnetwork_and_learner import TinyConv, random_batch, small_network
 
-from r2d2kit.agent.learner import R2D2Config, R2D2Learner
+from r2d2kit.agent.r2d2.learner import R2D2Config, R2D2Learner
 from r2d2kit.agent.seam import WindowLayout
 
 LAYOUT = WindowLayout(burn_in=2, trace_length=5, period=5, n_step=2)

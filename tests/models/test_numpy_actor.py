@@ -13,8 +13,9 @@ import keras
 import numpy as np
 import pytest
 
-from r2d2kit.models import ImageModel, MLPModel, QNetwork
-from r2d2kit.models.numpy_actor import NumpyForward, UnsupportedNetwork
+from r2d2kit.agent.r2d2 import QNetwork
+from r2d2kit.agent.r2d2.numpy_actor import NumpyForward, UnsupportedNetwork
+from r2d2kit.models import ImageModel, MLPModel
 from r2d2kit.runners.weights import flatten_weights
 
 UNITS, ENVS, STEPS = 6, 3, 12
@@ -214,7 +215,7 @@ def q_of(actor, inputs):
 
 def test_published_weights_reach_the_numpy_copy():
     """Actor processes and Ray actors load weights with the policy's load_weights: the next step uses them."""
-    from r2d2kit.agent.policies import GreedyPolicy
+    from r2d2kit.agent.r2d2.policies import GreedyPolicy
 
     network, source = make_network(seed=10), make_network(seed=11)
     inputs = tuple(x[:, 0] for x in rollout_inputs(network, seed=12))
@@ -242,7 +243,7 @@ def test_weights_changed_without_telling_a_non_following_actor_are_not_seen():
 
 def test_a_following_actor_sees_a_learner_update_at_once():
     """The default actor (shared weights, e.g. the minimal agent) reads the weights before every step."""
-    from r2d2kit.agent.learner import R2D2Config, R2D2Learner
+    from r2d2kit.agent.r2d2.learner import R2D2Config, R2D2Learner
     from r2d2kit.agent.seam import WindowLayout
 
     network = make_network(seed=16)
@@ -270,7 +271,7 @@ def test_local_pool_publish_and_evaluate_read_the_new_weights():
     """LocalActors.publish and evaluate() are where the in-process paths take new weights."""
     import gymnasium as gym
 
-    from r2d2kit.agent.policies import EpsilonGreedyFactory, EpsilonSchedule, GreedyPolicy
+    from r2d2kit.agent.r2d2.policies import EpsilonGreedyFactory, EpsilonSchedule, GreedyPolicy
     from r2d2kit.agent.seam import WindowLayout
     from r2d2kit.runners.evaluation import evaluate
     from r2d2kit.runners.local import LocalActors

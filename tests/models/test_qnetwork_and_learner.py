@@ -5,9 +5,10 @@ import keras
 import numpy as np
 import pytest
 
-from r2d2kit.agent.learner import R2D2Config, R2D2Learner
+from r2d2kit.agent.r2d2 import QNetwork
+from r2d2kit.agent.r2d2.learner import R2D2Config, R2D2Learner
 from r2d2kit.agent.seam import WindowLayout
-from r2d2kit.models import ImageModel, MLPModel, QNetwork
+from r2d2kit.models import ImageModel, MLPModel
 from r2d2kit.replay import SequenceBuilder
 from r2d2kit.training.builders import make_sequence_replay
 
@@ -121,12 +122,12 @@ def test_layer_norm_head_equals_a_numpy_reference_and_the_actor_shares_it():
 
 
 def test_model_layer_norm_in_a_config_reaches_the_network(tmp_path):
-    from r2d2kit.training.builders import build_network
+    from r2d2kit.agent.r2d2.builder import build_q_network
     from r2d2kit.training.config import load_config
 
     path = tmp_path / "c.yaml"
     path.write_text("env: {id: CartPoleNoVel-v1}\nmodel: {core_units: 4, head_units: 4, hidden: [4]}\n")
-    norms = [sorted(layer.name for layer in build_network(config).model.layers
+    norms = [sorted(layer.name for layer in build_q_network(config).model.layers
                     if isinstance(layer, keras.layers.LayerNormalization))
              for config in (load_config(path, ["model.layer_norm=true"]), load_config(path))]
     assert norms == [["online_advantage_hidden_norm", "online_lstm_norm", "online_value_hidden_norm"], []]
@@ -266,7 +267,7 @@ def test_train_returns_td_and_priorities_of_the_right_shape_and_mixing():
 
 def filled_replay(network, layout, seed):
     """A replay of make_sequence_replay filled with two random episodes per env."""
-    replay = make_sequence_replay(network, layout, 200, seed=seed)
+    replay = make_sequence_replay(network.window_fields(), layout, 200, seed=seed)
     builder = SequenceBuilder(2, layout.burn_in, layout.trace_length, layout.n_step, layout.period,
                               state_names=STATE_NAMES)
     rng = np.random.default_rng(1)
@@ -282,7 +283,8 @@ def filled_replay(network, layout, seed):
 def test_make_sequence_replay_matches_the_config_and_the_network():
     layout = WindowLayout(burn_in=2, trace_length=4, period=2, n_step=2)
     config = R2D2Config(priority_exponent=0.7)
-    replay = make_sequence_replay(small_network(), layout, 100, priority_exponent=config.priority_exponent, seed=0)
+    replay = make_sequence_replay(small_network().window_fields(), layout, 100,
+                                  priority_exponent=config.priority_exponent, seed=0)
     assert (replay.burn_in, replay.trace_length, replay.n_step, replay.length) == (2, 4, 2, 8)
     assert replay.capacity == 100
     batch = filled_replay(small_network(), layout, seed=0).sample(3, beta=0.6)
@@ -310,12 +312,12 @@ def test_train_from_is_sample_train_and_update_priorities():
     np.testing.assert_allclose(replay_helper.sampler.tree.leaves(), replay_hand.sampler.tree.leaves(), rtol=1e-6)
     assert not np.allclose(replay_hand.sampler.tree.leaves()[:len(replay_hand)], 1.0)  # priorities were written
     # every update gathered into the same arrays (the losses above match with that reuse)
-    replay, arrays = by_helper._sample_memory
+    replay, arrays = by_helper.batches.replay, by_helper.batches.arrays
     assert replay is replay_helper
     np.testing.assert_array_equal(arrays["indices"], batch["indices"])  # the third update's batch is in them
     address = arrays["obs"].ctypes.data
     by_helper.train_from(replay_helper)
-    assert by_helper._sample_memory[1]["obs"].ctypes.data == address, "train_from should sample into the same arrays"
+    assert by_helper.batches.arrays["obs"].ctypes.data == address, "train_from should sample into the same arrays"
 
 
 class TinyConv(ImageModel):

@@ -4,8 +4,9 @@ import gymnasium as gym
 import keras
 import numpy as np
 
-from r2d2kit.agent.policies import GreedyPolicy
-from r2d2kit.models import MLPModel, QNetwork
+from r2d2kit.agent.r2d2 import QNetwork
+from r2d2kit.agent.r2d2.policies import GreedyPolicy
+from r2d2kit.models import MLPModel
 from r2d2kit.runners.evaluation import evaluate
 
 

@@ -124,9 +124,10 @@ def test_actors_that_stop_delivering_while_alive_are_an_error_not_a_hang():
     """Every actor stuck in env.step (alive, silent): collect() raises after stall_timeout, naming the pids."""
     import functools
 
-    from r2d2kit.agent.policies import EpsilonGreedyFactory, EpsilonSchedule
+    from r2d2kit.agent.r2d2 import QNetwork
+    from r2d2kit.agent.r2d2.policies import EpsilonGreedyFactory, EpsilonSchedule
     from r2d2kit.agent.seam import WindowFields, WindowLayout
-    from r2d2kit.models import MLPModel, QNetwork
+    from r2d2kit.models import MLPModel
     from r2d2kit.runners.pool import Incarnations
     from r2d2kit.runners.processes import ProcessActors
     from tests.runners.shm_workers import HangingCueMemory

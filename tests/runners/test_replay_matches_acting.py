@@ -10,8 +10,9 @@ import keras
 import numpy as np
 
 import r2d2kit.envs  # noqa: F401  (CartPoleNoVel-v1)
-from r2d2kit.agent.policies import EpsilonGreedyPolicy
-from r2d2kit.models import MLPModel, QNetwork
+from r2d2kit.agent.r2d2 import QNetwork
+from r2d2kit.agent.r2d2.policies import EpsilonGreedyPolicy
+from r2d2kit.models import MLPModel
 from r2d2kit.replay import SequenceBuilder
 from r2d2kit.runners.acting import ActingLoop
 

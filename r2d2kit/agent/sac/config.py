@@ -1,8 +1,10 @@
 """Recurrent SAC hyper-parameters, in a module of their own so that reading a config starts no TensorFlow.
 
 The defaults are Stable-Baselines3's SAC (Haarnoja et al. 2018: Adam 3e-4 for actor, critic and the
-temperature, gamma 0.99, Polyak tau 0.005, target entropy ``-|A|``, log-std clipped to [-20, 2]) with
-pomdp-baselines' batch of 64 windows. The window geometry (burn-in, trace, n-step, period) is the
+temperature, gamma 0.99, Polyak tau 0.005, target entropy ``-|A|`` on actions in [-1, 1], log-std clipped to
+[-20, 2]) with pomdp-baselines' batch of 64 windows, and two differences: gradients are clipped to a global
+norm of 40 (R2D2's; SB3 clips none), and the warm-up steps act with the untrained policy (whose squashed
+samples spread over the bounds) where SB3 samples uniformly. The window geometry (burn-in, trace, n-step, period) is the
 replay's :class:`~r2d2kit.agent.seam.WindowLayout`, not a field here.
 """
 
@@ -10,7 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 __all__ = ["SACConfig"]
 
@@ -29,14 +32,15 @@ class SACConfig:
     alpha_learning_rate: float = 3e-4  # Adam's rate for log(alpha), the entropy temperature
     batch_size: int = 64  # windows per update
     init_alpha: float = 1.0  # the temperature at the start (SB3's "auto" starts at 1.0)
-    target_entropy: float | str = "auto"  # "auto": -(action entries), SB3's; or a number
+    target_entropy: float | str = "auto"  # "auto": SB3's -(action entries) on actions in [-1, 1]; or nats (env units)
     max_gradient_norm: float = 40.0  # actor and critic gradients are clipped to this global norm
     eta: float = 0.9  # window priority: eta * max |TD| + (1 - eta) * mean |TD| over its trained rows
     importance_exponent: float = 0.6  # beta of the importance-sampling weights of a prioritized replay
     priority_exponent: float = 0.9  # alpha of the prioritized replay (the replay builder reads it)
     shared_core: bool = False  # one encoder + core for actor and critics (the actor's loss does not train it)
+    hidden_units: list = field(default_factory=lambda: [256, 256])  # each head's hidden layers (policy, twin Q)
     log_std_min: float = -20.0  # the actor's log standard deviation is clipped to [log_std_min, log_std_max]
-    log_std_max: float = 2.0
+    log_std_max: float = 2.0  # the upper end of that range
 
     def __post_init__(self) -> None:
         for name in _FLOAT_FIELDS:
@@ -61,6 +65,10 @@ class SACConfig:
         if self.log_std_min >= self.log_std_max:
             raise ValueError(f"learner.log_std_min ({self.log_std_min!r}) must be < learner.log_std_max "
                              f"({self.log_std_max!r}); fix: e.g. -20 and 2 (SB3's)")
+        if not isinstance(self.hidden_units, list) or any(
+                isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in self.hidden_units):
+            raise ValueError(f"learner.hidden_units must be a list of integers >= 1 (the heads' hidden layers), got "
+                             f"{self.hidden_units!r}; fix: e.g. [256, 256]")
         if not isinstance(self.shared_core, bool):
             raise ValueError(f"learner.shared_core must be true or false, got {self.shared_core!r}")
         entropy = self.target_entropy
@@ -72,10 +80,17 @@ class SACConfig:
             raise ValueError(f"learner.target_entropy must be 'auto' (-(action entries)) or a finite number, got "
                              f"{entropy!r}; fix: 'auto'")
 
-    def target_entropy_for(self, action_size: int) -> float:
-        """The entropy the temperature steers the policy to: ``-action_size`` for ``"auto"``, else the number."""
+    def target_entropy_for(self, action_scale: Sequence[float]) -> float:
+        """The entropy (nats, of the action in the env's units) the temperature steers the policy to.
+
+        ``"auto"`` is SB3's target, ``-(action entries)`` for the action squashed into [-1, 1]; scaled to the
+        env's bounds (half-widths ``action_scale``) an entropy grows by ``sum(log(scale))``, so the target in
+        env units is ``-len(scale) + sum(log(scale))`` (Pendulum's torque in [-2, 2]: -1 + log 2). A number is
+        taken as it is, in env units.
+        """
         if self.target_entropy == "auto":
-            return -float(action_size)
+            scale = [float(s) for s in action_scale]
+            return -float(len(scale)) + float(sum(math.log(s) for s in scale))
         return float(self.target_entropy)
 
     def describe(self) -> str:

@@ -1,6 +1,6 @@
 """Recurrent SAC learner: one compiled update on a batch of R2D2 windows, behind the Learner seam.
 
-Reads like :class:`~r2d2kit.agent.learner.R2D2Learner`: each window's stored states (the actor core's and
+Reads like :class:`~r2d2kit.agent.r2d2.learner.R2D2Learner`: each window's stored states (the actor core's and
 the critic core's) -> burn-in without gradient -> the trained rows and the ``n_step`` rows after them.
 Then, on those rows (Haarnoja et al. 2018, SB3's SAC, pomdp-baselines' recurrent SAC):
 
@@ -28,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 import tensorflow as tf
 
+from r2d2kit.agent.batches import ReplayBatches
 from r2d2kit.agent.sac.config import SACConfig
 from r2d2kit.agent.sac.networks import SACNetworks, squashed_sample
 from r2d2kit.agent.seam import WindowLayout
@@ -36,10 +37,7 @@ from r2d2kit.replay.window_record import LEARNER_ROWS
 
 __all__ = ["SACLearner", "soft_nstep_targets", "masked_priorities"]
 
-WEIGHT_FILES = {"actor_body": "sac_actor_body", "critic_body": "sac_critic_body", "policy_head": "sac_policy_head",
-                "q_head": "sac_q_head", "target_critic_body": "sac_target_critic_body",
-                "target_q_head": "sac_target_q_head"}
-STATE_FILE = "sac_learner.npz"
+from r2d2kit.agent.sac.files import POLICY_WEIGHTS_FILE, STATE_FILE, WEIGHT_FILES
 
 
 def soft_nstep_targets(reward, mask, terminated, values, *, gamma: float, n_step: int, trace_length: int):
@@ -102,7 +100,7 @@ class SACLearner:
         self.state_keys = tuple(field.key for field in spec)
         self._actor_keys = self.state_keys[:networks.actor_state_size]
         self._critic_keys = self._actor_keys if networks.shared_core else self.state_keys[networks.actor_state_size:]
-        self.target_entropy = self.config.target_entropy_for(networks.action_size)
+        self.target_entropy = self.config.target_entropy_for(networks.action_scale)
         self.log_alpha = keras.Variable(math.log(self.config.init_alpha), dtype="float32", name="log_alpha")
         cfg = self.config
         self.actor_optimizer = keras.optimizers.Adam(cfg.actor_learning_rate, global_clipnorm=cfg.max_gradient_norm)
@@ -121,7 +119,7 @@ class SACLearner:
         self.seed_generator = keras.random.SeedGenerator(seed)
         self._center = keras.ops.convert_to_tensor(networks.action_center)
         self._scale = keras.ops.convert_to_tensor(networks.action_scale)
-        self._sample_memory: tuple[Any, dict[str, np.ndarray]] | None = None
+        self.batches = ReplayBatches(self.config.batch_size, self.config.importance_exponent)  # train_from's draws
         self._train_step = tf.function(self._step)
 
     @property
@@ -274,13 +272,7 @@ class SACLearner:
         """One update from ``replay`` (by priority, or uniformly, as the replay samples); the priorities
         are written back. Every update samples into the same arrays."""
         self._check_replay(replay)
-        if self._sample_memory is None or self._sample_memory[0] is not replay:
-            self._sample_memory = (replay, replay.sample_buffers(self.config.batch_size))
-        batch = replay.sample(self.config.batch_size, beta=self.config.importance_exponent,
-                              out=self._sample_memory[1])
-        out = self.train(batch)
-        replay.update_priorities(batch["indices"], out["priorities"], batch["generations"])
-        return out
+        return self.batches.train_from(replay, self.train)
 
     def _check_replay(self, replay: SequenceReplayBuffer) -> None:
         layout = self.layout
@@ -319,6 +311,7 @@ class SACLearner:
             for i, variable in enumerate(optimizer.variables):
                 arrays[f"{name}_{i}"] = np.asarray(variable.numpy())
         np.savez(directory / STATE_FILE, allow_pickle=False, **arrays)
+        self.save_policy_weights(directory / POLICY_WEIGHTS_FILE)  # what an evaluation of the checkpoint loads
 
     def restore(self, directory: Path) -> None:
         """Load what :meth:`save` wrote; :class:`~r2d2kit.training.checkpoint.CheckpointError` naming the file

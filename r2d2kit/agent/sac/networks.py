@@ -2,7 +2,7 @@
 
 Each *body* is ``encoder -> [features, previous action (the Box vector), previous reward] -> core``, a
 Keras sequence model ``[obs, prev_action, prev_reward, obs_mask, *state] -> [hidden, *final state]``
-over ``[B, T, ...]`` (the encoder folds time into the batch, as :class:`~r2d2kit.models.QNetwork`'s
+over ``[B, T, ...]`` (the encoder folds time into the batch, as :class:`~r2d2kit.agent.r2d2.QNetwork`'s
 does; padded rows leave the state untouched). The heads act on every row:
 
 * the **policy head**: ``hidden -> MLP -> mean, log_std`` (log_std clipped), a Gaussian over ``u`` squashed
@@ -29,6 +29,7 @@ import keras
 import numpy as np
 import numpy.typing as npt
 
+from r2d2kit.agent.seam import WindowFields
 from r2d2kit.models.cores import Core, StateField, check_core_name, make_cell, state_spec, zero_state
 from r2d2kit.models.encoders import ImageModel, MLPModel
 
@@ -232,6 +233,10 @@ class SACNetworks:
     def zero_state(self, batch: int) -> tuple[np.ndarray, ...]:
         """The state at an episode start, ``[batch, *shape]`` zeros per field of :meth:`state_spec`."""
         return zero_state(self._state_spec, batch)
+
+    def window_fields(self) -> WindowFields:
+        """What replay windows of these networks hold: observations, flat float32 actions and both cores' state."""
+        return WindowFields(self.obs_shape, self.obs_dtype, (self.action_size,), "float32", self._state_spec)
 
     def critic_models(self) -> list[keras.Model]:
         """The online critic's models (the body, then the Q heads), as the target mirrors them."""

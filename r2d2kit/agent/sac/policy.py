@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 import tensorflow as tf
 
 from r2d2kit.agent.sac.networks import SACNetworks
-from r2d2kit.models.cores import StateField
+from r2d2kit.models.cores import StateField, reset_state
 
-__all__ = ["SACPolicy", "make_sac_policy"]
+__all__ = ["SACPolicy", "SACPolicyFactory", "make_sac_policy"]
 
 
 class SACPolicy:
@@ -115,11 +116,7 @@ class SACPolicy:
         if mask is None:
             self._state = self.networks.zero_state(self._num_envs)
             return
-        mask = np.asarray(mask, bool)
-        if mask.shape != (self._num_envs,):
-            raise ValueError(f"reset: mask of shape {mask.shape}, expected ({self._num_envs},) (one flag per env)")
-        for part in self._state:
-            part[mask] = 0.0
+        reset_state(self._state, mask, self._num_envs)
 
     def load_weights(self, vector: np.ndarray) -> None:
         """Take a published weight vector (``flatten_weights(learner.actor_variables())``)."""
@@ -141,3 +138,18 @@ def make_sac_policy(networks_factory: Callable[[], SACNetworks], num_envs: int, 
     """Build the networks (e.g. :func:`~r2d2kit.agent.sac.networks.sac_networks_factory`'s partial, in an actor
     process) and a policy on them; publish weights into it with :meth:`SACPolicy.load_weights`."""
     return SACPolicy(networks_factory(), num_envs, seed=seed, deterministic=deterministic)
+
+
+@dataclass(frozen=True)
+class SACPolicyFactory:
+    """Builds actor ``actor_id``'s sampling :class:`SACPolicy` (a :class:`~r2d2kit.agent.seam.PolicyFactory`).
+
+    ``make_networks`` is a module-level function or ``functools.partial`` (so the factory pickles into actor
+    processes and Ray actors; the local pool passes one returning the learner's own networks).
+    """
+
+    make_networks: Callable[[], SACNetworks]
+    envs_per_actor: int
+
+    def __call__(self, actor_id: int, seed: int) -> SACPolicy:
+        return SACPolicy(self.make_networks(), self.envs_per_actor, seed=seed)

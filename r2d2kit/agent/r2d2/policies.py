@@ -18,8 +18,8 @@ import numpy.typing as npt
 from r2d2kit._validation import check_float, check_positive_int
 
 if TYPE_CHECKING:
+    from r2d2kit.agent.r2d2.qnetwork import QNetwork, StatefulActor
     from r2d2kit.models.cores import StateField
-    from r2d2kit.models.qnetwork import QNetwork, StatefulActor
 
 
 def _q_matrix(q_values: npt.ArrayLike) -> np.ndarray:
@@ -229,7 +229,7 @@ class EpsilonGreedyPolicy(GreedyPolicy):
 
 @dataclass(frozen=True)
 class EpsilonGreedyFactory:
-    """Builds actor ``actor_id``'s :class:`EpsilonGreedyPolicy` (a :class:`~r2d2kit.runners.pool.PolicyFactory`).
+    """Builds actor ``actor_id``'s :class:`EpsilonGreedyPolicy` (a :class:`~r2d2kit.agent.seam.PolicyFactory`).
 
     The actor's network comes from ``make_network`` (a module-level function or ``functools.partial``, so the
     factory pickles into actor processes and Ray actors; the local pool passes one returning the learner's

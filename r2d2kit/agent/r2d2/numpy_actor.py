@@ -3,7 +3,7 @@
 For the CartPole network (MLP 64 -> LSTM 64 -> dueling head 64) and 2 envs, a compiled Keras call
 costs about 1 ms, nearly all of it fixed per-call overhead; the same arithmetic in numpy takes a
 few tens of microseconds. :class:`NumpyForward` runs that arithmetic for the networks whose layers
-it knows, and :class:`~r2d2kit.models.StatefulActor` falls back to one compiled Keras call for the
+it knows, and :class:`~r2d2kit.agent.r2d2.StatefulActor` falls back to one compiled Keras call for the
 rest (image encoders, custom :class:`~r2d2kit.models.ImageModel` subclasses).
 
 One step, for ``E`` envs (``U`` core units, ``A`` actions), with an LSTM core::
@@ -29,7 +29,7 @@ compared once with the Keras sequence model on random inputs: a network this mod
 refused (:class:`UnsupportedNetwork`), never run with wrong numbers.
 
 The numpy weights are a copy: :meth:`NumpyForward.refresh` reads them again, all in one compiled
-call. :class:`~r2d2kit.models.StatefulActor` decides when (before every step, or when an actor
+call. :class:`~r2d2kit.agent.r2d2.StatefulActor` decides when (before every step, or when an actor
 process has loaded published weights).
 """
 
@@ -57,7 +57,7 @@ _Step = Callable[[list[np.ndarray], np.ndarray], np.ndarray]  # one layer's nump
 
 
 class ForwardNetwork(Protocol):
-    """What :class:`NumpyForward` reads of a :class:`~r2d2kit.models.QNetwork` (which imports this module, so it
+    """What :class:`NumpyForward` reads of a :class:`~r2d2kit.agent.r2d2.QNetwork` (which imports this module, so it
     cannot be imported here)."""
 
     @property
@@ -261,7 +261,7 @@ def _walk(layer: keras.layers.Layer) -> Iterator[keras.layers.Layer]:
 
 
 class NumpyForward:
-    """One step of a :class:`~r2d2kit.models.QNetwork` in numpy: Q-values and the next recurrent state.
+    """One step of a :class:`~r2d2kit.agent.r2d2.QNetwork` in numpy: Q-values and the next recurrent state.
 
     Built only for what it implements (see the module docstring); anything else raises
     :class:`UnsupportedNetwork`, and the actor runs the compiled Keras step instead.

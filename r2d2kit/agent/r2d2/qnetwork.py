@@ -28,9 +28,19 @@ import numpy as np
 import numpy.typing as npt
 import tensorflow as tf
 
-from r2d2kit.models.cores import BUILT_IN_CORES, Core, StateField, make_cell, q_and_state, state_spec, zero_state
+from r2d2kit.agent.r2d2.numpy_actor import NumpyForward, UnsupportedNetwork
+from r2d2kit.agent.seam import WindowFields
+from r2d2kit.models.cores import (
+    BUILT_IN_CORES,
+    Core,
+    StateField,
+    make_cell,
+    q_and_state,
+    reset_state,
+    state_spec,
+    zero_state,
+)
 from r2d2kit.models.encoders import ImageModel, MLPModel
-from r2d2kit.models.numpy_actor import NumpyForward, UnsupportedNetwork
 
 
 def _float32(x):
@@ -74,7 +84,7 @@ class QNetwork:
         name: prefix of the Keras names (e.g. "online", "target").
 
     The layers by role are public, so other forwards of the same weights (the actors' numpy step,
-    :class:`~r2d2kit.models.numpy_actor.NumpyForward`) read them without knowing how they were built:
+    :class:`~r2d2kit.agent.r2d2.numpy_actor.NumpyForward`) read them without knowing how they were built:
     ``encoder`` (Keras model, time folded into the batch), ``cell`` (the core's Keras cell, None without a core),
     ``core_norm``
     (LayerNormalization of the core's output, or None), ``value_layers`` and ``advantage_layers`` (each
@@ -217,6 +227,10 @@ class QNetwork:
         """The state at an episode start: zeros ``[batch, *shape]`` for every tensor of :meth:`state_spec`."""
         return zero_state(self._state_spec, batch)
 
+    def window_fields(self) -> WindowFields:
+        """What replay windows of this network hold: its observations, action indices (int64) and state."""
+        return WindowFields(tuple(self.obs_shape), self.obs_dtype, (), "int64", self._state_spec)
+
     def clone(self, name: str = "target") -> QNetwork:
         """A network of the same architecture with its own weights (e.g. the target network)."""
         c = self.config
@@ -253,7 +267,7 @@ class StatefulActor:
 
     Two ways to compute a step (``backend`` picks, ``self.backend`` says which runs):
 
-    * ``"numpy"``: :class:`~r2d2kit.models.numpy_actor.NumpyForward`, for the built-in MLP
+    * ``"numpy"``: :class:`~r2d2kit.agent.r2d2.numpy_actor.NumpyForward`, for the built-in MLP
       encoder, an LSTM or GRU core and the standard head; tens of microseconds for small nets where a Keras call costs
       about a millisecond of fixed overhead. It acts on a numpy copy of the weights, read again
       (one compiled call) before every step when ``follow_weights`` (nothing can go stale), else
@@ -395,9 +409,4 @@ class StatefulActor:
         if mask is None:
             self._state = self.network.zero_state(self.num_envs)
             return
-        mask = np.asarray(mask, bool)
-        if mask.shape != (self.num_envs,):
-            raise ValueError(f"reset: mask of shape {mask.shape}, expected ({self.num_envs},) (one flag per env)")
-        if mask.any():
-            for part in self._state:
-                part[mask] = 0.0
+        reset_state(self._state, mask, self.num_envs)

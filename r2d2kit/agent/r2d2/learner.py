@@ -9,18 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import keras
 import numpy as np
 import numpy.typing as npt
 import tensorflow as tf
 
-from r2d2kit.agent.config import R2D2Config
+from r2d2kit.agent.batches import ReplayBatches
+from r2d2kit.agent.r2d2.config import R2D2Config
+from r2d2kit.agent.r2d2.qnetwork import QNetwork
+from r2d2kit.agent.r2d2.targets import tf_nstep_targets
 from r2d2kit.agent.seam import WindowLayout
-from r2d2kit.agent.targets import tf_nstep_targets
 from r2d2kit.models.cores import q_and_state
-from r2d2kit.models.qnetwork import QNetwork
 from r2d2kit.replay.sequence import SequenceReplayBuffer
 from r2d2kit.replay.window_record import LEARNER_ROWS, NETWORK_ROWS
 
@@ -38,6 +38,8 @@ class R2D2Learner:
 
     Args:
         network: the online :class:`QNetwork` (actors built from it share its weights).
+        target: the target network, of ``network``'s architecture (its weights are set to the online's);
+            default ``network.clone()``.
         config: hyper-parameters; the paper's by default.
         layout: the rows of the replay's windows (:class:`~r2d2kit.agent.seam.WindowLayout`); the paper's by default.
         optimizer: default :meth:`make_optimizer` (``config.optimizer``, Adam by default) with global-norm
@@ -49,16 +51,16 @@ class R2D2Learner:
     ROW_KEYS = (*LEARNER_ROWS, "weights")  # the window rows it trains on and the sample's importance weights
 
     def __init__(self, network: QNetwork, config: R2D2Config | None = None, layout: WindowLayout | None = None,
-                 optimizer: keras.optimizers.Optimizer | None = None) -> None:
+                 optimizer: keras.optimizers.Optimizer | None = None, *, target: QNetwork | None = None) -> None:
         self.config = config or R2D2Config()
         self.layout = layout or WindowLayout()
         self.online = network
-        self.target = network.clone(name=f"{network.name}_target")
+        self.target = target if target is not None else network.clone(name=f"{network.name}_target")
         self.target.copy_weights_from(self.online)
         self.state_keys = tuple(field.key for field in network.state_spec())  # the windows' stored state, in order
         self.optimizer = optimizer or self.make_optimizer(self.config)
         self.updates = 0
-        self._sample_memory: tuple[Any, dict[str, np.ndarray]] | None = None  # (replay, arrays train_from reuses)
+        self.batches = ReplayBatches(self.config.batch_size, self.config.importance_exponent)  # train_from's draws
         self._train_step = tf.function(self._step)
         self._sync_target = tf.function(self._update_target)
 
@@ -203,7 +205,8 @@ class R2D2Learner:
         """The online network's weights: what an evaluation's greedy policy loads."""
         self.online.model.save_weights(str(path))
 
-    def _inputs(self, batch: Mapping[str, npt.ArrayLike]) -> dict[str, tf.Tensor]:
+    def inputs(self, batch: Mapping[str, npt.ArrayLike]) -> dict[str, tf.Tensor]:
+        """The tensors the compiled step takes from a ``replay.sample()`` batch (rows, stored state, weights)."""
         keys = self.ROW_KEYS + self.state_keys
         missing = [key for key in keys if key not in batch]
         if missing:
@@ -216,7 +219,7 @@ class R2D2Learner:
 
     def gradients(self, batch: Mapping[str, npt.ArrayLike]) -> tuple[float, list[np.ndarray]]:
         """Loss and gradients w.r.t. the online weights, without applying them (diagnostics, tests)."""
-        inputs = self._inputs(batch)
+        inputs = self.inputs(batch)
         with tf.GradientTape() as tape:
             loss, _ = self._forward(inputs)
         grads = tape.gradient(loss, self.online.model.trainable_variables)
@@ -232,7 +235,7 @@ class R2D2Learner:
         ``gradient_norm`` (the global norm before clipping). Copies the online weights into the target network
         every ``target_update_period`` updates (moves it ``target_update_tau`` of the way there).
         """
-        out = {key: value.numpy() for key, value in self._train_step(self._inputs(batch)).items()}
+        out = {key: value.numpy() for key, value in self._train_step(self.inputs(batch)).items()}
         out["priority_mean"] = np.mean(out["priorities"])
         self.updates += 1
         if self.updates % self.config.target_update_period == 0:
@@ -246,7 +249,7 @@ class R2D2Learner:
         trainer's update loop, where nothing else runs meanwhile (actor failures wait); the trainer calls this
         while its actor processes start and it has nothing to do. A batch of another shape traces again.
         """
-        self._train_step.get_concrete_function(self._inputs(replay.sample_buffers(self.config.batch_size)))
+        self._train_step.get_concrete_function(self.inputs(replay.sample_buffers(self.config.batch_size)))
 
     def train_from(self, replay: SequenceReplayBuffer) -> dict[str, np.ndarray]:
         """One R2D2 update from ``replay``: sample a batch by priority, train, write the priorities back.
@@ -255,11 +258,4 @@ class R2D2Learner:
         :func:`r2d2kit.training.builders.make_sequence_replay`'s. Every update samples into the same
         arrays (``replay.sample_buffers``): a batch is consumed before the next is drawn.
         """
-        if self._sample_memory is None or self._sample_memory[0] is not replay:
-            # the batch is consumed before the next is drawn, so one set of arrays serves every update
-            self._sample_memory = (replay, replay.sample_buffers(self.config.batch_size))
-        batch = replay.sample(self.config.batch_size, beta=self.config.importance_exponent,
-                              out=self._sample_memory[1])
-        out = self.train(batch)
-        replay.update_priorities(batch["indices"], out["priorities"], batch["generations"])
-        return out
+        return self.batches.train_from(replay, self.train)

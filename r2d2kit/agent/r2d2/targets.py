@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from r2d2kit._validation import check_float, check_positive_int
-from r2d2kit.agent.rescale import (
+from r2d2kit.agent.r2d2.rescale import (
     DEFAULT_EPS,
     tf_inverse_value_rescale,
     tf_value_rescale,

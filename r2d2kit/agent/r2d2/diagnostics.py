@@ -1,10 +1,8 @@
-"""Training-health diagnostics: the signals that say why a run stops improving, measured as it trains.
+"""R2D2's training-health diagnostics: the Q-network's signals that say why a run stops improving.
 
-Two parts, both cheap:
-
-* :class:`UpdateStatistics` gathers what every update already computes (TD errors, the gradient
-  norm before clipping, importance weights) and summarises it once per log interval;
-* :class:`HealthCheck` draws one extra batch per log interval and measures, without updating:
+What every agent's update computes (TD errors, the gradient norm, importance weights) is summarised by
+:class:`~r2d2kit.training.update_statistics.UpdateStatistics` through the learner seam; the Q-specific
+part is here. :class:`HealthCheck` draws one extra batch per log interval and measures, without updating:
   the R2D2 paper's stale-state discrepancy delta-Q, the online Q of taken actions against the
   discounted return actually obtained, the action gap and how often the online and target
   networks disagree on the greedy action (policy churn), dead ReLU units, LSTM/GRU gate saturation and
@@ -22,65 +20,13 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from r2d2kit.agent.learner import R2D2Learner
-from r2d2kit.agent.rescale import tf_inverse_value_rescale
+from r2d2kit.agent.r2d2.learner import R2D2Learner
+from r2d2kit.agent.r2d2.rescale import tf_inverse_value_rescale
 from r2d2kit.models.cores import BUILT_IN_CORES, q_and_state
 from r2d2kit.replay.sequence import SequenceReplayBuffer
 from r2d2kit.replay.window_record import NETWORK_ROWS
 
 SATURATION_MARGIN = 0.01  # a gate is saturated when its output is within 1% of its range's edge
-
-
-def effective_sample_share(weights: np.ndarray) -> float:
-    """Kish's effective sample size of importance weights over their count: 1 when all are equal."""
-    weights = np.asarray(weights, dtype=np.float64)
-    total = weights.sum()
-    if weights.size == 0 or total <= 0.0:
-        return math.nan
-    return float(total * total / np.square(weights).sum() / weights.size)
-
-
-class UpdateStatistics:
-    """Per-update values, summarised once per log interval (means over the interval's updates).
-
-    Args:
-        max_gradient_norm: the learner's clipping norm (an update whose norm exceeds it is clipped).
-    """
-
-    def __init__(self, max_gradient_norm: float) -> None:
-        self.max_gradient_norm = float(max_gradient_norm)
-        self._values: dict[str, list[float]] = {}
-        self.trained_rows = 0.0
-
-    def add(self, out: Mapping[str, np.ndarray]) -> None:
-        """Record one :meth:`R2D2Learner.train` output."""
-        abs_td = np.asarray(out["abs_td"])[np.asarray(out["mask"]) > 0]
-        weights = np.asarray(out["weights"])
-        norm = float(out["gradient_norm"])
-        values = {"gradient_norm": norm, "clipped": float(norm > self.max_gradient_norm),
-                  "is_weight_min": float(weights.min()), "is_weight_mean": float(weights.mean()),
-                  "effective_batch_share": effective_sample_share(weights)}
-        if abs_td.size:
-            p50, p90 = np.percentile(abs_td, (50, 90))
-            values.update(td_p50=float(p50), td_p90=float(p90), td_max=float(abs_td.max()))
-        for name, value in values.items():
-            self._values.setdefault(name, []).append(value)
-        self.trained_rows += float(out["trained_rows"])
-
-    def summary(self) -> dict[str, float]:
-        """Means since the last :meth:`summary` (``clipped``: the share of clipped updates); then resets."""
-        means = {name: float(np.mean(values)) for name, values in self._values.items()}
-        self._values = {}
-        return {
-            "learner/gradient_norm": means.get("gradient_norm", math.nan),
-            "learner/clipped_share": means.get("clipped", math.nan),
-            "learner/td_p50": means.get("td_p50", math.nan),
-            "learner/td_p90": means.get("td_p90", math.nan),
-            "learner/td_max": means.get("td_max", math.nan),
-            "replay/is_weight_min": means.get("is_weight_min", math.nan),
-            "replay/is_weight_mean": means.get("is_weight_mean", math.nan),
-            "replay/effective_batch_share": means.get("effective_batch_share", math.nan),
-        }
 
 
 def _is_relu(layer: keras.layers.Layer) -> bool:
@@ -91,7 +37,7 @@ class HealthCheck:
     """Measures a learner's online network on one fresh batch from replay, without updating it.
 
     Args:
-        learner: an :class:`~r2d2kit.agent.learner.R2D2Learner`.
+        learner: an :class:`~r2d2kit.agent.r2d2.learner.R2D2Learner`.
         context_rows: rows of each window's episode before its start that are unrolled from a zero
             state to recompute its start state (all of them when the episode started within reach).
         return_horizon: rows walked past a window to find its episode's end for the obtained return.
@@ -221,7 +167,7 @@ class HealthCheck:
         """:meth:`measure` on a given ``replay.sample()`` batch."""
         indices = batch["indices"]
         context = replay.preceding_rows(indices, self.context_rows)
-        inputs = self.learner._inputs(batch)
+        inputs = self.learner.inputs(batch)
         context_inputs = {name: tf.convert_to_tensor(context[name]) for name in NETWORK_ROWS}
         context_inputs["prev_action"] = tf.cast(context_inputs["prev_action"], tf.int32)
         out = {key: value.numpy() for key, value in self._measure(inputs, context_inputs).items()}
