@@ -135,6 +135,46 @@ def popgym_result(env: str) -> str:
             f"{np.mean([r['mmer'] for r in ppo]):+.3f}; docs/performance.md)")
 
 
+# --------------------------------------------------------------------------- continuous control (continuous.json)
+CONTINUOUS = {"pendulum_novel": "PendulumNoVel-v1", "halfcheetah_p": "HalfCheetah-P-v5"}
+CONTINUOUS_SERIES = (("sac", "r2d2kit recurrent SAC (stored state + burn-in), masked"),
+                     ("sac_zero_state", "r2d2kit recurrent SAC, zero start state, no burn-in, masked"),
+                     ("sb3_sac_full", "SB3 SAC, full state"),
+                     ("sb3_sac_masked", "SB3 SAC, masked (no memory)"),
+                     ("recurrent_ppo", "sb3-contrib RecurrentPPO, masked"))
+
+
+def _mean_std(values: list[float]) -> str:
+    return f"{np.mean(values):.1f} +- {np.std(values):.1f}"
+
+
+def continuous_table(task: str) -> str:
+    """The final and best greedy (deterministic) returns of every series on ``task``, over its seeds."""
+    runs = _runs(load("continuous"), task=task)
+    steps = _k(max(r["steps"] for r in runs))
+    lines = [f"| {CONTINUOUS[task]}, {steps} env steps, deterministic | final per seed | final (mean +- std) "
+             "| best of curve (mean) | minutes per run |",
+             "|---|---|---:|---:|---:|"]
+    for series, title in CONTINUOUS_SERIES:
+        done = _runs(runs, series=series)
+        if not done:
+            continue
+        finals = ", ".join(f"{r['final']:.1f}" for r in done)
+        lines.append(f"| {title} | {finals} | "
+                     f"{_mean_std([r['final'] for r in done])} | {np.mean([r['best'] for r in done]):.1f} | "
+                     f"{np.mean([r['wall_seconds'] for r in done]) / 60:.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+def continuous_result(task: str) -> str:
+    runs = _runs(load("continuous"), task=task)
+    mine = _runs(runs, series="sac")
+    full = _runs(runs, series="sb3_sac_full")
+    return (f"# result: deterministic {np.mean([r['final'] for r in mine]):.1f} at {_k(mine[0]['steps'])} env steps, "
+            f"{_seeds(mine)} (SB3 SAC on the full state {np.mean([r['final'] for r in full]):.1f}; "
+            "docs/performance.md)")
+
+
 # --------------------------------------------------------------------------- the summary other pages give
 def summary() -> str:
     """One paragraph for the README and docs/training.md, linking to the tables."""

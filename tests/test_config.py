@@ -202,3 +202,29 @@ def test_a_config_without_an_env_is_refused_as_the_empty_file_is(tmp_path, text)
     with pytest.raises(ConfigError, match=rf"{path}: no 'env:' section; .*a config names at least the env"):
         load_config(path)
     assert load_config(path, ["env.id=CueMemory-v0"]).env.id == "CueMemory-v0"  # --set can name it
+
+
+def test_the_agent_key_picks_the_learner_section_and_round_trips(tmp_path):
+    from r2d2kit.agent.r2d2.config import R2D2Config
+    from r2d2kit.agent.sac.config import SACConfig
+
+    assert isinstance(load_config(write(tmp_path, ENV)).learner, R2D2Config)  # agent: r2d2 by default
+    sac = load_config(write(tmp_path, "agent: sac\nenv: {id: PendulumNoVel-v1}\nlearner: {tau: 0.02}\n"))
+    assert sac.agent == "sac" and isinstance(sac.learner, SACConfig) and sac.learner.tau == 0.02
+    save_config(sac, tmp_path / "resolved.yaml")
+    assert load_config(tmp_path / "resolved.yaml") == sac
+    overridden = load_config(write(tmp_path, "env: {id: PendulumNoVel-v1}\n"), ["agent=sac", "learner.tau=0.1"])
+    assert overridden.agent == "sac" and overridden.learner.tau == 0.1
+
+
+@pytest.mark.parametrize("text, overrides, message", [
+    ("agent: ppo\n" + ENV, [], r"c.yaml: agent must be one of \['r2d2', 'sac'\].*got 'ppo'"),
+    (ENV, ["agent=ddpg"], r"--set: agent must be one of \['r2d2', 'sac'\].*got 'ddpg'"),
+    (ENV + "learner: {tau: 0.1}\n", [],
+     r"learner.tau is not a key of agent 'r2d2''s learner section .*it is a key of agent 'sac': set agent: sac"),
+    ("agent: sac\n" + ENV + "learner: {double_q: false}\n", [],
+     r"learner.double_q is not a key of agent 'sac''s learner section .*set agent: r2d2"),
+])
+def test_an_unknown_agent_or_another_agents_learner_key_is_named(tmp_path, text, overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(write(tmp_path, text), overrides)
