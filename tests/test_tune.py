@@ -111,6 +111,19 @@ def test_the_default_space_centres_on_the_config():
     assert "config: 0.001" in described
 
 
+def test_the_default_space_of_recurrent_sac_is_its_own():
+    config = load_config("sac/pendulum_novel")  # rates 1e-3, tau 0.005, one update per env step
+    space = default_space(config, agent_builder(config.agent).search_dimensions(config))
+    assert space.to_dict() == {
+        "learner.actor_learning_rate": {"low": 0.0003, "high": 0.003, "log": True},
+        "learner.critic_learning_rate": {"low": 0.0003, "high": 0.003, "log": True},
+        "learner.tau": {"low": 0.001, "high": 0.025, "log": True},
+        "replay.n_step": {"choices": [1, 3, 5]},
+        "run.updates_per_env_step": {"low": 0.5, "high": 2.0, "log": True},
+        "replay.sampler": {"choices": ["uniform", "proportional"]},
+    }
+
+
 def test_ranges_sample_ints_or_floats_as_the_key_holds_and_choices_may_be_lists(tmp_path):
     (tmp_path / "space.yaml").write_text("replay.burn_in: {low: 0, high: 10, step: 2}\n"
                                          "run.updates_per_env_step: {low: 1, high: 2}\n"
