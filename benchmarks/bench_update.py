@@ -1,8 +1,10 @@
-"""Learner update benchmark: r2d2kit's R2D2 update beside a PyTorch twin of the same update.
+"""Learner update benchmark: r2d2kit's R2D2 update beside a PyTorch twin of the same update, and recurrent
+SAC's update (``agent: sac``; no twin) beside it, per update and per env step.
 
     flock /tmp/r2d2kit-bench.lock python benchmarks/bench_update.py --markdown --only pong
     python benchmarks/bench_update.py --quick           # smoke run: ~1 min of CPU, small batches
     python benchmarks/bench_update.py --only cartpole --updates 50 --omp-wait-policy passive
+    python benchmarks/bench_update.py --only sac_pendulum         # recurrent SAC only (no twin, no check)
 
 Each framework in its own subprocess, after a check that the twin computes the same loss, gradients and
 priorities. Method, and the GFLOP per update formula: benchmarks/README.md.
@@ -26,6 +28,14 @@ SIZES = {
                  "warmup": 3, "updates": 20, "quick": ["learner.batch_size=16"]},
     "minatar": {"name": "MinAtar-size", "config": REPO_ROOT / "configs" / "minatar" / "breakout.yaml", "paper": None,
                 "warmup": 3, "updates": 20, "quick": ["learner.batch_size=8"]},
+}
+# recurrent SAC's updates (agent: sac), timed as R2D2's are; they have no twin
+SAC_SIZES = {
+    "sac_pendulum": {"name": "SAC PendulumNoVel-size", "config": REPO_ROOT / "configs" / "sac" / "pendulum_novel.yaml",
+                     "warmup": 3, "updates": 20, "quick": ["learner.batch_size=8"]},
+    "sac_halfcheetah": {"name": "SAC HalfCheetah-P-size",
+                        "config": REPO_ROOT / "configs" / "sac" / "halfcheetah_p.yaml",
+                        "warmup": 3, "updates": 20, "quick": ["learner.batch_size=8"]},
 }
 # the equivalence check's small instance: the row's layers, a few short windows
 CHECK_OVERRIDES = ["learner.batch_size=3", "replay.burn_in=3", "replay.trace_length=5", "replay.period=3",
@@ -141,6 +151,65 @@ def build_keras(config: str | Path, overrides: list[str]) -> tuple[Any, dict]:
     return R2D2Learner(network, learner, layout), {
         "obs_shape": list(network.obs_shape), "obs_dtype": network.obs_dtype, "num_actions": network.num_actions,
         "model": model, "learner": {**windows, **{k: getattr(learner, k) for k in keys}}, "length": layout.length}
+
+
+def fill_windows(replay: Any, fields: Any, length: int, windows: int, action_bounds: tuple, seed: int) -> None:
+    """Add ``windows`` random windows of an agent's ``fields`` (float observations, Box actions inside
+    ``action_bounds``, random stored states), each its own (env, episode), no padding."""
+    rng = np.random.default_rng(seed)
+    low, high = (np.asarray(bound, np.float32) for bound in action_bounds)
+    for start in range(0, windows, 16):
+        count = min(16, windows - start)
+        size = (count, length)
+        action = rng.uniform(low, high, size=size + fields.action_shape).astype(np.float32)
+        reward = rng.standard_normal(size).astype(np.float32)
+
+        def previous(x: np.ndarray, count: int = count) -> np.ndarray:  # one row later, zeros first
+            return np.concatenate([np.zeros((count, 1) + x.shape[2:], x.dtype), x[:, :-1]], axis=1)
+
+        states = {field.key: (0.1 * rng.standard_normal((count,) + field.shape)).astype(field.dtype)
+                  for field in fields.state}
+        replay.add_sequences(dict(
+            obs=rng.standard_normal(size + fields.obs_shape).astype(fields.obs_dtype), action=action,
+            prev_action=previous(action), reward=reward, prev_reward=previous(reward),
+            terminated=np.zeros(size, bool), truncated=np.zeros(size, bool), mask=np.ones(size, bool),
+            obs_mask=np.ones(size, bool), env=np.arange(start, start + count), episode=np.zeros(count, np.int64),
+            start=np.zeros(count, np.int64), **states))
+
+
+def sac_child(job: dict) -> dict:
+    """Recurrent SAC's update as ``python -m r2d2kit.train`` builds it (the agent builder), timed on random
+    windows; seconds per env step = seconds per update x the config's updates per env step."""
+    import keras
+    import tensorflow as tf
+
+    from r2d2kit.training.agents import agent_builder
+    from r2d2kit.training.builders import make_sequence_replay, probe_spaces
+    from r2d2kit.training.config import load_config
+
+    a, b = (tf.random.normal((SGEMM_N, SGEMM_N)) for _ in range(2))
+    keras.utils.set_random_seed(0)
+    config = load_config(job["config"], job["overrides"])
+    spaces = probe_spaces(config)
+    agent = agent_builder(config.agent).build(config, spaces)
+    layout, learner = config.replay.layout, agent.learner
+    batch = config.learner.batch_size
+    replay = make_sequence_replay(agent.fields, layout, 2 * batch * layout.length, seed=0, sampler="uniform")
+    gemm, load_start = 2.0 * SGEMM_N ** 3 / median_s(lambda: tf.matmul(a, b).numpy(), 10) / 1e9, format_load()
+    fill_windows(replay, agent.fields, layout.length, 2 * batch, (spaces.action_space.low, spaces.action_space.high),
+                 seed=1)
+    rss_ready, times = harness.process_peak_rss_mb("self", "VmRSS") / 1024, []
+    warmup = max(job["warmup"], 1)  # the first update traces the step: never timed
+    for _ in range(warmup + job["updates"]):
+        began = time.perf_counter()
+        learner.train_from(replay)
+        times.append(time.perf_counter() - began)
+    seconds = float(np.median(times[warmup:]))
+    return {"seconds": seconds, "all_seconds": times[warmup:], "first_seconds": times[0], "rss_ready": rss_ready,
+            "updates_per_env_step": config.run.updates_per_env_step,
+            "seconds_per_env_step": seconds * config.run.updates_per_env_step, "batch": batch,
+            "rows": f"{layout.burn_in} + {layout.trace_length} + {layout.n_step}", "gemm": gemm,
+            "load_start": load_start, "load_end": format_load()}
 
 
 def keras_child(job: dict) -> dict:
@@ -465,14 +534,14 @@ def child(job: dict) -> dict:
         from r2d2kit.models.tf_setup import setup_tensorflow
 
         setup_tensorflow(threads=job["threads"])
-    if job["kind"] != "keras":
+    if job["kind"] in ("torch", "check"):
         import torch
 
         torch.set_num_threads(job["threads"])
         torch.set_num_interop_threads(job["threads"])  # before any torch work in this fresh process
     if job["kind"] == "check":
         return {"checks": [check_one(Path(config)) for config in job["configs"]]}
-    return (keras_child if job["kind"] == "keras" else torch_child)(job)
+    return {"keras": keras_child, "torch": torch_child, "sac": sac_child}[job["kind"]](job)
 
 
 def run_child(job: dict, env: dict[str, str] | None = None) -> dict:
@@ -497,6 +566,52 @@ def measure_size(key: str, args) -> dict:
         policy = {"OMP_WAIT_POLICY": args.omp_wait_policy.upper()} if args.omp_wait_policy else None
         row["torch"] = run_child(dict(job, kind="torch", spec=keras_result["spec"]), policy)
     return row
+
+
+def measure_sac(key: str, args) -> dict:
+    size = SAC_SIZES[key]
+    job = dict(kind="sac", threads=args.threads, config=str(size["config"]),
+               overrides=size["quick"] if args.quick else [],
+               warmup=args.warmup if args.warmup is not None else (1 if args.quick else size["warmup"]),
+               updates=args.updates if args.updates is not None else (2 if args.quick else size["updates"]))
+    print(f"{size['name']}: r2d2kit ({size['config'].relative_to(REPO_ROOT)}) ...", flush=True)
+    return dict(key=key, name=size["name"], sac=run_child(job))
+
+
+def sac_report(sac_rows: list[dict], r2d2_rows: list[dict], markdown: bool) -> str:
+    """Recurrent SAC's update beside R2D2's, per update and per env step (each config's own update ratio)."""
+    header = ["update", "windows x rows", "s/update", "updates per env step", "ms per env step", "peak RSS"]
+    cells = []
+    for row in r2d2_rows:
+        k = row["keras"]
+        if "error" in k:
+            continue
+        ratio = float(load_config_ratio(SIZES[row["key"]]["config"]))
+        lrn = k["spec"]["learner"]
+        rows = f"{lrn['batch_size']} x {lrn['burn_in']} + {lrn['trace_length']} + {lrn['n_step']}"
+        cells.append([f"R2D2 {row['name']}", rows, fmt(k["seconds"], ".3f"), f"{ratio:g}",
+                      fmt(1e3 * k["seconds"] * ratio, ".1f"), f"{k['peak_rss_mb'] / 1024:.2f} GiB"])
+    lines = []
+    for row in sac_rows:
+        s = row["sac"]
+        if "error" in s:
+            lines.append(f"- {row['name']}: {s['error']}")
+            continue
+        cells.append([row["name"], f"{s['batch']} x {s['rows']}", fmt(s["seconds"], ".3f"),
+                      f"{s['updates_per_env_step']:g}", fmt(1e3 * s["seconds_per_env_step"], ".1f"),
+                      f"{s['peak_rss_mb'] / 1024:.2f} GiB"])
+        times = s["all_seconds"]
+        lines.append(f"- {row['name']}: min {min(times):.3f} / median {float(np.median(times)):.3f} / max "
+                     f"{max(times):.3f} s; first {s['first_seconds']:.2f} s (tracing); load average "
+                     f"{s['load_start']} -> {s['load_end']}; {SGEMM_N}^2 sgemm GFLOP/s {s['gemm']:.0f}")
+    return "\n".join([table(header, cells, markdown), ""] + lines)
+
+
+def load_config_ratio(config: Path) -> float:
+    """A config's ``run.updates_per_env_step`` (read without building anything)."""
+    from r2d2kit.training.config import load_config
+
+    return load_config(config).run.updates_per_env_step
 
 
 def child_lines(row: dict) -> list[str]:
@@ -574,7 +689,7 @@ def report(rows: list[dict], checks: dict, markdown: bool) -> str:
 def main(argv=None) -> dict:
     harness.serve_job(child)
     p = harness.arg_parser(__doc__, "quick", "markdown", "json")
-    p.add_argument("--only", choices=sorted(SIZES), default=None, help="one row only")
+    p.add_argument("--only", choices=sorted(SIZES) + sorted(SAC_SIZES), default=None, help="one row only")
     p.add_argument("--threads", type=int, default=cores(),
                    help="TF intra/inter-op and torch threads (default: the cores this process may use)")
     p.add_argument("--warmup", type=int, default=None, help="untimed updates first (default: Pong 1, CartPole 3)")
@@ -590,14 +705,21 @@ def main(argv=None) -> dict:
     print(f"threads {args.threads} for TF (intra and inter-op) and torch"
           f"{'; twin OMP_WAIT_POLICY=' + args.omp_wait_policy.upper() if args.omp_wait_policy else ''}; "
           f"load average at start {load_start} on {os.cpu_count()} CPUs", flush=True)
-    keys = [args.only] if args.only else list(SIZES)
-    print("equivalence check (Keras weights into the twin, small instances) ...", flush=True)
-    checks = run_child(dict(kind="check", threads=args.threads, configs=[str(SIZES[k]["config"]) for k in keys]))
-    rows = [measure_size(key, args) for key in keys]
-    print("\n" + report(rows, checks, args.markdown))
+    keys = [args.only] if args.only else list(SIZES) + list(SAC_SIZES)
+    r2d2_keys = [key for key in keys if key in SIZES]
+    rows, checks = [], {}
+    if r2d2_keys:
+        print("equivalence check (Keras weights into the twin, small instances) ...", flush=True)
+        checks = run_child(dict(kind="check", threads=args.threads,
+                                configs=[str(SIZES[k]["config"]) for k in r2d2_keys]))
+        rows = [measure_size(key, args) for key in r2d2_keys]
+        print("\n" + report(rows, checks, args.markdown))
+    sac_rows = [measure_sac(key, args) for key in keys if key in SAC_SIZES]
+    if sac_rows:
+        print("\n" + sac_report(sac_rows, rows, args.markdown))
     print(f"- total benchmark time {time.perf_counter() - began:.0f} s; load average at end {format_load()} "
           f"(on {os.cpu_count()} CPUs; it counts this benchmark's own {args.threads} busy threads too)")
-    result = {"rows": rows, "checks": checks, "command": command_line()}
+    result = {"rows": rows, "sac_rows": sac_rows, "checks": checks, "command": command_line()}
     harness.write_json(args.json, result)
     return result
 
