@@ -50,15 +50,21 @@ class CompiledStep(Protocol):
 
 def compiled_step(learner: R2D2Learner) -> CompiledStep:
     """The update compiled for Keras' backend (``KERAS_BACKEND``, read when Keras is imported): TensorFlow's
-    :class:`~r2d2kit.agent.r2d2.step_tensorflow.TensorFlowStep`."""
+    :class:`~r2d2kit.agent.r2d2.step_tensorflow.TensorFlowStep` or JAX's
+    :class:`~r2d2kit.agent.r2d2.step_jax.JaxStep`."""
     backend = keras.backend.backend()
     if backend == "tensorflow":
         from r2d2kit.agent.r2d2.step_tensorflow import TensorFlowStep
 
         return TensorFlowStep(learner.forward, learner.online.model, learner.target.model, learner.optimizer,
                               learner.update_target)
-    raise ValueError(f"Keras backend {backend!r}: R2D2Learner compiles its update for 'tensorflow'; set "
-                     "KERAS_BACKEND=tensorflow before Keras is imported")
+    if backend == "jax":
+        from r2d2kit.agent.r2d2.step_jax import JaxStep
+
+        return JaxStep(learner.forward, learner.online.model, learner.target.model, learner.optimizer,
+                       learner.update_target)
+    raise ValueError(f"Keras backend {backend!r}: R2D2Learner compiles its update for 'tensorflow' or 'jax'; set "
+                     "KERAS_BACKEND to one of them before Keras is imported")
 
 
 class R2D2Learner:
