@@ -1,7 +1,7 @@
 """R2D2's loss maths on ``keras.ops``: one function per formula, for every Keras backend.
 
-The learner traces these into its Keras backend's compiled update (``tf.function`` on TensorFlow), so the
-loss is written once. The numpy forms of value rescaling and of the targets
+The learner traces these into its Keras backend's compiled update (``tf.function`` on TensorFlow,
+``jax.jit`` on JAX), so the loss is written once. The numpy forms of value rescaling and of the targets
 (:mod:`~r2d2kit.agent.r2d2.rescale`, :mod:`~r2d2kit.agent.r2d2.targets`; same names and formulas) serve numpy
 code and check these in the tests. The op order here is the order the recorded loss traces were made with
 (``benchmarks/loss_trace.py``): reordering an addition changes the last bits of every later update.
