@@ -108,7 +108,7 @@ def test_stored_states_are_the_unrolled_states_and_burn_in_from_them_matches_a_f
     for batch in windows:
         inputs = learner.inputs(dict(batch, weights=np.ones(len(batch["env"]), np.float32)))
         q_after_burn_in = np.asarray(learner._unroll_after_burn_in(
-            network, inputs, slice(0, layout.burn_in), slice(layout.burn_in, None), learner.stored_state(inputs)))
+            network.model, inputs, slice(0, layout.burn_in), slice(layout.burn_in, None), learner.stored_state(inputs)))
         for w in range(len(batch["env"])):
             rows = episodes[(int(batch["env"][w]), int(batch["episode"][w]))]
             start, first = int(batch["start"][w]), max(int(batch["start"][w]), 0)

@@ -1,5 +1,6 @@
-"""The R2D2 agent (``agent: r2d2``): the recurrent Q-network, the learner (``tf.function`` train step), n-step
-double-Q targets, value rescaling, epsilon-greedy policies, its health diagnostics and its builder.
+"""The R2D2 agent (``agent: r2d2``): the recurrent Q-network, the learner (its loss on ``keras.ops`` in ``losses``,
+compiled per Keras backend), n-step double-Q targets, value rescaling, epsilon-greedy policies, its health
+diagnostics and its builder.
 
 ``rescale``, ``targets`` and ``policies`` are numpy/Numba; the learner and the network import TensorFlow, so
 names are loaded on first use: ``from r2d2kit.agent.r2d2 import greedy`` does not start TensorFlow.
@@ -11,10 +12,7 @@ from r2d2kit._lazy import lazy_exports
 
 _HOMES = {
     "R2D2Config": "config", "R2D2Learner": "learner", "QNetwork": "qnetwork", "StatefulActor": "qnetwork",
-    "tf_sequence_priorities": "learner",
-    "nstep_targets": "targets", "tf_nstep_targets": "targets",
-    "value_rescale": "rescale", "inverse_value_rescale": "rescale", "tf_value_rescale": "rescale",
-    "tf_inverse_value_rescale": "rescale",
+    "nstep_targets": "targets", "value_rescale": "rescale", "inverse_value_rescale": "rescale",
     "greedy": "policies", "epsilon_greedy": "policies", "apex_epsilons": "policies", "boltzmann": "policies",
     "EpsilonSchedule": "policies", "as_schedule": "policies", "GreedyPolicy": "policies",
     "EpsilonGreedyPolicy": "policies", "EpsilonGreedyFactory": "policies",

@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from r2d2kit.agent.r2d2.learner import R2D2Learner
-from r2d2kit.agent.r2d2.rescale import tf_inverse_value_rescale
+from r2d2kit.agent.r2d2.losses import inverse_value_rescale, taken
 from r2d2kit.models.cores import BUILT_IN_CORES, q_and_state
 from r2d2kit.replay.sequence import SequenceReplayBuffer
 from r2d2kit.replay.window_record import NETWORK_ROWS
@@ -61,19 +61,19 @@ class HealthCheck:
                                            name="health_encoder") if relu_layers else None)
         self._rnn = (keras.layers.RNN(network.cell, return_sequences=True, name="health_core")
                      if network.cell is not None else None)  # None: a feed-forward network's head reads the features
-        self._measure = tf.function(self._forward)
+        self._measure = tf.function(self._forward)  # the TensorFlow-compiled part
 
-    # ------------------------------------------------------------------ the compiled part
+    # ------------------------------------------------------------------ the measurements (keras.ops)
     def _forward(self, batch, context):
-        """Every measurement of one batch, in one compiled call."""
+        """Every measurement of one batch (``tf.function`` compiles it in one call)."""
         learner, network = self.learner, self.learner.online
         state = learner.stored_state(batch)
-        q_stored, _ = learner._unroll(network, batch, slice(0, None), state)  # [B, L, A]
+        q_stored, _ = learner._unroll(network.model, batch, slice(0, None), state)  # [B, L, A]
         features = network._features(batch["obs"], batch["prev_action"], batch["prev_reward"])  # [B, L, F]
         hidden = (self._rnn(features, mask=batch["obs_mask"], initial_state=state) if self._rnn is not None
                   else features)  # [B, L, U]: what the head reads
         outputs = {"difference": self._stale_state_difference(batch, context, q_stored),
-                   "scale": tf.reduce_max(tf.abs(q_stored), axis=-1),
+                   "scale": keras.ops.max(keras.ops.abs(q_stored), axis=-1),
                    "dead_share": self._dead_relu_share(batch, hidden),
                    "saturation": self._gate_saturation(batch, features, hidden)}
         outputs.update(self._taken_actions(batch, q_stored))
@@ -84,53 +84,60 @@ class HealthCheck:
         context rows from a zero state with the current weights."""
         learner, network = self.learner, self.learner.online
         if network.cell is None:  # no state: nothing to go stale
-            return tf.zeros_like(q_stored[..., 0])
-        zeros = [tf.zeros_like(part) for part in learner.stored_state(batch)]
+            return keras.ops.zeros_like(q_stored[..., 0])
+        zeros = [keras.ops.zeros_like(part) for part in learner.stored_state(batch)]
         _, fresh = q_and_state(network.model([context["obs"], context["prev_action"], context["prev_reward"],
                                               context["obs_mask"], *zeros]))
-        q_fresh, _ = learner._unroll(network, batch, slice(0, None), fresh)
-        return tf.norm(q_stored - q_fresh, axis=-1)
+        q_fresh, _ = learner._unroll(network.model, batch, slice(0, None), fresh)
+        return keras.ops.norm(q_stored - q_fresh, axis=-1)
 
     def _taken_actions(self, batch, q_stored):
         """Unrescaled Q of the taken actions, the action gap and online/target disagreement on the trace rows."""
         learner = self.learner
         cfg, layout = learner.config, learner.layout
         trace = slice(layout.burn_in, layout.burn_in + layout.trace_length)
-        actions = tf.cast(batch["action"][:, trace], tf.int32)
+        actions = keras.ops.cast(batch["action"][:, trace], "int32")
         q_trace = q_stored[:, trace]  # [B, T, A]
         if cfg.value_rescaling:
-            q_trace = tf_inverse_value_rescale(q_trace, cfg.rescale_eps)
-        q_taken = tf.gather(q_trace, actions, axis=2, batch_dims=2)  # [B, T]
+            q_trace = inverse_value_rescale(q_trace, cfg.rescale_eps)
+        q_taken = taken(q_trace, actions)  # [B, T]
         if q_trace.shape[-1] > 1:
-            top = tf.math.top_k(q_trace, k=2).values
+            top, _ = keras.ops.top_k(q_trace, k=2)
             action_gap = top[..., 0] - top[..., 1]
         else:
-            action_gap = tf.zeros_like(q_taken)
-        q_target, _ = learner._unroll(learner.target, batch, slice(0, None), learner.stored_state(batch))
-        differs = tf.argmax(q_stored[:, trace], axis=-1) != tf.argmax(q_target[:, trace], axis=-1)
-        return {"q_taken": q_taken, "action_gap": action_gap, "disagree": tf.cast(differs, tf.float32)}
+            action_gap = keras.ops.zeros_like(q_taken)
+        q_target, _ = learner._unroll(learner.target.model, batch, slice(0, None), learner.stored_state(batch))
+        differs = keras.ops.argmax(q_stored[:, trace], axis=-1) != keras.ops.argmax(q_target[:, trace], axis=-1)
+        return {"q_taken": q_taken, "action_gap": action_gap, "disagree": keras.ops.cast(differs, "float32")}
 
     def _dead_relu_share(self, batch, hidden):
         """Share of ReLU units (encoder and head) never above zero on the batch's present rows."""
         network = self.learner.online
-        present = tf.reshape(batch["obs_mask"], [-1])
+        present = keras.ops.reshape(batch["obs_mask"], [-1, 1])  # [N, 1]: rows folded, as the encoder folds them
         unit_activity = []
         if self._encoder_units is not None:
             outputs = self._encoder_units(batch["obs"])
             for output in (outputs if isinstance(outputs, (list, tuple)) else [outputs]):
-                rows = tf.boolean_mask(output, present)  # [N, ..., units]: a conv filter is one unit
-                unit_activity.append(tf.reduce_max(tf.reshape(rows, [-1, rows.shape[-1]]), axis=0) > 0.0)
+                unit_activity.append(self._ever_active(output, present))
         streams = [network.advantage_layers] + ([network.value_layers] if network.dueling else [])
         for stream in streams:
             x = network.core_norm(hidden) if network.core_norm is not None else hidden
             for layer in stream[:-1]:
                 x = layer(x)
                 if _is_relu(layer):
-                    rows = tf.boolean_mask(tf.reshape(x, [-1, x.shape[-1]]), present)
-                    unit_activity.append(tf.reduce_max(rows, axis=0) > 0.0)
+                    unit_activity.append(self._ever_active(x, present))
         if not unit_activity:
-            return tf.constant(math.nan, tf.float32)
-        return 1.0 - tf.reduce_mean(tf.cast(tf.concat(unit_activity, axis=0), tf.float32))
+            return keras.ops.convert_to_tensor(math.nan, "float32")
+        return 1.0 - keras.ops.mean(keras.ops.cast(keras.ops.concatenate(unit_activity, axis=0), "float32"))
+
+    @staticmethod
+    def _ever_active(output, present):
+        """Per unit ``[units]``: above zero on some present row of ``output`` ``[rows..., ..., units]`` (a conv
+        filter is one unit); masked rows count as zero, which is never above it."""
+        units = output.shape[-1]
+        rows = keras.ops.reshape(output, [keras.ops.shape(present)[0], -1, units])  # [N, positions, units]
+        on_present = keras.ops.where(keras.ops.expand_dims(present, -1), rows, 0.0)
+        return keras.ops.max(keras.ops.reshape(on_present, [-1, units]), axis=0) > 0.0
 
     def _gate_saturation(self, batch, features, hidden):
         """Share of the core's gate outputs within ``SATURATION_MARGIN`` of their range's edge on present rows,
@@ -138,24 +145,28 @@ class HealthCheck:
         network = self.learner.online
         cell = network.cell
         if cell is None or network.core not in BUILT_IN_CORES:  # no core, or a user's cell: its gates are its own
-            return tf.constant(math.nan, tf.float32)
-        previous = tf.concat([self.learner.stored_state(batch)[0][:, tf.newaxis], hidden[:, :-1]], axis=1)
-        from_input = tf.matmul(tf.cast(features, tf.float32), cell.kernel)
+            return keras.ops.convert_to_tensor(math.nan, "float32")
+        previous = keras.ops.concatenate([self.learner.stored_state(batch)[0][:, None], hidden[:, :-1]], axis=1)
+        from_input = keras.ops.matmul(keras.ops.cast(features, "float32"), cell.kernel)
         if network.core == "lstm":
-            z = from_input + tf.matmul(previous, cell.recurrent_kernel) + cell.bias
-            z_input, z_forget, z_candidate, z_output = tf.split(z, 4, axis=-1)  # Keras' gate order
-            unit_range = tf.concat([tf.sigmoid(z_input), tf.sigmoid(z_forget), (tf.tanh(z_candidate) + 1.0) / 2.0,
-                                    tf.sigmoid(z_output)], axis=-1)  # every gate on [0, 1]
+            z = from_input + keras.ops.matmul(previous, cell.recurrent_kernel) + cell.bias
+            z_input, z_forget, z_candidate, z_output = keras.ops.split(z, 4, axis=-1)  # Keras' gate order
+            unit_range = keras.ops.concatenate(
+                [keras.ops.sigmoid(z_input), keras.ops.sigmoid(z_forget), (keras.ops.tanh(z_candidate) + 1.0) / 2.0,
+                 keras.ops.sigmoid(z_output)], axis=-1)  # every gate on [0, 1]
         else:  # Keras' GRU, reset_after: the reset gate scales the recurrent candidate term
-            x_update, x_reset, x_candidate = tf.split(from_input + cell.bias[0], 3, axis=-1)
-            r_update, r_reset, r_candidate = tf.split(tf.matmul(previous, cell.recurrent_kernel) + cell.bias[1], 3,
-                                                      axis=-1)
-            reset = tf.sigmoid(x_reset + r_reset)
-            unit_range = tf.concat([tf.sigmoid(x_update + r_update), reset,
-                                    (tf.tanh(x_candidate + reset * r_candidate) + 1.0) / 2.0], axis=-1)
-        saturated = tf.cast((unit_range < SATURATION_MARGIN) | (unit_range > 1.0 - SATURATION_MARGIN), tf.float32)
-        row_mask = tf.cast(batch["obs_mask"], tf.float32)[..., tf.newaxis]
-        return tf.reduce_sum(saturated * row_mask) / tf.maximum(tf.reduce_sum(row_mask) * unit_range.shape[-1], 1.0)
+            x_update, x_reset, x_candidate = keras.ops.split(from_input + cell.bias[0], 3, axis=-1)
+            r_update, r_reset, r_candidate = keras.ops.split(
+                keras.ops.matmul(previous, cell.recurrent_kernel) + cell.bias[1], 3, axis=-1)
+            reset = keras.ops.sigmoid(x_reset + r_reset)
+            unit_range = keras.ops.concatenate(
+                [keras.ops.sigmoid(x_update + r_update), reset,
+                 (keras.ops.tanh(x_candidate + reset * r_candidate) + 1.0) / 2.0], axis=-1)
+        edge = (unit_range < SATURATION_MARGIN) | (unit_range > 1.0 - SATURATION_MARGIN)
+        saturated = keras.ops.cast(edge, "float32")
+        row_mask = keras.ops.cast(batch["obs_mask"], "float32")[..., None]
+        rows = keras.ops.maximum(keras.ops.sum(row_mask) * unit_range.shape[-1], 1.0)
+        return keras.ops.sum(saturated * row_mask) / rows
 
     # ------------------------------------------------------------------ public
     def measure(self, replay: SequenceReplayBuffer) -> dict[str, float]:
@@ -168,8 +179,8 @@ class HealthCheck:
         indices = batch["indices"]
         context = replay.preceding_rows(indices, self.context_rows)
         inputs = self.learner.inputs(batch)
-        context_inputs = {name: tf.convert_to_tensor(context[name]) for name in NETWORK_ROWS}
-        context_inputs["prev_action"] = tf.cast(context_inputs["prev_action"], tf.int32)
+        context_inputs = {name: keras.ops.convert_to_tensor(context[name]) for name in NETWORK_ROWS}
+        context_inputs["prev_action"] = keras.ops.cast(context_inputs["prev_action"], "int32")
         out = {key: value.numpy() for key, value in self._measure(inputs, context_inputs).items()}
         values = {"health/dead_relu_share": float(out["dead_share"]),
                   "health/gate_saturation": float(out["saturation"]),

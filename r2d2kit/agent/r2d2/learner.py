@@ -3,38 +3,72 @@
 Reads like Acme's TF ``_step``: load stored states -> burn in (no gradient) -> unroll the trace
 (with gradient) -> value-rescaled n-step double-Q targets from the target network -> importance
 weighted loss over valid rows -> |TD| per row -> priority ``eta * max + (1 - eta) * mean``.
+
+The maths (:meth:`R2D2Learner.forward`) is written on ``keras.ops`` (:mod:`~r2d2kit.agent.r2d2.losses`) and
+serves every Keras backend; what differentiates and compiles it is the backend's own (:func:`compiled_step`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any, Protocol
 
 import keras
 import numpy as np
 import numpy.typing as npt
-import tensorflow as tf
 
 from r2d2kit.agent.batches import ReplayBatches
+from r2d2kit.agent.priorities import masked_priorities
 from r2d2kit.agent.r2d2.config import R2D2Config
+from r2d2kit.agent.r2d2.losses import nstep_targets, row_loss, taken
 from r2d2kit.agent.r2d2.qnetwork import QNetwork
-from r2d2kit.agent.r2d2.targets import tf_nstep_targets
 from r2d2kit.agent.seam import WindowLayout
 from r2d2kit.models.cores import q_and_state
 from r2d2kit.replay.sequence import SequenceReplayBuffer
 from r2d2kit.replay.window_record import LEARNER_ROWS, NETWORK_ROWS
 
+ModelCall = Callable[[list[Any]], Any]  # a sequence model's call: [rows..., state...] -> Q (and the state after)
 
-def tf_sequence_priorities(abs_td, mask, eta: float):
-    """TensorFlow twin of :func:`r2d2kit.replay.sequence_priorities` over ``[B, T]``."""
-    mask = tf.cast(mask, abs_td.dtype)
-    masked = abs_td * mask
-    mean = tf.reduce_sum(masked, axis=1) / tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)
-    return eta * tf.reduce_max(masked, axis=1) + (1.0 - eta) * mean
+
+class CompiledStep(Protocol):
+    """What a Keras backend supplies to the learner: the differentiated, compiled parts of an update."""
+
+    def update(self, batch: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """One optimiser step on ``batch`` (:meth:`R2D2Learner.inputs`): :meth:`R2D2Learner.forward`'s outputs
+        and ``gradient_norm`` (before clipping), as numpy."""
+
+    def trace(self, batch: Mapping[str, Any]) -> None:
+        """Compile the update for batches shaped like ``batch`` without running it."""
+
+    def gradients(self, batch: Mapping[str, Any]) -> tuple[float, list[np.ndarray]]:
+        """The loss and its gradients w.r.t. the online network's trainable weights, applying nothing."""
+
+    def sync_target(self) -> None:
+        """:meth:`R2D2Learner.update_target`, compiled where the backend compiles it."""
+
+
+def compiled_step(learner: R2D2Learner) -> CompiledStep:
+    """The update compiled for Keras' backend (``KERAS_BACKEND``, read when Keras is imported): TensorFlow's
+    :class:`~r2d2kit.agent.r2d2.step_tensorflow.TensorFlowStep` or JAX's
+    :class:`~r2d2kit.agent.r2d2.step_jax.JaxStep`."""
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        from r2d2kit.agent.r2d2.step_tensorflow import TensorFlowStep
+
+        return TensorFlowStep(learner.forward, learner.online.model, learner.target.model, learner.optimizer,
+                              learner.update_target)
+    if backend == "jax":
+        from r2d2kit.agent.r2d2.step_jax import JaxStep
+
+        return JaxStep(learner.forward, learner.online.model, learner.target.model, learner.optimizer,
+                       learner.update_target)
+    raise ValueError(f"Keras backend {backend!r}: R2D2Learner compiles its update for 'tensorflow' or 'jax'; set "
+                     "KERAS_BACKEND to one of them before Keras is imported")
 
 
 class R2D2Learner:
-    """Owns the online and target networks, the optimiser and the compiled train step.
+    """Owns the online and target networks, the optimiser and the compiled train step (:func:`compiled_step`).
 
     Args:
         network: the online :class:`QNetwork` (actors built from it share its weights).
@@ -61,8 +95,7 @@ class R2D2Learner:
         self.optimizer = optimizer or self.make_optimizer(self.config)
         self.updates = 0
         self.batches = ReplayBatches(self.config.batch_size, self.config.importance_exponent)  # train_from's draws
-        self._train_step = tf.function(self._step)
-        self._sync_target = tf.function(self._update_target)
+        self._compiled = compiled_step(self)  # the backend's differentiated, compiled update
 
     @classmethod
     def make_optimizer(cls, config: R2D2Config) -> keras.optimizers.Optimizer:
@@ -84,91 +117,85 @@ class R2D2Learner:
             config.learning_rate, config.learning_rate_decay_updates, end_learning_rate=config.final_learning_rate,
             power=1.0)
 
-    # ------------------------------------------------------------------ the step
-    def _unroll(self, network: QNetwork, batch, rows: slice, state):
-        """Q ``[B, rows, A]`` and the state after ``rows`` (a list), unrolled from ``state``."""
-        return q_and_state(network.model([*(batch[name][:, rows] for name in NETWORK_ROWS), *state]))
+    # ------------------------------------------------------------------ the maths (keras.ops)
+    def _unroll(self, model: ModelCall, batch: Mapping[str, Any], rows: slice, state: list[Any]):
+        """Q ``[B, rows, A]`` and the state after ``rows`` (a list), unrolled by ``model`` from ``state``."""
+        return q_and_state(model([*(batch[name][:, rows] for name in NETWORK_ROWS), *state]))
 
-    def stored_state(self, batch: Mapping[str, tf.Tensor]) -> list[tf.Tensor]:
+    def stored_state(self, batch: Mapping[str, Any]) -> list[Any]:
         """The recurrent state stored with each window, in the network's state-spec order."""
         return [batch[key] for key in self.state_keys]
 
-    def _forward(self, batch: Mapping[str, tf.Tensor]):
-        """Loss and per-row TD for a batch; call under a GradientTape to differentiate it."""
+    def forward(self, batch: Mapping[str, Any], online: ModelCall, target: ModelCall) -> tuple[Any, dict[str, Any]]:
+        """Loss and the update's outputs (per-row TD, priorities, ...) of a batch; the backend's step differentiates
+        the loss w.r.t. the weights ``online`` calls with.
+
+        Args:
+            batch: :meth:`inputs`' tensors.
+            online: calls the online network's sequence model (``self.online.model``, or a stateless call of it
+                with the weights being differentiated).
+            target: calls the target network's sequence model.
+        """
         cfg, layout = self.config, self.layout
         burn, rest = slice(0, layout.burn_in), slice(layout.burn_in, None)
         state = self.stored_state(batch)
-        q_target = self._target_q(batch, burn, rest, state)  # [B, T + n, A]
-        q_online = self._unroll_after_burn_in(self.online, batch, burn, rest, state)  # [B, T + n, A], with gradient
-        targets = tf.stop_gradient(self._targets(batch, rest, tf.stop_gradient(q_online), q_target))  # [B, T]
+        q_target = self._target_q(target, batch, burn, rest, state)  # [B, T + n, A]
+        q_online = self._unroll_after_burn_in(online, batch, burn, rest, state)  # [B, T + n, A], with gradient
+        targets = keras.ops.stop_gradient(
+            self._targets(batch, rest, keras.ops.stop_gradient(q_online), q_target))  # [B, T]
 
         # --- importance-weighted loss over the rows that hold transitions
         trace = slice(0, layout.trace_length)
-        actions = tf.cast(batch["action"][:, rest][:, trace], tf.int32)  # [B, T]
-        q_taken = tf.gather(q_online[:, trace], actions, axis=2, batch_dims=2)  # [B, T]
-        mask = tf.cast(batch["mask"][:, rest][:, trace], tf.float32)  # [B, T]
+        actions = keras.ops.cast(batch["action"][:, rest][:, trace], "int32")  # [B, T]
+        q_taken = taken(q_online[:, trace], actions)  # [B, T]
+        mask = keras.ops.cast(batch["mask"][:, rest][:, trace], "float32")  # [B, T]
         td = (targets - q_taken) * mask
-        valid = tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)  # [B]
-        per_sequence = tf.reduce_sum(self._row_loss(td), axis=1) / valid  # [B]
-        loss = tf.reduce_mean(tf.cast(batch["weights"], tf.float32) * per_sequence)
-        abs_td = tf.abs(td)
+        valid = keras.ops.maximum(keras.ops.sum(mask, axis=1), 1.0)  # [B]
+        per_sequence = keras.ops.sum(row_loss(td, cfg.loss), axis=1) / valid  # [B]
+        loss = keras.ops.mean(keras.ops.cast(batch["weights"], "float32") * per_sequence)
+        abs_td = keras.ops.abs(td)
         return loss, {
             "loss": loss,
             "abs_td": abs_td,
-            "priorities": tf_sequence_priorities(abs_td, mask, cfg.eta),
-            "q_mean": tf.reduce_sum(q_taken * mask) / tf.maximum(tf.reduce_sum(mask), 1.0),
-            "trained_rows": tf.reduce_sum(mask),
+            "priorities": masked_priorities(abs_td, mask, cfg.eta),
+            "q_mean": keras.ops.sum(q_taken * mask) / keras.ops.maximum(keras.ops.sum(mask), 1.0),
+            "trained_rows": keras.ops.sum(mask),
             "mask": mask,
             "weights": batch["weights"],
         }
 
-    def _row_loss(self, td):
-        """``0.5 td^2``, or Huber's with delta 1 (equal to it for ``|td| <= 1``, linear beyond): ``config.loss``."""
-        if self.config.loss == "huber":
-            magnitude = tf.abs(td)
-            quadratic = tf.minimum(magnitude, 1.0)
-            return 0.5 * tf.square(quadratic) + (magnitude - quadratic)
-        return 0.5 * tf.square(td)
-
-    def _unroll_after_burn_in(self, network: QNetwork, batch, burn: slice, rest: slice, state):
-        """Q ``[B, T + n, A]`` of ``network`` over the rows after burn-in: the core starts from the stored
+    def _unroll_after_burn_in(self, model: ModelCall, batch: Mapping[str, Any], burn: slice, rest: slice,
+                              state: list[Any]):
+        """Q ``[B, T + n, A]`` of ``model`` over the rows after burn-in: the core starts from the stored
         state and is warmed up over the burn-in rows, which get no gradient."""
         if self.layout.burn_in > 0:
-            _, state = self._unroll(network, batch, burn, state)
-            state = [tf.stop_gradient(part) for part in state]
-        q, _ = self._unroll(network, batch, rest, state)
+            _, state = self._unroll(model, batch, burn, state)
+            state = [keras.ops.stop_gradient(part) for part in state]
+        q, _ = self._unroll(model, batch, rest, state)
         return q
 
-    def _target_q(self, batch: Mapping[str, tf.Tensor], burn: slice, rest: slice, state):
+    def _target_q(self, target: ModelCall, batch: Mapping[str, Any], burn: slice, rest: slice, state: list[Any]):
         """Target-network Q ``[B, T + n, A]`` over the rows after burn-in (a subclass may vary the network)."""
-        return self._unroll_after_burn_in(self.target, batch, burn, rest, state)
+        return self._unroll_after_burn_in(target, batch, burn, rest, state)
 
-    def _targets(self, batch: Mapping[str, tf.Tensor], rest: slice, q_online, q_target):
+    def _targets(self, batch: Mapping[str, Any], rest: slice, q_online, q_target):
         """Value-rescaled n-step double-Q targets ``[B, T]`` for the rows after burn-in (a subclass may vary them)."""
         cfg, layout = self.config, self.layout
         q_select = q_online if cfg.double_q else q_target  # picks the bootstrap action; q_target values it
-        return tf_nstep_targets(
+        return nstep_targets(
             batch["reward"][:, rest], batch["mask"][:, rest], batch["terminated"][:, rest], q_select, q_target,
             gamma=cfg.gamma, n_step=layout.n_step, burn_in=0, trace_length=layout.trace_length, eps=cfg.rescale_eps,
             rescale=cfg.value_rescaling)
 
-    def _step(self, batch: Mapping[str, tf.Tensor]):
-        with tf.GradientTape() as tape:
-            loss, outputs = self._forward(batch)
-        variables = self.online.model.trainable_variables
-        gradients = tape.gradient(loss, variables)
-        # the norm the optimiser's global clipping compares with max_gradient_norm (it clips the same gradients)
-        outputs["gradient_norm"] = tf.linalg.global_norm(gradients)
-        self.optimizer.apply_gradients(zip(gradients, variables))
-        return outputs
-
-    def _update_target(self):
+    def update_target(self) -> None:
+        """Move the target network to the online one: a copy (``target_update_tau`` 1, the paper's), else a
+        Polyak step ``target <- target + tau (online - target)``."""
         tau = self.config.target_update_tau
         if tau == 1.0:  # the paper's hard copy, bit for bit
             self.target.copy_weights_from(self.online)
             return
         for target, online in zip(self.target.variables, self.online.variables, strict=True):
-            target.assign_add(tau * (online - target))  # Polyak step: target <- target + tau (online - target)
+            target.assign_add(tau * (online - target))
 
     # ------------------------------------------------------------------ the seam
     @property
@@ -205,7 +232,7 @@ class R2D2Learner:
         """The online network's weights: what an evaluation's greedy policy loads."""
         self.online.model.save_weights(str(path))
 
-    def inputs(self, batch: Mapping[str, npt.ArrayLike]) -> dict[str, tf.Tensor]:
+    def inputs(self, batch: Mapping[str, npt.ArrayLike]) -> dict[str, Any]:
         """The tensors the compiled step takes from a ``replay.sample()`` batch (rows, stored state, weights)."""
         keys = self.ROW_KEYS + self.state_keys
         missing = [key for key in keys if key not in batch]
@@ -213,18 +240,13 @@ class R2D2Learner:
             raise ValueError(f"batch is missing {missing}; pass SequenceReplayBuffer.sample() output of a replay "
                              f"whose windows store the network's state as {list(self.state_keys)} "
                              "(training.builders.make_sequence_replay makes one)")
-        inputs = {key: tf.convert_to_tensor(batch[key]) for key in keys}
-        inputs["prev_action"] = tf.cast(inputs["prev_action"], tf.int32)
+        inputs = {key: keras.ops.convert_to_tensor(batch[key]) for key in keys}
+        inputs["prev_action"] = keras.ops.cast(inputs["prev_action"], "int32")
         return inputs
 
     def gradients(self, batch: Mapping[str, npt.ArrayLike]) -> tuple[float, list[np.ndarray]]:
         """Loss and gradients w.r.t. the online weights, without applying them (diagnostics, tests)."""
-        inputs = self.inputs(batch)
-        with tf.GradientTape() as tape:
-            loss, _ = self._forward(inputs)
-        grads = tape.gradient(loss, self.online.model.trainable_variables)
-        return float(loss), [np.zeros(v.shape) if g is None else g.numpy() for g, v in
-                             zip(grads, self.online.model.trainable_variables)]
+        return self._compiled.gradients(self.inputs(batch))
 
     def train(self, batch: Mapping[str, npt.ArrayLike]) -> dict[str, np.ndarray]:
         """One update on a sampled batch (``SequenceReplayBuffer.sample`` output).
@@ -235,11 +257,11 @@ class R2D2Learner:
         ``gradient_norm`` (the global norm before clipping). Copies the online weights into the target network
         every ``target_update_period`` updates (moves it ``target_update_tau`` of the way there).
         """
-        out = {key: value.numpy() for key, value in self._train_step(self.inputs(batch)).items()}
+        out = self._compiled.update(self.inputs(batch))
         out["priority_mean"] = np.mean(out["priorities"])
         self.updates += 1
         if self.updates % self.config.target_update_period == 0:
-            self._sync_target()
+            self._compiled.sync_target()
         return out
 
     def prepare(self, replay: SequenceReplayBuffer) -> None:
@@ -249,7 +271,7 @@ class R2D2Learner:
         trainer's update loop, where nothing else runs meanwhile (actor failures wait); the trainer calls this
         while its actor processes start and it has nothing to do. A batch of another shape traces again.
         """
-        self._train_step.get_concrete_function(self.inputs(replay.sample_buffers(self.config.batch_size)))
+        self._compiled.trace(self.inputs(replay.sample_buffers(self.config.batch_size)))
 
     def train_from(self, replay: SequenceReplayBuffer) -> dict[str, np.ndarray]:
         """One R2D2 update from ``replay``: sample a batch by priority, train, write the priorities back.

@@ -1,4 +1,4 @@
-"""Value rescaling ``h`` and its exact inverse (Pohlen et al. 2018, used by R2D2), numpy and TensorFlow.
+"""Value rescaling ``h`` and its exact inverse (Pohlen et al. 2018, used by R2D2), in numpy.
 
     h(x)     = sign(x) (sqrt(|x| + 1) - 1) + eps x
     h^-1(x)  = sign(x) (((sqrt(1 + 4 eps (|x| + 1 + eps)) - 1) / (2 eps))^2 - 1)
@@ -11,7 +11,8 @@ from 1e-12 to 1e6 (the textbook forms lose all digits for tiny ``x``):
 
 R2D2 targets apply ``h`` to the whole n-step return, ``h(R + gamma^n h^-1(Q))``; the shortcut
 ``h(r) + gamma Q`` found in some ports is a different (wrong) target.
-TensorFlow is imported only when a ``tf_`` function is first called.
+These numpy forms serve numpy code and tests without importing Keras; the learner's update computes the same
+formulas on ``keras.ops`` (:mod:`r2d2kit.agent.r2d2.losses`, names alike), on every Keras backend.
 """
 
 from __future__ import annotations
@@ -44,23 +45,3 @@ def inverse_value_rescale(x: npt.ArrayLike, eps: float = DEFAULT_EPS) -> np.ndar
     root = np.sqrt(1.0 + 4.0 * eps * (magnitude + 1.0 + eps))
     d = 2.0 * magnitude / (root + 1.0 + 2.0 * eps)
     return np.sign(x) * d * (d + 2.0)
-
-
-def tf_value_rescale(x, eps: float = DEFAULT_EPS):
-    """TensorFlow twin of :func:`value_rescale` (differentiable, usable inside ``tf.function``)."""
-    import tensorflow as tf
-
-    magnitude = tf.abs(x)
-    return tf.sign(x) * magnitude / (tf.sqrt(magnitude + 1.0) + 1.0) + eps * x
-
-
-def tf_inverse_value_rescale(x, eps: float = DEFAULT_EPS):
-    """TensorFlow twin of :func:`inverse_value_rescale`."""
-    import tensorflow as tf
-
-    magnitude = tf.abs(x)
-    if eps == 0.0:
-        return tf.sign(x) * magnitude * (magnitude + 2.0)
-    root = tf.sqrt(1.0 + 4.0 * eps * (magnitude + 1.0 + eps))
-    d = 2.0 * magnitude / (root + 1.0 + 2.0 * eps)
-    return tf.sign(x) * d * (d + 2.0)

@@ -1,4 +1,4 @@
-"""R2D2 n-step double-Q targets with value rescaling, for whole ``[B, L]`` windows (numpy and TF).
+"""R2D2 n-step double-Q targets with value rescaling, for whole ``[B, L]`` windows (numpy, Numba).
 
     y_t = h( sum_{k<m} gamma^k r_{t+k} + gamma^m (1 - terminated) h^-1( Q_target(s_{t+m}, argmax_a Q(s_{t+m}, a)) ) )
 
@@ -6,6 +6,9 @@ with ``m = min(n_step, transitions left in the episode from t)``. A truncated ep
 from its final observation (the row after its last transition); a terminated one does not.
 Windows come from :class:`~r2d2kit.replay.SequenceBuilder`: the trained rows are
 ``burn_in .. burn_in + trace_length - 1`` and ``n_step`` extra rows follow them.
+
+The learner's update computes the same targets on ``keras.ops`` (:func:`r2d2kit.agent.r2d2.losses.nstep_targets`,
+every Keras backend); this numpy form checks it in the tests and serves numpy code.
 """
 
 from __future__ import annotations
@@ -14,15 +17,13 @@ import numpy as np
 import numpy.typing as npt
 
 from r2d2kit._validation import check_float, check_positive_int
-from r2d2kit.agent.r2d2.rescale import (
-    DEFAULT_EPS,
-    tf_inverse_value_rescale,
-    tf_value_rescale,
-)
+from r2d2kit.agent.r2d2.rescale import DEFAULT_EPS
 from r2d2kit.kernels.nstep import nstep_double_q_targets as _targets_kernel
 
 
-def _check(reward, q_online, q_target, burn_in, trace_length, n_step):
+def check_windows(reward, q_online, q_target, burn_in: int, trace_length: int, n_step: int) -> tuple[int, int, int]:
+    """``burn_in``, ``trace_length``, ``n_step`` as ints, after checking that the ``[B, L]`` rows and ``[B, L, A]`` Q
+    arrays (of any backend) have ``L = burn_in + trace_length + n_step`` rows; a ``ValueError`` names what does not."""
     burn_in = check_positive_int("burn_in", burn_in, minimum=0)
     trace_length = check_positive_int("trace_length", trace_length)
     n_step = check_positive_int("n_step", n_step)
@@ -44,47 +45,10 @@ def nstep_targets(reward: npt.ArrayLike, mask: npt.ArrayLike, terminated: npt.Ar
     reward = np.asarray(reward, dtype=np.float64)
     q_online = np.asarray(q_online, dtype=np.float64)
     q_target = np.asarray(q_target, dtype=np.float64)
-    burn_in, trace_length, n_step = _check(reward, q_online, q_target, burn_in, trace_length, n_step)
+    burn_in, trace_length, n_step = check_windows(reward, q_online, q_target, burn_in, trace_length, n_step)
     gamma = check_float("gamma", gamma, 0.0, 1.0)
     eps = check_float("eps", eps, 0.0)
     mask = np.asarray(mask, dtype=np.bool_)
     terminated = np.asarray(terminated, dtype=np.bool_)
     return _targets_kernel(reward, mask, terminated, q_online, q_target, gamma, n_step, burn_in, trace_length,
                            eps, bool(rescale))
-
-
-def tf_nstep_targets(reward, mask, terminated, q_online, q_target, *, gamma: float, n_step: int, burn_in: int,
-                     trace_length: int, eps: float = DEFAULT_EPS, rescale: bool = True):
-    """TensorFlow twin of :func:`nstep_targets` for use inside a ``tf.function`` train step.
-
-    Loops over the ``n_step`` offsets (a static Python loop), each a ``[B, T]`` slice, so the
-    whole batch is computed with a handful of vector ops.
-    """
-    import tensorflow as tf
-
-    burn_in, trace_length, n_step = _check(reward, q_online, q_target, burn_in, trace_length, n_step)
-    dtype = q_target.dtype
-    reward = tf.cast(reward, dtype)
-    mask = tf.cast(mask, dtype)
-    not_terminated = 1.0 - tf.cast(terminated, dtype)
-    window = slice(burn_in, burn_in + trace_length)
-    total = tf.zeros_like(reward[:, window])  # [B, T]
-    discount = tf.ones_like(total)
-    alive = mask[:, window]
-    offset = tf.zeros_like(total)
-    for k in range(n_step):
-        rows = slice(burn_in + k, burn_in + k + trace_length)
-        valid = alive * mask[:, rows]
-        total += valid * discount * reward[:, rows]
-        discount = valid * discount * gamma * not_terminated[:, rows] + (1.0 - valid) * discount
-        offset += valid
-        alive = valid
-    best = tf.argmax(q_online, axis=-1, output_type=tf.int32)  # [B, L]
-    chosen = tf.gather(q_target, best, axis=2, batch_dims=2)  # [B, L]
-    bootstrap_row = burn_in + tf.range(trace_length)[tf.newaxis, :] + tf.cast(offset, tf.int32)  # [B, T]
-    bootstrap = tf.gather(chosen, bootstrap_row, axis=1, batch_dims=1)  # [B, T]
-    if rescale:
-        targets = tf_value_rescale(total + discount * tf_inverse_value_rescale(bootstrap, eps), eps)
-    else:
-        targets = total + discount * bootstrap
-    return targets * mask[:, window]

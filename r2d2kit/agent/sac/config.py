@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 __all__ = ["SACConfig"]
@@ -80,7 +80,7 @@ class SACConfig:
             raise ValueError(f"learner.target_entropy must be 'auto' (-(action entries)) or a finite number, got "
                              f"{entropy!r}; fix: 'auto'")
 
-    def target_entropy_for(self, action_scale: Sequence[float]) -> float:
+    def target_entropy_for(self, action_scale: Iterable[float]) -> float:
         """The entropy (nats, of the action in the env's units) the temperature steers the policy to.
 
         ``"auto"`` is SB3's target, ``-(action entries)`` for the action squashed into [-1, 1]; scaled to the

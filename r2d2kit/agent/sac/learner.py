@@ -29,13 +29,14 @@ import numpy.typing as npt
 import tensorflow as tf
 
 from r2d2kit.agent.batches import ReplayBatches
+from r2d2kit.agent.priorities import masked_priorities
 from r2d2kit.agent.sac.config import SACConfig
 from r2d2kit.agent.sac.networks import SACNetworks, squashed_sample
 from r2d2kit.agent.seam import WindowLayout
 from r2d2kit.replay.sequence import SequenceReplayBuffer
 from r2d2kit.replay.window_record import LEARNER_ROWS
 
-__all__ = ["SACLearner", "soft_nstep_targets", "masked_priorities"]
+__all__ = ["SACLearner", "soft_nstep_targets"]
 
 from r2d2kit.agent.sac.files import POLICY_WEIGHTS_FILE, STATE_FILE, WEIGHT_FILES
 
@@ -66,14 +67,6 @@ def soft_nstep_targets(reward, mask, terminated, values, *, gamma: float, n_step
     row = keras.ops.arange(trace_length, dtype="int32")[None, :] + keras.ops.cast(offset, "int32")  # [B, T]
     bootstrap = keras.ops.take_along_axis(values, row, axis=1)  # [B, T]
     return (total + discount * bootstrap) * mask[:, window]
-
-
-def masked_priorities(abs_td, mask, eta: float):
-    """R2D2's window priority ``eta * max + (1 - eta) * mean`` of ``|TD|`` over the rows in ``mask`` (``[B]``)."""
-    mask = keras.ops.cast(mask, abs_td.dtype)
-    masked = abs_td * mask
-    mean = keras.ops.sum(masked, axis=1) / keras.ops.maximum(keras.ops.sum(mask, axis=1), 1.0)
-    return eta * keras.ops.max(masked, axis=1) + (1.0 - eta) * mean
 
 
 class SACLearner:
