@@ -199,7 +199,8 @@ def summary() -> str:
             "[performance](performance.md#learning-images-minatar-beside-dqn-and-minigrid-memorys7-beside-recurrentppo).\n")
 
 
-BLOCKS: dict[str, Callable[[], str]] = {"minatar": minatar_table, "minigrid": minigrid_table, "summary": summary}
+BLOCKS: dict[str, Callable[[], str]] = {"minatar": minatar_table, "minigrid": minigrid_table, "summary": summary,
+                                        "pendulum_novel": lambda: continuous_table("pendulum_novel")}
 PAGES = ["README.md", "docs/performance.md", "docs/training.md"]
 
 
@@ -208,6 +209,7 @@ def result_lines() -> dict[str, str]:
     lines = {f"configs/minatar/{game}.yaml": minatar_result(game) for game in GAMES}
     lines["configs/minigrid_memory.yaml"] = minigrid_result()
     lines.update({f"configs/popgym/{env}.yaml": popgym_result(env) for env in POPGYM})
+    lines["configs/sac/pendulum_novel.yaml"] = continuous_result("pendulum_novel")
     return lines
 
 
