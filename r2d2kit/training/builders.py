@@ -12,17 +12,16 @@ env and networks there. What is agent-specific (which network, which policy) is 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from r2d2kit._validation import Seed, import_named
+from r2d2kit._validation import Seed
 from r2d2kit.agent.seam import Agent, EnvSpaces, WindowFields, WindowLayout
 from r2d2kit.replay import SequenceHerReplayBuffer, SequenceReplayBuffer
 from r2d2kit.replay.protocol import RewardFn
 from r2d2kit.replay.samplers import PARAMETERS as SAMPLER_PARAMETERS
-from r2d2kit.training.config import ConfigError, HerConfig, TrainConfig
+from r2d2kit.training.config import ConfigError, HerConfig, TrainConfig, import_user_code
 
 if TYPE_CHECKING:  # the heavy modules are imported where they are used
     import gymnasium as gym
@@ -31,13 +30,6 @@ if TYPE_CHECKING:  # the heavy modules are imported where they are used
     from r2d2kit.runners.callbacks import CallbackList
     from r2d2kit.runners.pool import ActorPool, Incarnations
     from r2d2kit.spaces import ObservationLayout
-
-
-def _import(spec: str, what: str) -> Callable[..., object]:
-    try:
-        return import_named(spec, what, "a class or function")
-    except ValueError as error:
-        raise ConfigError(str(error)) from None
 
 
 def make_env(config: TrainConfig) -> gym.Env:
@@ -68,7 +60,7 @@ def make_env(config: TrainConfig) -> gym.Env:
                           f"{str(error).splitlines()[0][:300]}; drop or rename the keys its constructor does not "
                           "take") from None
     for wrapper in config.env.wrappers:
-        wrapped = _import(wrapper, "env.wrappers entry")(env)
+        wrapped = import_user_code(wrapper, "env.wrappers entry")(env)
         if not isinstance(wrapped, gym.Env):
             env.close()
             raise ConfigError(f"env.wrappers entry {wrapper!r} returned a {type(wrapped).__name__}, not a gymnasium "

@@ -241,6 +241,19 @@ def save_keras_weights(model: keras.Model, path: Path) -> None:
     model.save_weights(str(path))
 
 
+def load_policy_weights(model: keras.Model, path: Path) -> None:
+    """Load an evaluation's weights file (``save_policy_weights``'s: a checkpoint's policy file, ``best.weights.h5``)
+    into ``model``, a network an agent builder made from the run's config.
+
+    Raises:
+        CheckpointError: the file is not an HDF5 weights file, or holds another network's weights.
+    """
+    try:
+        model.load_weights(str(path))
+    except (OSError, ValueError) as error:  # h5py: not an HDF5 file; Keras: another network's weights
+        raise CheckpointError(f"{path} cannot be loaded into the network the run's config builds ({error})") from None
+
+
 def load_keras_weights(model: keras.Model, path: Path) -> None:
     """Load a :func:`save_keras_weights` file of a checkpoint into ``model``.
 

@@ -31,7 +31,7 @@ import os
 import re
 import types
 import typing
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,6 +61,18 @@ AGENTS: dict[str, AgentEntry] = {
     "sac": AgentEntry("r2d2kit.agent.sac.config:SACConfig", "r2d2kit.agent.sac.builder:SACBuilder"),
 }
 DEFAULT_AGENT = "r2d2"
+
+
+def import_user_code(spec: str, what: str) -> Callable[..., object]:
+    """The class or function a config value ``"package.module:name"`` names (``what``: the key, for the message).
+
+    Raises:
+        ConfigError: it cannot be imported or is not callable.
+    """
+    try:
+        return import_named(spec, what, "a class or function")
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
 
 
 def learner_section_class(agent: str) -> type[LearnerSection]:

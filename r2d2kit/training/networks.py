@@ -10,8 +10,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from r2d2kit._validation import import_named
-from r2d2kit.training.config import ConfigError, TrainConfig
+from r2d2kit.training.config import ConfigError, TrainConfig, import_user_code
 
 if TYPE_CHECKING:
     from r2d2kit.agent.seam import EnvSpaces
@@ -20,13 +19,6 @@ if TYPE_CHECKING:
 
 __all__ = ["CONV_ENCODERS", "build_encoder", "check_core_name", "check_encoder_for_codes", "encoder_for",
            "user_model_errors"]
-
-
-def _import(spec: str, what: str) -> Callable[..., object]:
-    try:
-        return import_named(spec, what, "a class or function")
-    except ValueError as error:
-        raise ConfigError(str(error)) from None
 
 
 def build_encoder(config: TrainConfig) -> ImageModel:
@@ -50,7 +42,7 @@ def build_encoder(config: TrainConfig) -> ImageModel:
         return builtins[name]()
     if ":" not in name:
         raise ConfigError(f"model.encoder {name!r} must be one of {sorted(builtins)} or 'package.module:Class'")
-    cls = _import(name, "model.encoder")
+    cls = import_user_code(name, "model.encoder")
     if not (isinstance(cls, type) and issubclass(cls, ImageModel)):
         raise ConfigError(f"model.encoder {name!r} is not an r2d2kit.models.ImageModel subclass")
     try:

@@ -143,14 +143,10 @@ class R2D2Builder:
     def evaluation_policy(self, config: TrainConfig, spaces: EnvSpaces, num_envs: int, weights: Path) -> GreedyPolicy:
         """The greedy policy of a network built from the config with the weights of ``weights``."""
         from r2d2kit.agent.r2d2.policies import GreedyPolicy
-        from r2d2kit.training.checkpoint import CheckpointError
+        from r2d2kit.training.checkpoint import load_policy_weights
 
         network = build_q_network(config, spaces)
-        try:
-            network.model.load_weights(str(weights))
-        except (OSError, ValueError) as error:  # h5py: not an HDF5 file; Keras: another network's weights
-            raise CheckpointError(f"{weights} cannot be loaded into the network the run's config builds "
-                                  f"({error})") from None
+        load_policy_weights(network.model, weights)
         return GreedyPolicy(network.actor(num_envs))
 
     def search_dimensions(self, config: TrainConfig) -> list[Dimension]:

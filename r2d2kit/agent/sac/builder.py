@@ -131,14 +131,10 @@ class SACBuilder:
     def evaluation_policy(self, config: TrainConfig, spaces: EnvSpaces, num_envs: int, weights: Path) -> SACPolicy:
         """The deterministic policy of networks built from the config with the weights of ``weights``."""
         from r2d2kit.agent.sac.policy import SACPolicy
-        from r2d2kit.training.checkpoint import CheckpointError
+        from r2d2kit.training.checkpoint import load_policy_weights
 
         networks = build_sac_networks(config, spaces)
-        try:
-            networks.load_policy_weights(weights)
-        except (OSError, ValueError) as error:
-            raise CheckpointError(f"{weights} cannot be loaded into the networks the run's config builds "
-                                  f"({error})") from None
+        load_policy_weights(networks.policy_model, weights)
         return SACPolicy(networks, num_envs, deterministic=True)
 
     def search_dimensions(self, config: TrainConfig) -> list[Dimension]:
