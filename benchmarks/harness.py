@@ -235,15 +235,16 @@ def sweep(script: str | Path, runs: list[dict], results: Results, label: Callabl
 
 # --- r2d2kit's Trainer
 def fit(config_path: str | Path, overrides: list[str], callbacks: list,
-        run_dir: str | Path | None = None) -> tuple[Any, dict, float]:
-    """(trainer, summary, seconds) of the Trainer's ``fit`` in ``run_dir`` (default: a temporary one), quietly."""
+        run_dir: str | Path | None = None, resume: bool = False) -> tuple[Any, dict, float]:
+    """(trainer, summary, seconds) of the Trainer's ``fit`` in ``run_dir`` (default: a temporary one), quietly;
+    ``resume``: continue from ``run_dir``'s newest checkpoint (the caller checked there is one)."""
     from r2d2kit.training.config import load_config
     from r2d2kit.training.trainer import Trainer
 
     config = load_config(config_path, ["logging.progress=false", "logging.tensorboard=false",
                                        "checkpoints.every_env_steps=0", *overrides])
     with tempfile.TemporaryDirectory(prefix="bench-run-") as scratch:
-        trainer = Trainer(config, Path(run_dir or Path(scratch) / "run"), callbacks=callbacks)
+        trainer = Trainer(config, Path(run_dir or Path(scratch) / "run"), callbacks=callbacks, resume=resume)
         began = time.perf_counter()
         summary = trainer.fit()
     return trainer, summary, time.perf_counter() - began

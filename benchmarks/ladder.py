@@ -11,7 +11,9 @@ every 1,000 updates, epsilon from 1 to 0.1 over 100k env steps). Each later rung
 pieces back, in order, until the last rung is the shipped config itself; each states the hypothesis
 it tests. Every run keeps its run directory (``--runs-dir``), and the result stores its greedy
 curve and the means of its health columns over the last fifth of the run beside the curve.
-Screening seeds are 10 and up: the reported seeds (0-2) are never screened on.
+Screening seeds are 10 and up: the reported seeds (0-2) are never screened on. A run writes a
+checkpoint (replay included) every ``--checkpoint-every`` env steps (50k), so a sweep that was killed goes
+on from there when started again (its earlier evaluations are read back from the run's ``metrics.csv``).
 """
 
 import csv
@@ -87,16 +89,32 @@ def health_summary(path: Path) -> dict[str, float]:
     return out
 
 
+def earlier_evaluations(metrics_csv: Path) -> list[tuple]:
+    """The evaluation rows a resumed run wrote before it was stopped, as :func:`harness.evaluation_callback` keeps
+    them (steps, mean, std, seconds, train return, success)."""
+    with metrics_csv.open() as f:
+        return [(int(row["env_steps"]), float(row["eval_mean"]), float(row["eval_std"]), float(row["seconds"]),
+                 float(row["train_return"]) if row.get("train_return") else None, None)
+                for row in csv.DictReader(f) if row.get("eval_mean")]
+
+
 def run(job: dict) -> dict:
     line = (f"  {job['rung']} {job['game']} seed {job['seed']} " "{steps:>8,} env steps: eval {mean:6.2f} +- {std:5.2f}"
             ", training episodes {train_return:6.2f}, {updates:,} updates, {seconds:.0f} s")
     evaluations = harness.evaluation_callback(line)
     run_dir = Path(job["runs_dir"]) / f"{job['game']}-{job['rung']}-seed{job['seed']}"
+    resume = any((run_dir / "checkpoints").glob("*"))
+    earlier = earlier_evaluations(run_dir / "metrics.csv") if resume else []
+    if resume:  # a killed sweep goes on from the run's newest checkpoint, its earlier evaluations read back
+        print(f"  resuming {run_dir.name} after {len(earlier)} evaluations", flush=True)
     config = REPO_ROOT / "configs" / "minatar" / f"{job['game']}.yaml"
     trainer, summary, _ = harness.fit(config, [
         *rung_overrides(job["rung"]), f"run.total_env_steps={job['steps']}", f"run.eval_every={job['eval_every']}",
-        f"run.seed={job['seed']}", f"run.eval_episodes={job['eval_episodes']}", "logging.diagnostics=true"],
-        [evaluations], run_dir)
+        f"run.seed={job['seed']}", f"run.eval_episodes={job['eval_episodes']}", "logging.diagnostics=true",
+        f"checkpoints.every_env_steps={job['checkpoint_every']}", "checkpoints.save_replay=true"],
+        [evaluations], run_dir, resume=resume)
+    resumed_at = evaluations.rows[0][0] if evaluations.rows else math.inf  # rows past the checkpoint were redone
+    evaluations.rows = [row for row in earlier if row[0] < resumed_at] + evaluations.rows
     return dict(evaluations=evaluations.rows, env_steps=int(summary["env_steps"]), updates=int(summary["updates"]),
                 train_seconds=float(summary["train_seconds"]), health=health_summary(run_dir / "health.csv"),
                 run_dir=str(run_dir), config=trainer.config.to_dict())
@@ -150,6 +168,8 @@ def parse_args(argv=None):
     p.add_argument("--eval-every", type=int, default=50_000)
     p.add_argument("--eval-episodes", type=int, default=16)
     p.add_argument("--runs-dir", default="runs/ladder", help="each run's directory: DIR/GAME-RUNG-seedN")
+    p.add_argument("--checkpoint-every", type=int, default=50_000,
+                   help="env steps between checkpoints (replay included): a killed sweep started again goes on there")
     p.add_argument("--list", action="store_true", help="print the rungs and their overrides, and exit")
     p.add_argument("--table", action="store_true", help="run nothing: print the table of --json and --include")
     p.add_argument("--include", nargs="+", default=[], metavar="JSON",
@@ -176,7 +196,8 @@ def main(argv=None) -> dict:
                  eval_episodes=args.eval_episodes, overrides=rung_overrides(rung))
             for rung in args.rungs for seed in args.seeds for game in args.games] if not args.table else []
     for job, result in harness.sweep(__file__, todo, results, lambda r: f"{r['rung']} {r['game']} seed {r['seed']}",
-                                     extras=dict(runs_dir=str(Path(args.runs_dir).resolve()))):
+                                     extras=dict(runs_dir=str(Path(args.runs_dir).resolve()),
+                                                 checkpoint_every=args.checkpoint_every)):
         if not result.get("error"):
             print(f"  done: return {result['final']:.2f}, {result['train_seconds'] / 60:.0f} min", flush=True)
             results.add(dict(result, **job))
