@@ -25,7 +25,7 @@ from r2d2kit.agent.r2d2.policies import GreedyPolicy, apex_epsilons, epsilon_gre
 from r2d2kit.agent.seam import WindowLayout
 from r2d2kit.models import MLPModel
 from r2d2kit.models.cores import state_fields
-from r2d2kit.models.tf_setup import setup_tensorflow
+from r2d2kit.models.process_setup import setup_process
 from r2d2kit.replay import SequenceBuilder, SequenceReplayBuffer
 from r2d2kit.runners.evaluation import evaluate
 
@@ -53,7 +53,7 @@ def parse_args(argv=None):
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
-    setup_tensorflow()
+    setup_process()
     rng = np.random.default_rng(args.seed)
     make_env = lambda: gym.make(args.env)  # noqa: E731
     envs = gym.vector.SyncVectorEnv([make_env] * args.num_envs)  # NEXT_STEP autoreset (gymnasium >= 1.0)

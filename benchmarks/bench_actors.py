@@ -53,11 +53,11 @@ def step_profile(backend: str, vector_steps: int, config: Path) -> dict:
 
     from r2d2kit.agent.r2d2.policies import EpsilonGreedyPolicy
     from r2d2kit.models.cores import state_fields
-    from r2d2kit.models.tf_setup import setup_tensorflow
+    from r2d2kit.models.process_setup import setup_process
     from r2d2kit.replay import SequenceBuilder
     from r2d2kit.runners.acting import ActingLoop
 
-    setup_tensorflow(threads=1)
+    setup_process(threads=1)
     network, make_env, settings = actor_parts(backend, config)  # a spawned child: --config reaches it here
     num_envs, config = settings.env.num_envs, settings.replay.layout
     times: dict[str, list] = {}  # seconds per call of each timed method

@@ -5,6 +5,7 @@ SAC's update (``agent: sac``; no twin) beside it, per update and per env step.
     python benchmarks/bench_update.py --quick           # smoke run: ~1 min of CPU, small batches
     python benchmarks/bench_update.py --only cartpole --updates 50 --omp-wait-policy passive
     python benchmarks/bench_update.py --only sac_pendulum         # recurrent SAC only (no twin, no check)
+    python benchmarks/bench_update.py --backend jax               # r2d2kit's children on Keras' JAX backend
 
 Each framework in its own subprocess, after a check that the twin computes the same loss, gradients and
 priorities. Method, and the GFLOP per update formula: benchmarks/README.md.
@@ -177,17 +178,36 @@ def fill_windows(replay: Any, fields: Any, length: int, windows: int, action_bou
             start=np.zeros(count, np.int64), **states))
 
 
+def keras_gemm():
+    """A call of one SGEMM_N^2 float32 matmul on Keras' backend (the bracket beside each update)."""
+    import keras
+
+    a, b = (keras.random.normal((SGEMM_N, SGEMM_N), seed=seed) for seed in (1, 2))
+    return lambda: np.asarray(keras.ops.matmul(a, b))
+
+
+def backend_threads() -> str:
+    """The threads Keras' backend computes with, as the table's notes name them."""
+    import keras
+
+    if keras.backend.backend() != "tensorflow":
+        return f"{keras.backend.backend()}: XLA's own CPU thread pool"
+    import tensorflow as tf
+
+    return (f"TF intra {tf.config.threading.get_intra_op_parallelism_threads()} inter "
+            f"{tf.config.threading.get_inter_op_parallelism_threads()}")
+
+
 def sac_child(job: dict) -> dict:
     """Recurrent SAC's update as ``python -m r2d2kit.train`` builds it (the agent builder), timed on random
     windows; seconds per env step = seconds per update x the config's updates per env step."""
     import keras
-    import tensorflow as tf
 
     from r2d2kit.training.agents import agent_builder
     from r2d2kit.training.builders import make_sequence_replay, probe_spaces
     from r2d2kit.training.config import load_config
 
-    a, b = (tf.random.normal((SGEMM_N, SGEMM_N)) for _ in range(2))
+    gemm_call = keras_gemm()
     keras.utils.set_random_seed(0)
     config = load_config(job["config"], job["overrides"])
     spaces = probe_spaces(config)
@@ -195,7 +215,7 @@ def sac_child(job: dict) -> dict:
     layout, learner = config.replay.layout, agent.learner
     batch = config.learner.batch_size
     replay = make_sequence_replay(agent.fields, layout, 2 * batch * layout.length, seed=0, sampler="uniform")
-    gemm, load_start = 2.0 * SGEMM_N ** 3 / median_s(lambda: tf.matmul(a, b).numpy(), 10) / 1e9, format_load()
+    gemm, load_start = 2.0 * SGEMM_N ** 3 / median_s(gemm_call, 10) / 1e9, format_load()
     fill_windows(replay, agent.fields, layout.length, 2 * batch, (spaces.action_space.low, spaces.action_space.high),
                  seed=1)
     rss_ready, times = harness.process_peak_rss_mb("self", "VmRSS") / 1024, []
@@ -214,20 +234,18 @@ def sac_child(job: dict) -> dict:
 
 def keras_child(job: dict) -> dict:
     import keras
-    import tensorflow as tf
 
     from r2d2kit.training.builders import make_sequence_replay
 
-    a, b = (tf.random.normal((SGEMM_N, SGEMM_N)) for _ in range(2))
+    gemm_call = keras_gemm()
     keras.utils.set_random_seed(0)
     learner, spec = build_keras(job["config"], job["overrides"])
     replay = make_sequence_replay(learner.online.window_fields(), learner.layout, seed=0,
                                   priority_exponent=learner.config.priority_exponent,
                                   capacity=2 * spec["learner"]["batch_size"] * spec["length"])
     # the first update traces the step: never timed
-    return dict(time_updates(learner, replay, spec, job, max(job["warmup"], 1), lambda: tf.matmul(a, b).numpy()),
-                spec=spec, threads=f"TF intra {tf.config.threading.get_intra_op_parallelism_threads()} inter "
-                        f"{tf.config.threading.get_inter_op_parallelism_threads()}")
+    return dict(time_updates(learner, replay, spec, job, max(job["warmup"], 1), gemm_call), spec=spec,
+                threads=backend_threads())
 
 
 # --- the PyTorch twin
@@ -531,9 +549,9 @@ def check_one(config: Path) -> dict:
 def child(job: dict) -> dict:
     """One child process's work: ``job["kind"]`` is keras, torch or check."""
     if job["kind"] != "torch":  # the twin's process never imports TensorFlow
-        from r2d2kit.models.tf_setup import setup_tensorflow
+        from r2d2kit.models.process_setup import setup_process
 
-        setup_tensorflow(threads=job["threads"])
+        setup_process(threads=job["threads"])
     if job["kind"] in ("torch", "check"):
         import torch
 
@@ -545,7 +563,10 @@ def child(job: dict) -> dict:
 
 
 def run_child(job: dict, env: dict[str, str] | None = None) -> dict:
-    """:func:`child` in a fresh Python (``env``: extra variables); its result, or ``error``."""
+    """:func:`child` in a fresh Python (``env``: extra variables; r2d2kit's children get ``KERAS_BACKEND`` from
+    ``job["backend"]``); its result, or ``error``."""
+    if job["kind"] != "torch":
+        env = dict(env or {}, KERAS_BACKEND=job["backend"])
     result = harness.run_job(__file__, job, env=env)
     return {"error": f"{job['kind']} child {result['error']}"} if "error" in result else result
 
@@ -554,7 +575,7 @@ def measure_size(key: str, args) -> dict:
     size = SIZES[key]
     job = dict(warmup=args.warmup if args.warmup is not None else (1 if args.quick else size["warmup"]),
                updates=args.updates if args.updates is not None else (2 if args.quick else size["updates"]),
-               threads=args.threads)
+               threads=args.threads, backend=args.backend)
     print(f"{size['name']}: r2d2kit ({size['config'].relative_to(REPO_ROOT)}) ...", flush=True)
     keras_result = run_child(dict(job, kind="keras", config=str(size["config"]),
                                   overrides=size["quick"] if args.quick else []))
@@ -570,7 +591,7 @@ def measure_size(key: str, args) -> dict:
 
 def measure_sac(key: str, args) -> dict:
     size = SAC_SIZES[key]
-    job = dict(kind="sac", threads=args.threads, config=str(size["config"]),
+    job = dict(kind="sac", threads=args.threads, backend=args.backend, config=str(size["config"]),
                overrides=size["quick"] if args.quick else [],
                warmup=args.warmup if args.warmup is not None else (1 if args.quick else size["warmup"]),
                updates=args.updates if args.updates is not None else (2 if args.quick else size["updates"]))
@@ -653,7 +674,7 @@ def rate(gflops: float) -> str:
 
 def report(rows: list[dict], checks: dict, markdown: bool) -> str:
     header = ["update", "GFLOP/update", "r2d2kit s/update", "twin s/update", "twin / r2d2kit",
-              "r2d2kit GFLOP/s (TF gemm)", "twin GFLOP/s (torch gemm)", "r2d2kit peak RSS", "twin peak RSS"]
+              "r2d2kit GFLOP/s (Keras gemm)", "twin GFLOP/s (torch gemm)", "r2d2kit peak RSS", "twin peak RSS"]
     cells, lines, loads = [], [], [0.0]
     for row in rows:
         k, t, gflop = row["keras"], row["torch"], row.get("gflop")
@@ -668,7 +689,7 @@ def report(rows: list[dict], checks: dict, markdown: bool) -> str:
         lines += [] if "error" in k else child_lines(row)
         loads += [float(c[key]) for c in (k, t) for key in ("load_start", "load_end") if c.get(key, "n/a") != "n/a"]
     lines.append(f"- equivalence check: {checks['error']}" if "error" in checks else
-                 f"- equivalence check: its child process (TF and torch) took {checks['wall_seconds']:.0f} s")
+                 f"- equivalence check: its child process (Keras and torch) took {checks['wall_seconds']:.0f} s")
     for c in checks.get("checks", []):
         lines.append(f"- equivalence, float32 ({c['config']}, small instance {c['small']}; Keras weights copied into "
                      f"the twin, target perturbed): loss {c['loss_keras']:.6g} vs {c['loss_twin']:.6g} (rel. error "
@@ -697,12 +718,15 @@ def main(argv=None) -> dict:
     p.add_argument("--omp-wait-policy", choices=("passive", "active"), default=None,
                    help="OMP_WAIT_POLICY for the twin's process (default: torch's own; passive is steadier on a "
                         "loaded machine, slower on small updates)")
+    p.add_argument("--backend", choices=("tensorflow", "jax"), default=os.environ.get("KERAS_BACKEND", "tensorflow"),
+                   help="Keras' backend for r2d2kit's children (default: KERAS_BACKEND, else tensorflow); on jax "
+                        "--threads limits only the twin (XLA sizes its own CPU thread pool)")
     args = p.parse_args(argv)
     for name, least in (("threads", 1), ("warmup", 0), ("updates", 1)):
         if getattr(args, name) is not None and getattr(args, name) < least:
             p.error(f"--{name} must be >= {least}, got {getattr(args, name)}")
     began, load_start = harness.start(("numpy", "tensorflow", "keras", "torch", "r2d2kit"))
-    print(f"threads {args.threads} for TF (intra and inter-op) and torch"
+    print(f"Keras backend {args.backend}; threads {args.threads} for TF (intra and inter-op) and torch"
           f"{'; twin OMP_WAIT_POLICY=' + args.omp_wait_policy.upper() if args.omp_wait_policy else ''}; "
           f"load average at start {load_start} on {os.cpu_count()} CPUs", flush=True)
     keys = [args.only] if args.only else list(SIZES) + list(SAC_SIZES)
@@ -710,7 +734,7 @@ def main(argv=None) -> dict:
     rows, checks = [], {}
     if r2d2_keys:
         print("equivalence check (Keras weights into the twin, small instances) ...", flush=True)
-        checks = run_child(dict(kind="check", threads=args.threads,
+        checks = run_child(dict(kind="check", threads=args.threads, backend=args.backend,
                                 configs=[str(SIZES[k]["config"]) for k in r2d2_keys]))
         rows = [measure_size(key, args) for key in r2d2_keys]
         print("\n" + report(rows, checks, args.markdown))

@@ -186,12 +186,12 @@ def evaluate_run(run_dir: str | os.PathLike, episodes: int = 20, seed: int = 123
 
     import numpy as np
 
-    from r2d2kit.models.tf_setup import setup_tensorflow
+    from r2d2kit.models.process_setup import setup_process
     from r2d2kit.runners.evaluation import MAX_EVAL_ENVS, evaluate
     from r2d2kit.training.builders import make_env, probe_spaces
 
     env_factory = env_factory or functools.partial(make_env, config)
-    setup_tensorflow()
+    setup_process()
     try:
         policy = builder.evaluation_policy(config, probe_spaces(config), min(episodes, MAX_EVAL_ENVS), weights)
     except CheckpointError as error:

@@ -74,8 +74,7 @@ def run_directory_path(config: TrainConfig, override: str | None, name: str | No
 
 def train(config: TrainConfig, run_dir: Path, resume: bool = False, callbacks=()) -> dict:
     """Train with the configured runner, writing ``run_dir``; return the summary."""
-    import tensorflow as tf
-
+    from r2d2kit.models.backend import has_accelerator
     from r2d2kit.training.run_directory import run_path
     from r2d2kit.training.startup import startup_summary
     from r2d2kit.training.trainer import Trainer
@@ -85,7 +84,7 @@ def train(config: TrainConfig, run_dir: Path, resume: bool = False, callbacks=()
     layout = trainer.parts.spaces.layout
     if layout is not None:  # the networks read coded observations: say how
         print(layout.describe())
-    warning = size_warning(config, gpu=bool(tf.config.list_physical_devices("GPU")))
+    warning = size_warning(config, gpu=has_accelerator())
     if warning:
         print(f"warning: {warning}", file=sys.stderr, flush=True)
     summary_lines = startup_summary(trainer)

@@ -1,10 +1,11 @@
-"""TensorFlow process set-up: GPU memory growth (or no GPU at all), quiet logs, optional thread limits.
+"""Process set-up for Keras' backend: the learner keeps the GPU, actor processes never open it.
 
-Call :func:`setup_tensorflow` at the start of every process that builds Keras models (learner,
-actors, evaluation). Without memory growth the first process to touch a GPU reserves all of it.
-Actor processes pass ``gpu=False``: they act on the CPU, and on a one-GPU H200 machine actors that
-touched the GPU each opened a CUDA context, which slowed start-up (4 actors: 27 s against 16 s for
-one) and, from 8 actors, failed (``cudaSetDevice() ... out of memory``).
+Call :func:`setup_process` at the start of every process that builds Keras models (learner, actors,
+evaluation). On TensorFlow it enables GPU memory growth (without it the first process to touch a GPU reserves
+all of it), quiets the logs and can limit the CPU threads; on JAX it keeps an actor on the CPU platform. Actor
+processes pass ``gpu=False``: they act on the CPU, and on a one-GPU H200 machine actors that touched the GPU
+each opened a CUDA context, which slowed start-up (4 actors: 27 s against 16 s for one) and, from 8 actors,
+failed (``cudaSetDevice() ... out of memory``).
 """
 
 from __future__ import annotations
@@ -14,15 +15,36 @@ import os
 _DONE = False
 
 
-def setup_tensorflow(threads: int | None = None, gpu: bool = True) -> None:
-    """Enable GPU memory growth (``gpu=False``: hide the GPUs from this process) and, if given, limit
-    TensorFlow's CPU threads. Idempotent; call it before the process's first TensorFlow op."""
+def setup_process(threads: int | None = None, gpu: bool = True) -> None:
+    """Set up this process for Keras' backend (``gpu=False``: hide the GPUs from it) and, on TensorFlow, limit its
+    CPU threads if ``threads`` is given. Idempotent; call it before the process's first backend op."""
     global _DONE
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import tensorflow as tf
-
     if _DONE:
         return
+    import keras
+
+    if keras.backend.backend() == "jax":
+        _setup_jax(gpu)
+    else:
+        _setup_tensorflow(threads, gpu)
+    _DONE = True
+
+
+def _setup_jax(gpu: bool) -> None:
+    """An actor's JAX stays on the CPU (JAX preallocates most of a GPU's memory in the first process to use it)."""
+    import jax
+
+    if not gpu:
+        try:
+            jax.config.update("jax_platforms", "cpu")
+        except RuntimeError:  # a backend already started: the platform can no longer change
+            pass
+
+
+def _setup_tensorflow(threads: int | None, gpu: bool) -> None:
+    import tensorflow as tf
+
     gpus = tf.config.list_physical_devices("GPU")
     try:
         if not gpu and gpus:
@@ -37,4 +59,3 @@ def setup_tensorflow(threads: int | None = None, gpu: bool = True) -> None:
             tf.config.threading.set_inter_op_parallelism_threads(threads)
         except RuntimeError:
             pass
-    _DONE = True

@@ -244,14 +244,21 @@ class BufferCore:
     # ----------------------------------------------------------------- tf.data
     def as_dataset(self, batch_size: int, beta: Beta = DEFAULT_BETA, prefetch: int = 2, reuse_memory: bool = False,
                    empty_wait: float = 60.0) -> tf.data.Dataset:
-        """An endless ``tf.data.Dataset`` of ``sample(batch_size, beta)`` batches (imports TensorFlow).
+        """An endless ``tf.data.Dataset`` of ``sample(batch_size, beta)`` batches (imports TensorFlow; an
+        ``ImportError`` naming the numpy alternative, ``sample``, where TensorFlow is not installed).
 
         ``beta`` may be a float or a callable ``beta(sample_count)`` such as
         :class:`~r2d2kit.replay.LinearSchedule`; ``reuse_memory`` and ``empty_wait`` (how long an
         iterator waits for the first item): see :func:`~r2d2kit.replay.dataset.buffer_dataset`.
         """
-        from r2d2kit.replay.dataset import buffer_dataset
-
+        try:
+            from r2d2kit.replay.dataset import buffer_dataset
+        except ImportError as error:
+            if error.name != "tensorflow":
+                raise
+            raise ImportError("as_dataset builds a tf.data pipeline, which needs TensorFlow (pip install tensorflow); "
+                              "without it (e.g. Keras on JAX) draw each batch with buffer.sample(batch_size, beta) "
+                              "in the training loop") from None
         return buffer_dataset(self, batch_size, beta=beta, prefetch=prefetch, reuse_memory=reuse_memory,
                               empty_wait=empty_wait)
 

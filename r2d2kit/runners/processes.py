@@ -101,9 +101,9 @@ def actor_main(spec: ActorSpec, stats: Queue[StatsMessage], stop: Event, command
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     limit_threads(spec.threads)
     import r2d2kit.envs  # noqa: F401  (registers r2d2kit's env ids in this fresh process)
-    from r2d2kit.models.tf_setup import setup_tensorflow
+    from r2d2kit.models.process_setup import setup_process
 
-    setup_tensorflow(threads=spec.threads, gpu=False)  # the GPU is the learner's
+    setup_process(threads=spec.threads, gpu=False)  # the GPU is the learner's
     weights = WeightBroadcast.attach(spec.weights_name, spec.weights_size)
     ring = RecordRing.attach(spec.ring_name, spec.layout, spec.ring_capacity)
     learner_alive = lambda: os.getppid() == spec.learner_pid  # noqa: E731  (reparented: the learner died)

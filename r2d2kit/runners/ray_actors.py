@@ -82,9 +82,9 @@ class ActorBody:
                  extras: tuple[str, ...] = ()) -> None:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         limit_threads(threads)
-        from r2d2kit.models.tf_setup import setup_tensorflow
+        from r2d2kit.models.process_setup import setup_process
 
-        setup_tensorflow(threads=threads, gpu=False)  # the GPU is the learner's
+        setup_process(threads=threads, gpu=False)  # the GPU is the learner's
         self.actor_id, self.make_env, self.layout, self.make_policy = actor_id, make_env, layout, make_policy
         self.callbacks, self.extras = callbacks, extras
         self.loop: ActingLoop | None = None

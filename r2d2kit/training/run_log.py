@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import csv
 import math
+import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Protocol
 
 from r2d2kit.training.run_directory import run_path
 
@@ -31,6 +33,68 @@ HEALTH_FIELDS = ("env_steps", "updates", "actors/env_steps_per_s", "learner/upda
                  "health/dead_relu_share", "health/gate_saturation", "health/cost_share")
 
 
+class ScalarWriter(Protocol):
+    """Writes TensorBoard scalars of one run."""
+
+    def write(self, values: Mapping[str, float], step: int) -> None:
+        """Write ``values`` at ``step`` and flush."""
+
+    def close(self) -> None:
+        """Flush and close the event file."""
+
+
+class TensorFlowScalars:
+    """TensorBoard scalars through ``tf.summary`` (Keras on TensorFlow)."""
+
+    def __init__(self, directory: Path) -> None:
+        import tensorflow as tf
+
+        self._tf = tf
+        self._writer = tf.summary.create_file_writer(str(directory))
+
+    def write(self, values: Mapping[str, float], step: int) -> None:
+        with self._writer.as_default():
+            for name, value in values.items():
+                self._tf.summary.scalar(name, value, step=step)
+        self._writer.flush()
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+class TensorBoardXScalars:
+    """TensorBoard scalars through tensorboardX, which needs no TensorFlow (Keras on JAX)."""
+
+    def __init__(self, directory: Path) -> None:
+        from tensorboardX import SummaryWriter
+
+        self._writer = SummaryWriter(str(directory))
+
+    def write(self, values: Mapping[str, float], step: int) -> None:
+        for name, value in values.items():
+            self._writer.add_scalar(name, value, global_step=step)
+        self._writer.flush()
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+def open_scalar_writer(directory: Path) -> ScalarWriter | None:
+    """TensorBoard's writer for Keras' backend: ``tf.summary`` on TensorFlow, tensorboardX elsewhere; without
+    tensorboardX a one-line notice and None (``metrics.csv`` and ``health.csv`` are written either way)."""
+    import keras
+
+    if keras.backend.backend() == "tensorflow":
+        return TensorFlowScalars(directory)
+    try:
+        return TensorBoardXScalars(directory)
+    except ImportError:
+        print(f"note: no TensorBoard scalars on Keras' {keras.backend.backend()} backend without tensorboardX "
+              "(pip install 'r2d2kit[jax]' installs it; or set logging.tensorboard: false); metrics.csv and "
+              "health.csv are written as always", file=sys.stderr, flush=True)
+        return None
+
+
 class RunLog:
     """Writes ``metrics.csv`` and TensorBoard scalars of one run directory."""
 
@@ -38,23 +102,14 @@ class RunLog:
         self.run_dir = Path(run_dir)
         self.metrics_path = run_path(self.run_dir, "metrics.csv")
         self.health_path = run_path(self.run_dir, "health.csv")
-        self._writer = None
-        if tensorboard:
-            import tensorflow as tf
-
-            self._writer = tf.summary.create_file_writer(str(run_path(self.run_dir, "tensorboard")))
+        self._writer = open_scalar_writer(run_path(self.run_dir, "tensorboard")) if tensorboard else None
 
     def scalars(self, step: int, values: Mapping[str, float]) -> None:
         """Write finite ``values`` at ``step`` (env steps) to TensorBoard."""
         if self._writer is None:
             return
-        import tensorflow as tf
-
-        with self._writer.as_default():
-            for name, value in values.items():
-                if value is not None and math.isfinite(value):
-                    tf.summary.scalar(name, float(value), step=int(step))
-        self._writer.flush()
+        self._writer.write({name: float(value) for name, value in values.items()
+                            if value is not None and math.isfinite(value)}, int(step))
 
     def evaluation(self, row: Mapping[str, float]) -> None:
         """Append one evaluation row to ``metrics.csv`` (header written once, with ``eval_success`` if the

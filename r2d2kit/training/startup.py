@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from r2d2kit.models.backend import describe_device
+
 if TYPE_CHECKING:
     from r2d2kit.training.trainer import Trainer
 
@@ -33,5 +35,6 @@ def startup_summary(trainer: Trainer) -> str:
         f"actors: {cfg.actors.runner}, {actors} x {cfg.env.num_envs} envs ({where}), "
         f"{agent.describe_exploration(actors, trainer.counters['env_steps'])}",
         f"learning: {cfg.run.updates_per_env_step:g} updates per env step of {cfg.learner.batch_size} windows after "
-        f"{cfg.run.warmup_steps:,} warm-up steps, to {cfg.run.total_env_steps:,} env steps",
+        f"{cfg.run.warmup_steps:,} warm-up steps, to {cfg.run.total_env_steps:,} env steps; Keras on "
+        f"{describe_device()}",
     ])

@@ -85,12 +85,12 @@ class Trainer:
 
     def __init__(self, config: TrainConfig, run_dir: str | Path, callbacks: Sequence[Callback] = (),
                  resume: bool = False) -> None:
-        from r2d2kit.models.tf_setup import setup_tensorflow
+        from r2d2kit.models.process_setup import setup_process
         from r2d2kit.training.builders import build_run
         from r2d2kit.training.run_log import RunLog
         from r2d2kit.training.update_statistics import UpdateStatistics
 
-        setup_tensorflow()
+        setup_process()
         self.config = config
         self.run_dir = Path(run_dir)
         if not resume and holds_run(self.run_dir):

@@ -45,9 +45,9 @@ def test_every_core_acts_and_trains_with_both_cores_states(core, names) -> None:
     batch["obs"] = batch["obs"].astype(np.float32)
     inputs = learner.inputs(batch)
     with tf.GradientTape(persistent=True) as tape:
-        critic_loss, actor_loss, _, outputs = learner.forward(inputs)
-    critic_gradients = tape.gradient(critic_loss, learner._critic_variables)
-    actor_gradients = tape.gradient(actor_loss, learner._actor_variables)
+        losses, outputs = learner.forward(inputs)
+    critic_gradients = tape.gradient(losses["critic"], learner._critic_variables)
+    actor_gradients = tape.gradient(losses["actor"], learner._actor_variables)
     del tape
     for kind, gradients in (("critic", critic_gradients), ("actor", actor_gradients)):
         assert all(g is not None and np.all(np.isfinite(g)) for g in gradients), kind

@@ -161,7 +161,7 @@ def test_the_target_takes_the_smaller_twin(learner: SACLearner) -> None:
     constant_q_heads(nets.target_q_head, 5.0, -3.0)
     constant_q_heads(nets.q_head, 0.0, 0.0)
     try:
-        _, _, _, outputs = learner.forward(learner.inputs(window_batch(learner, terminated_row=learner.layout.burn_in
+        _, outputs = learner.forward(learner.inputs(window_batch(learner, terminated_row=learner.layout.burn_in
                                                                        + 1)))
     finally:
         for variable, value in zip([v for m in (nets.q_head, nets.target_q_head) for v in m.weights], saved,
@@ -198,8 +198,8 @@ def test_the_temperature_rises_when_the_policy_is_less_random_than_the_target(le
     learner.target_entropy = target_entropy
     try:
         with tf.GradientTape() as tape:
-            _, _, alpha_loss, outputs = learner.forward(learner.inputs(window_batch(learner, terminated_row=3)))
-        gradient = float(tape.gradient(alpha_loss, learner.log_alpha))
+            losses, outputs = learner.forward(learner.inputs(window_batch(learner, terminated_row=3)))
+        gradient = float(tape.gradient(losses["alpha"], learner.log_alpha))
     finally:
         learner.target_entropy = learner.config.target_entropy_for([1.0])
     entropy = float(outputs["entropy"])

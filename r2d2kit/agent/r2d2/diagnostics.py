@@ -18,10 +18,10 @@ from collections.abc import Mapping
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from r2d2kit.agent.r2d2.learner import R2D2Learner
 from r2d2kit.agent.r2d2.losses import inverse_value_rescale, taken
+from r2d2kit.models.backend import compile_function
 from r2d2kit.models.cores import BUILT_IN_CORES, q_and_state
 from r2d2kit.replay.sequence import SequenceReplayBuffer
 from r2d2kit.replay.window_record import NETWORK_ROWS
@@ -61,11 +61,11 @@ class HealthCheck:
                                            name="health_encoder") if relu_layers else None)
         self._rnn = (keras.layers.RNN(network.cell, return_sequences=True, name="health_core")
                      if network.cell is not None else None)  # None: a feed-forward network's head reads the features
-        self._measure = tf.function(self._forward)  # the TensorFlow-compiled part
+        self._measure = compile_function(self._forward, [*network.model.variables, *learner.target.model.variables])
 
     # ------------------------------------------------------------------ the measurements (keras.ops)
     def _forward(self, batch, context):
-        """Every measurement of one batch (``tf.function`` compiles it in one call)."""
+        """Every measurement of one batch (compiled as one call by :func:`~r2d2kit.models.backend.compile_function`)."""
         learner, network = self.learner, self.learner.online
         state = learner.stored_state(batch)
         q_stored, _ = learner._unroll(network.model, batch, slice(0, None), state)  # [B, L, A]
@@ -181,7 +181,7 @@ class HealthCheck:
         inputs = self.learner.inputs(batch)
         context_inputs = {name: keras.ops.convert_to_tensor(context[name]) for name in NETWORK_ROWS}
         context_inputs["prev_action"] = keras.ops.cast(context_inputs["prev_action"], "int32")
-        out = {key: value.numpy() for key, value in self._measure(inputs, context_inputs).items()}
+        out = {key: np.asarray(value) for key, value in self._measure(inputs, context_inputs).items()}
         values = {"health/dead_relu_share": float(out["dead_share"]),
                   "health/gate_saturation": float(out["saturation"]),
                   "health/priority_spread": replay.sampler.probability_spread()}

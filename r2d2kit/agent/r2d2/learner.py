@@ -5,25 +5,28 @@ Reads like Acme's TF ``_step``: load stored states -> burn in (no gradient) -> u
 weighted loss over valid rows -> |TD| per row -> priority ``eta * max + (1 - eta) * mean``.
 
 The maths (:meth:`R2D2Learner.forward`) is written on ``keras.ops`` (:mod:`~r2d2kit.agent.r2d2.losses`) and
-serves every Keras backend; what differentiates and compiles it is the backend's own (:func:`compiled_step`).
+serves every Keras backend; what differentiates and compiles it is the backend's own
+(:func:`~r2d2kit.agent.update.compile_update`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import keras
 import numpy as np
 import numpy.typing as npt
 
 from r2d2kit.agent.batches import ReplayBatches
+from r2d2kit.agent.loss_group import LossGroup
 from r2d2kit.agent.priorities import masked_priorities
 from r2d2kit.agent.r2d2.config import R2D2Config
 from r2d2kit.agent.r2d2.losses import nstep_targets, row_loss, taken
 from r2d2kit.agent.r2d2.qnetwork import QNetwork
 from r2d2kit.agent.seam import WindowLayout
+from r2d2kit.agent.update import compile_update
 from r2d2kit.models.cores import q_and_state
 from r2d2kit.replay.sequence import SequenceReplayBuffer
 from r2d2kit.replay.window_record import LEARNER_ROWS, NETWORK_ROWS
@@ -31,44 +34,9 @@ from r2d2kit.replay.window_record import LEARNER_ROWS, NETWORK_ROWS
 ModelCall = Callable[[list[Any]], Any]  # a sequence model's call: [rows..., state...] -> Q (and the state after)
 
 
-class CompiledStep(Protocol):
-    """What a Keras backend supplies to the learner: the differentiated, compiled parts of an update."""
-
-    def update(self, batch: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        """One optimiser step on ``batch`` (:meth:`R2D2Learner.inputs`): :meth:`R2D2Learner.forward`'s outputs
-        and ``gradient_norm`` (before clipping), as numpy."""
-
-    def trace(self, batch: Mapping[str, Any]) -> None:
-        """Compile the update for batches shaped like ``batch`` without running it."""
-
-    def gradients(self, batch: Mapping[str, Any]) -> tuple[float, list[np.ndarray]]:
-        """The loss and its gradients w.r.t. the online network's trainable weights, applying nothing."""
-
-    def sync_target(self) -> None:
-        """:meth:`R2D2Learner.update_target`, compiled where the backend compiles it."""
-
-
-def compiled_step(learner: R2D2Learner) -> CompiledStep:
-    """The update compiled for Keras' backend (``KERAS_BACKEND``, read when Keras is imported): TensorFlow's
-    :class:`~r2d2kit.agent.r2d2.step_tensorflow.TensorFlowStep` or JAX's
-    :class:`~r2d2kit.agent.r2d2.step_jax.JaxStep`."""
-    backend = keras.backend.backend()
-    if backend == "tensorflow":
-        from r2d2kit.agent.r2d2.step_tensorflow import TensorFlowStep
-
-        return TensorFlowStep(learner.forward, learner.online.model, learner.target.model, learner.optimizer,
-                              learner.update_target)
-    if backend == "jax":
-        from r2d2kit.agent.r2d2.step_jax import JaxStep
-
-        return JaxStep(learner.forward, learner.online.model, learner.target.model, learner.optimizer,
-                       learner.update_target)
-    raise ValueError(f"Keras backend {backend!r}: R2D2Learner compiles its update for 'tensorflow' or 'jax'; set "
-                     "KERAS_BACKEND to one of them before Keras is imported")
-
-
 class R2D2Learner:
-    """Owns the online and target networks, the optimiser and the compiled train step (:func:`compiled_step`).
+    """Owns the online and target networks, the optimiser and the compiled train step
+    (:func:`~r2d2kit.agent.update.compile_update`).
 
     Args:
         network: the online :class:`QNetwork` (actors built from it share its weights).
@@ -95,7 +63,10 @@ class R2D2Learner:
         self.optimizer = optimizer or self.make_optimizer(self.config)
         self.updates = 0
         self.batches = ReplayBatches(self.config.batch_size, self.config.importance_exponent)  # train_from's draws
-        self._compiled = compiled_step(self)  # the backend's differentiated, compiled update
+        online, target = self.online.model, self.target.model
+        self._compiled = compile_update(  # the backend's differentiated, compiled update
+            self.forward, [LossGroup("loss", online.trainable_variables, self.optimizer)],
+            [*online.non_trainable_variables, *target.variables], sync=self.update_target)
 
     @classmethod
     def make_optimizer(cls, config: R2D2Config) -> keras.optimizers.Optimizer:
@@ -126,16 +97,10 @@ class R2D2Learner:
         """The recurrent state stored with each window, in the network's state-spec order."""
         return [batch[key] for key in self.state_keys]
 
-    def forward(self, batch: Mapping[str, Any], online: ModelCall, target: ModelCall) -> tuple[Any, dict[str, Any]]:
-        """Loss and the update's outputs (per-row TD, priorities, ...) of a batch; the backend's step differentiates
-        the loss w.r.t. the weights ``online`` calls with.
-
-        Args:
-            batch: :meth:`inputs`' tensors.
-            online: calls the online network's sequence model (``self.online.model``, or a stateless call of it
-                with the weights being differentiated).
-            target: calls the target network's sequence model.
-        """
+    def forward(self, batch: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The loss (``{"loss": ...}``) and the update's outputs (per-row TD, priorities, ...) of a batch of
+        :meth:`inputs`' tensors; the backend's update differentiates the loss w.r.t. the online weights."""
+        online, target = self.online.model, self.target.model
         cfg, layout = self.config, self.layout
         burn, rest = slice(0, layout.burn_in), slice(layout.burn_in, None)
         state = self.stored_state(batch)
@@ -154,7 +119,7 @@ class R2D2Learner:
         per_sequence = keras.ops.sum(row_loss(td, cfg.loss), axis=1) / valid  # [B]
         loss = keras.ops.mean(keras.ops.cast(batch["weights"], "float32") * per_sequence)
         abs_td = keras.ops.abs(td)
-        return loss, {
+        return {"loss": loss}, {
             "loss": loss,
             "abs_td": abs_td,
             "priorities": masked_priorities(abs_td, mask, cfg.eta),
@@ -261,7 +226,7 @@ class R2D2Learner:
         out["priority_mean"] = np.mean(out["priorities"])
         self.updates += 1
         if self.updates % self.config.target_update_period == 0:
-            self._compiled.sync_target()
+            self._compiled.sync()
         return out
 
     def prepare(self, replay: SequenceReplayBuffer) -> None:

@@ -40,8 +40,8 @@ from typing import TYPE_CHECKING, Protocol
 
 import keras
 import numpy as np
-import tensorflow as tf
 
+from r2d2kit.models.backend import compile_function
 from r2d2kit.models.code_encoding import CodeEncoder
 from r2d2kit.models.cores import q_and_state
 from r2d2kit.models.encoders import MLPModel
@@ -135,7 +135,7 @@ class _Weights:
     def __init__(self) -> None:
         self.variables: list[keras.Variable] = []
         self.values: list[np.ndarray] = []
-        self._read: Callable[[], tf.Tensor] | None = None  # set by compile
+        self._read: Callable[[], object] | None = None  # set by compile
 
     def add(self, variable: keras.Variable) -> int:
         self.variables.append(variable)
@@ -144,18 +144,17 @@ class _Weights:
     def compile(self) -> None:
         variables = self.variables
 
-        @tf.function(autograph=False)
-        def read_all() -> tf.Tensor:
-            return tf.concat([tf.reshape(tf.convert_to_tensor(v), [-1]) for v in variables], axis=0)
+        def read_all():
+            return keras.ops.concatenate([keras.ops.reshape(v, [-1]) for v in variables], axis=0)
 
-        self._read = read_all
+        self._read = compile_function(read_all, variables)
         self.refresh()
 
     def refresh(self) -> None:
         read = self._read
         if read is None:
             raise RuntimeError("_Weights.refresh before compile")
-        flat = read().numpy()  # one call, one float32 vector of every weight used
+        flat = np.asarray(read())  # one call, one float32 vector of every weight used
         values, offset = [], 0
         for variable in self.variables:
             size = int(np.prod(variable.shape))

@@ -26,10 +26,10 @@ from typing import TypedDict
 import keras
 import numpy as np
 import numpy.typing as npt
-import tensorflow as tf
 
 from r2d2kit.agent.r2d2.numpy_actor import NumpyForward, UnsupportedNetwork
 from r2d2kit.agent.seam import WindowFields
+from r2d2kit.models.backend import compile_function
 from r2d2kit.models.cores import (
     BUILT_IN_CORES,
     Core,
@@ -273,8 +273,8 @@ class StatefulActor:
       (one compiled call) before every step when ``follow_weights`` (nothing can go stale), else
       only before the first step after :meth:`refresh_weights`, which whoever changes the weights
       calls (actor processes after loading published weights, the local pool's ``publish``).
-    * ``"keras"``: one ``tf.function`` of fixed shape over the same layers (the sequence model's
-      RNN with one step, the state passed in and returned), for everything else, e.g. image
+    * ``"keras"``: one compiled function of fixed shape (``tf.function`` or ``jax.jit``) over the same layers
+      (the sequence model's RNN with one step, the state passed in and returned), for everything else, e.g. image
       encoders or a user's core; it always reads the live variables.
 
     ``"auto"`` (the default) takes numpy when the network is supported, else keras; the reason is in
@@ -295,7 +295,7 @@ class StatefulActor:
         self._state = network.zero_state(self.num_envs)  # [E, *shape] per state tensor
         self._numpy: NumpyForward | None = None
         self._model: keras.Model | None = None
-        self._step: Callable[..., tuple[tf.Tensor, tuple[tf.Tensor, ...]]] | None = None
+        self._step: Callable[..., tuple[object, tuple[object, ...]]] | None = None
         self._stale = False  # weights changed since the numpy copy was read (refresh_weights)
         self.backend_reason = "backend='keras' asked for" if backend == "keras" else ""
         if backend != "keras":
@@ -324,20 +324,18 @@ class StatefulActor:
                                       name=f"{network.name}_actor")
         return self._model
 
-    def _compile_keras_step(self) -> Callable[..., tuple[tf.Tensor, tuple[tf.Tensor, ...]]]:
+    def _compile_keras_step(self) -> Callable[..., tuple[object, tuple[object, ...]]]:
         model = self.model
         envs = self.num_envs
-        state_signature = tuple(tf.TensorSpec((envs,) + field.shape, field.dtype)
-                                for field in self.network.state_spec())
-        signature = [tf.TensorSpec(self._obs_shape, self.network.obs_dtype), tf.TensorSpec((envs,), tf.int32),
-                     tf.TensorSpec((envs,), tf.float32), state_signature]
+        state_signature = tuple(((envs,) + field.shape, field.dtype) for field in self.network.state_spec())
+        signature = [(self._obs_shape, self.network.obs_dtype), ((envs,), "int32"), ((envs,), "float32"),
+                     state_signature]
 
-        @tf.function(input_signature=signature)
         def step(obs, prev_action, prev_reward, state):
             q, final = q_and_state(model([obs[:, None], prev_action[:, None], prev_reward[:, None], *state]))
             return q[:, 0], tuple(final)  # [E, A], the next state
 
-        return step
+        return compile_function(step, model.variables, signature)
 
     # ------------------------------------------------------------------ public
     def q_values(self, obs: npt.ArrayLike, prev_action: npt.ArrayLike, prev_reward: npt.ArrayLike) -> np.ndarray:
@@ -357,8 +355,8 @@ class StatefulActor:
             if step is None:
                 raise RuntimeError("an actor without a numpy forward compiles its Keras step when it is made")
             q, state = step(obs, prev_action, prev_reward, self._state)
-            self._state = tuple(part.numpy() for part in state)
-            return q.numpy()
+            self._state = tuple(np.array(part) for part in state)  # writable: reset zeroes rows in place
+            return np.asarray(q)
         if self.follow_weights or self._stale:
             self._numpy.refresh()
             self._stale = False

@@ -12,8 +12,8 @@ Then, on those rows (Haarnoja et al. 2018, SB3's SAC, pomdp-baselines' recurrent
 * the temperature's ``-log_alpha (log pi(a|s) + target_entropy)``;
 * a Polyak step of the target critic after every update.
 
-The maths is written on ``keras.ops``; :meth:`SACLearner._step` (GradientTape, ``tf.function``) is the
-TensorFlow-specific part.
+The maths is written on ``keras.ops``; the backend's own update
+(:func:`~r2d2kit.agent.update.compile_update`: ``tf.function`` or ``jax.jit``) differentiates and compiles it.
 """
 
 from __future__ import annotations
@@ -26,13 +26,14 @@ from typing import Any
 import keras
 import numpy as np
 import numpy.typing as npt
-import tensorflow as tf
 
 from r2d2kit.agent.batches import ReplayBatches
+from r2d2kit.agent.loss_group import LossGroup
 from r2d2kit.agent.priorities import masked_priorities
 from r2d2kit.agent.sac.config import SACConfig
 from r2d2kit.agent.sac.networks import SACNetworks, squashed_sample
 from r2d2kit.agent.seam import WindowLayout
+from r2d2kit.agent.update import compile_update
 from r2d2kit.replay.sequence import SequenceReplayBuffer
 from r2d2kit.replay.window_record import LEARNER_ROWS
 
@@ -113,7 +114,11 @@ class SACLearner:
         self._center = keras.ops.convert_to_tensor(networks.action_center)
         self._scale = keras.ops.convert_to_tensor(networks.action_scale)
         self.batches = ReplayBatches(self.config.batch_size, self.config.importance_exponent)  # train_from's draws
-        self._train_step = tf.function(self._step)
+        groups = [LossGroup("critic", self._critic_variables, self.critic_optimizer),
+                  LossGroup("actor", self._actor_variables, self.actor_optimizer),
+                  LossGroup("alpha", [self.log_alpha], self.alpha_optimizer)]
+        state = [*(v for model in self._models().values() for v in model.weights), self.seed_generator.state]
+        self._compiled = compile_update(self.forward, groups, state, after=self.update_target)
 
     @property
     def logged_metrics(self) -> tuple[str, ...]:
@@ -142,9 +147,9 @@ class SACLearner:
         """The trained rows ``[:, :trace_length]`` of rows after burn-in."""
         return array[:, :self.layout.trace_length]
 
-    def forward(self, batch: Mapping[str, Any]) -> tuple[Any, Any, Any, dict[str, Any]]:
-        """The critic, actor and temperature losses and the update's outputs for a batch (differentiate
-        them under a tape)."""
+    def forward(self, batch: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The ``critic``, ``actor`` and ``alpha`` (temperature) losses and the update's outputs for a batch
+        (the backend's update differentiates each w.r.t. its own variables)."""
         cfg, nets, layout = self.config, self.networks, self.layout
         rest = slice(layout.burn_in, None)
         critic_hidden = self._unroll(nets.critic_body, batch, self._critic_keys)  # [B, T + n, H]
@@ -198,7 +203,7 @@ class SACLearner:
             "trained_rows": keras.ops.sum(mask),
             "weights": weights,
         }
-        return critic_loss, actor_loss, alpha_loss, outputs
+        return {"critic": critic_loss, "actor": actor_loss, "alpha": alpha_loss}, outputs
 
     def trained_outputs(self, batch: Mapping[str, npt.ArrayLike]) -> dict[str, np.ndarray]:
         """The networks' outputs on the trained rows of a batch, unrolled as an update unrolls them (stored
@@ -214,21 +219,6 @@ class SACLearner:
         q1, q2 = nets.q_head([critic_hidden, taken])
         return {"mean": np.asarray(mean), "log_std": np.asarray(log_std), "q1": np.asarray(q1), "q2": np.asarray(q2)}
 
-    # ------------------------------------------------------------------ the step (TensorFlow)
-    def _step(self, batch: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-        with tf.GradientTape(persistent=True) as tape:
-            critic_loss, actor_loss, alpha_loss, outputs = self.forward(batch)
-        critic_gradients = tape.gradient(critic_loss, self._critic_variables)
-        actor_gradients = tape.gradient(actor_loss, self._actor_variables)
-        alpha_gradients = tape.gradient(alpha_loss, [self.log_alpha])
-        del tape
-        outputs["gradient_norm"] = tf.linalg.global_norm(critic_gradients)  # before clipping, as R2D2 reports it
-        self.critic_optimizer.apply_gradients(zip(critic_gradients, self._critic_variables))
-        self.actor_optimizer.apply_gradients(zip(actor_gradients, self._actor_variables))
-        self.alpha_optimizer.apply_gradients(zip(alpha_gradients, [self.log_alpha]))
-        self.update_target()
-        return outputs
-
     def update_target(self) -> None:
         """One Polyak step of the target critic: ``target <- target + tau (online - target)``."""
         tau = self.config.tau
@@ -236,22 +226,22 @@ class SACLearner:
             target.assign(target + tau * (online - target))
 
     # ------------------------------------------------------------------ public
-    def inputs(self, batch: Mapping[str, npt.ArrayLike]) -> dict[str, tf.Tensor]:
+    def inputs(self, batch: Mapping[str, npt.ArrayLike]) -> dict[str, Any]:
         """The tensors an update reads from a sampled batch (actions as float32 vectors)."""
         keys = self.ROW_KEYS + self.state_keys
         missing = [key for key in keys if key not in batch]
         if missing:
             raise ValueError(f"batch is missing {missing}; pass SequenceReplayBuffer.sample() output of a replay "
                              f"whose windows store the SAC policy's state as {list(self.state_keys)}")
-        inputs = {key: tf.convert_to_tensor(batch[key]) for key in keys}
+        inputs = {key: keras.ops.convert_to_tensor(batch[key]) for key in keys}
         for key in ("action", "prev_action", "prev_reward", "reward", "weights"):
-            inputs[key] = tf.cast(inputs[key], tf.float32)
+            inputs[key] = keras.ops.cast(inputs[key], "float32")
         return inputs
 
     def train(self, batch: Mapping[str, npt.ArrayLike]) -> dict[str, np.ndarray]:
         """One update on a sampled batch; returns :data:`~r2d2kit.agent.seam.UPDATE_OUTPUTS` and
         :attr:`logged_metrics` (numpy)."""
-        out = {key: value.numpy() for key, value in self._train_step(self.inputs(batch)).items()}
+        out = self._compiled.update(self.inputs(batch))
         self.updates += 1
         return out
 
@@ -259,7 +249,7 @@ class SACLearner:
         """Trace the update for ``replay``'s batches without running it (no weight, optimizer or alpha step):
         the trainer calls it while actors start, so the first update does not pay the tracing."""
         self._check_replay(replay)
-        self._train_step.get_concrete_function(self.inputs(replay.sample_buffers(self.config.batch_size)))
+        self._compiled.trace(self.inputs(replay.sample_buffers(self.config.batch_size)))
 
     def train_from(self, replay: SequenceReplayBuffer) -> dict[str, np.ndarray]:
         """One update from ``replay`` (by priority, or uniformly, as the replay samples); the priorities

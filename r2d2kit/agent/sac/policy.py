@@ -11,11 +11,12 @@ import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+import keras
 import numpy as np
 import numpy.typing as npt
-import tensorflow as tf
 
 from r2d2kit.agent.sac.networks import SACNetworks
+from r2d2kit.models.backend import compile_function
 from r2d2kit.models.cores import StateField, reset_state
 
 __all__ = ["SACPolicy", "SACPolicyFactory", "make_sac_policy"]
@@ -44,21 +45,20 @@ class SACPolicy:
         self._obs_shape = (self._num_envs,) + networks.obs_shape
         self._step = self._compile()
 
-    def _compile(self) -> Callable[..., tuple[tf.Tensor, tf.Tensor, tuple[tf.Tensor, ...]]]:
-        """One ``tf.function`` of fixed shape: a one-row sequence through the policy model."""
+    def _compile(self) -> Callable[..., tuple[object, object, tuple[object, ...]]]:
+        """One compiled function of fixed shape (``tf.function`` or ``jax.jit``): a one-row sequence through the
+        policy model."""
         nets, envs = self.networks, self._num_envs
         model = nets.policy_model
-        signature = [tf.TensorSpec(self._obs_shape, nets.obs_dtype),
-                     tf.TensorSpec((envs, nets.action_size), tf.float32), tf.TensorSpec((envs,), tf.float32),
-                     tuple(tf.TensorSpec((envs,) + field.shape, field.dtype) for field in nets.state_spec())]
-        ones = tf.ones((envs, 1), tf.bool)
+        signature = [(self._obs_shape, nets.obs_dtype), ((envs, nets.action_size), "float32"), ((envs,), "float32"),
+                     tuple(((envs,) + field.shape, field.dtype) for field in nets.state_spec())]
 
-        @tf.function(input_signature=signature)
         def step(obs, prev_action, prev_reward, state):
+            ones = keras.ops.ones((envs, 1), "bool")
             outputs = model([obs[:, None], prev_action[:, None], prev_reward[:, None], ones, *state])
             return outputs[0][:, 0], outputs[1][:, 0], tuple(outputs[2:])
 
-        return step
+        return compile_function(step, model.variables, signature)
 
     @property
     def num_envs(self) -> int:
@@ -82,8 +82,8 @@ class SACPolicy:
                              f"expected {self._obs_shape}, {(envs, nets.action_size)}, ({envs},) for this policy of "
                              f"{envs} envs (prev_action: the previous action vectors, zeros at an episode's start)")
         mean, log_std, state = self._step(obs, prev_action, prev_reward, self._state)
-        self._state = tuple(part.numpy() for part in state)
-        return mean.numpy(), log_std.numpy()
+        self._state = tuple(np.array(part) for part in state)  # writable: reset zeroes rows in place
+        return np.asarray(mean), np.asarray(log_std)
 
     def act(self, obs: npt.ArrayLike, prev_action: npt.ArrayLike, prev_reward: npt.ArrayLike) -> np.ndarray:
         """Actions ``[num_envs, A]`` float32 inside the Box's bounds: sampled, or the squashed mean when
