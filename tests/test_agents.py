@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 from script_loading import load_script
 
+pytestmark = pytest.mark.tensorflow  # agents/dqn_per.py is written on TensorFlow (tf.function)
+
 AGENTS_DIR = Path(__file__).resolve().parent.parent / "agents"
 
 

@@ -121,6 +121,7 @@ def test_dqn_loss_equals_the_textbook_one(double_q, loss):
     np.testing.assert_allclose(learner.train(batch)["abs_td"][:, 0], np.abs(td), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.tensorflow
 def test_huber_gradient_is_clipped_to_one_per_row():
     td = np.array([-5.0, -1.0, -0.25, 0.0, 0.5, 3.0], np.float32)
     import tensorflow as tf

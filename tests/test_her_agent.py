@@ -11,6 +11,8 @@ import pytest
 from gymnasium import spaces
 from script_loading import load_script
 
+pytestmark = pytest.mark.tensorflow  # agents/her_dqn.py is written on TensorFlow (tf.function)
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONFIG = REPO_ROOT / "agents" / "her_dqn.yaml"
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import keras
 
-__all__ = ["Forward", "LossGroup"]
+__all__ = ["LossGroup"]
 
 # a batch -> (the losses by name, the update's outputs); every output becomes numpy after the update
 Forward = Callable[[Mapping[str, Any]], tuple[Mapping[str, Any], dict[str, Any]]]

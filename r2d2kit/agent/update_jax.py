@@ -93,6 +93,7 @@ class JaxUpdate:
                 [[v.value for v in group.optimizer.variables] for group in self.groups])
 
     def update(self, batch: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """One step of every group's optimiser (see :meth:`~r2d2kit.agent.update.CompiledUpdate.update`)."""
         group_values, state_values, optimizer_values = self._arguments()
         outputs, group_values, state_values, optimizer_values = self._update(group_values, state_values,
                                                                              optimizer_values, batch)
@@ -106,13 +107,16 @@ class JaxUpdate:
         return {key: np.asarray(value) for key, value in outputs.items()}
 
     def trace(self, batch: Mapping[str, Any]) -> None:
+        """Compile the update for batches shaped like ``batch`` without running it."""
         self._update.lower(*self._arguments(), batch).compile()
 
     def gradients(self, batch: Mapping[str, Any]) -> tuple[float, list[np.ndarray]]:
+        """The first group's loss and gradients w.r.t. its variables, applying nothing."""
         group_values, state_values, _ = self._arguments()
         loss, gradients = self._first_gradients(group_values[0], group_values[1:], state_values, batch)
         return float(loss), [np.asarray(g) for g in gradients]
 
     def sync(self) -> None:
+        """Run the learner's ``sync`` (nothing when it gave none)."""
         if self._sync is not None:
             self._sync()

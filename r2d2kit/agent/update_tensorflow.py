@@ -43,12 +43,15 @@ class TensorFlowUpdate:
         return outputs
 
     def update(self, batch: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """One step of every group's optimiser (see :meth:`~r2d2kit.agent.update.CompiledUpdate.update`)."""
         return {key: value.numpy() for key, value in self._update(batch).items()}
 
     def trace(self, batch: Mapping[str, Any]) -> None:
+        """Compile the update for batches shaped like ``batch`` without running it."""
         self._update.get_concrete_function(batch)
 
     def gradients(self, batch: Mapping[str, Any]) -> tuple[float, list[np.ndarray]]:
+        """The first group's loss and gradients w.r.t. its variables, applying nothing."""
         group = self.groups[0]
         with tf.GradientTape() as tape:
             losses, _ = self.forward(batch)
@@ -57,5 +60,6 @@ class TensorFlowUpdate:
                                            for g, v in zip(gradients, group.variables, strict=True)]
 
     def sync(self) -> None:
+        """Run the learner's ``sync`` (nothing when it gave none)."""
         if self._sync is not None:
             self._sync()

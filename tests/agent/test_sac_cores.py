@@ -20,6 +20,7 @@ CASES = [("gru", ["actor_h", "critic_h"]), ("none", []),
          (USER_CORE, ["actor_a", "actor_b", "actor_c", "critic_a", "critic_b", "critic_c"])]
 
 
+@pytest.mark.tensorflow
 @pytest.mark.parametrize("core, names", CASES, ids=["gru", "none", "user-cell"])
 def test_every_core_acts_and_trains_with_both_cores_states(core, names) -> None:
     layout = WindowLayout(burn_in=2, trace_length=3, period=3, n_step=2)

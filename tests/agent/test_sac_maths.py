@@ -188,6 +188,7 @@ def test_polyak_moves_each_target_weight_tau_of_the_way(learner: SACLearner) -> 
     assert len(pairs) == len(nets.critic_body.weights) + len(nets.q_head.weights) > 0
 
 
+@pytest.mark.tensorflow
 @pytest.mark.parametrize("target_entropy, rises", [(50.0, True), (-50.0, False)], ids=["entropy-too-low",
                                                                                       "entropy-too-high"])
 def test_the_temperature_rises_when_the_policy_is_less_random_than_the_target(learner: SACLearner,

@@ -17,6 +17,8 @@ from r2d2kit.models import (
     R2D3ImageModel,
 )
 
+pytestmark = pytest.mark.tensorflow  # its references and gradient graph are written on tf
+
 
 class UserConv(ImageModel):
     """A user's encoder: layers applied to a batch of frames."""

@@ -34,16 +34,19 @@ def one_gpu(monkeypatch):
     return calls
 
 
+@pytest.mark.tensorflow
 def test_the_learner_process_keeps_the_gpu_with_memory_growth(one_gpu):
     process_setup.setup_process()
     assert one_gpu == [("growth", "/physical_device:GPU:0", True)]
 
 
+@pytest.mark.tensorflow
 def test_an_actor_process_hides_the_gpu(one_gpu):
     process_setup.setup_process(gpu=False)
     assert one_gpu == [("visible", [], "GPU")]
 
 
+@pytest.mark.tensorflow
 def test_a_second_call_changes_nothing(one_gpu):
     process_setup.setup_process(gpu=False)
     process_setup.setup_process()

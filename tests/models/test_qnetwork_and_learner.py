@@ -60,6 +60,7 @@ def test_actor_and_sequence_model_share_the_same_weight_objects():
     assert {id(v) for v in actor.model.weights} == {id(v) for v in network.variables}
 
 
+@pytest.mark.tensorflow
 def test_stateful_actor_receives_exactly_the_stored_state():
     """Assigning (h, c) into the stateful LSTM equals an explicit initial_state forward pass, step by step."""
     rng = np.random.default_rng(0)
@@ -83,6 +84,7 @@ def numpy_layer_norm(x, layer):
     return (x - mean) / np.sqrt(var + layer.epsilon) * gamma + beta
 
 
+@pytest.mark.tensorflow
 def test_layer_norm_head_equals_a_numpy_reference_and_the_actor_shares_it():
     """layer_norm=True: Q = dueling(Dense(ReLU(LN(Dense(LN(lstm_out)))))) per stream, in numpy."""
     rng = np.random.default_rng(2)
@@ -143,6 +145,7 @@ def test_actor_reset_zeroes_only_the_masked_envs():
     np.testing.assert_array_equal(c[:, 0], [2.0, 0.0, 2.0])
 
 
+@pytest.mark.tensorflow
 def test_masked_rows_leave_the_lstm_state_untouched():
     """Front padding (obs_mask false) must not move the stored state: episode starts begin from it."""
     rng = np.random.default_rng(1)
@@ -155,6 +158,7 @@ def test_masked_rows_leave_the_lstm_state_untouched():
     np.testing.assert_allclose(padded.numpy()[:, 2:], plain.numpy(), rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.tensorflow
 def test_burn_in_rows_contribute_no_gradient():
     """Gradients with burn-in equal those of a burn-in-free learner started from the burned-in state."""
     layout = WindowLayout(burn_in=3, trace_length=4, period=2, n_step=2)
