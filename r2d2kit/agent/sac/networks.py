@@ -22,7 +22,6 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import keras
@@ -251,11 +250,6 @@ class SACNetworks:
         for target, online in zip(self.target_models(), self.critic_models(), strict=True):
             for mine, theirs in zip(target.weights, online.weights, strict=True):
                 mine.assign(theirs)
-
-    def load_policy_weights(self, path: str | Path) -> None:
-        """Load a ``.weights.h5`` file of :attr:`policy_model` (``SACLearner.save_policy_weights``'s, e.g.
-        ``best.weights.h5``) into these networks, for an evaluation policy."""
-        self.policy_model.load_weights(Path(path))
 
     def policy_variables(self) -> list[keras.Variable]:
         """The variables the acting policy reads (the policy model's, in its order): the published vector's."""
