@@ -323,11 +323,12 @@ def make_twin(spec: dict):
 class TwinLearner:
     """The PyTorch twin of ``R2D2Learner``: online + target networks, Adam, the same update."""
 
-    def __init__(self, spec: dict) -> None:
+    def __init__(self, spec: dict, device: str = "cpu") -> None:
         import torch
 
         self.config = spec["learner"]
-        self.online = make_twin(spec)
+        self.device = torch.device(device)
+        self.online = make_twin(spec).to(self.device)
         self.target = copy.deepcopy(self.online).requires_grad_(False)
         # Adam with the learner's rate and epsilon (a linear decay, if configured, changes nothing of the cost)
         self.optimizer = torch.optim.Adam(self.online.parameters(), lr=self.config["learning_rate"],
@@ -350,7 +351,7 @@ class TwinLearner:
             offset = offset + valid
             alive = valid
         chosen = q_target.gather(2, q_online.argmax(dim=-1, keepdim=True)).squeeze(2)  # [B, L]
-        bootstrap = chosen.gather(1, torch.arange(trace).unsqueeze(0) + offset.long())  # [B, T]
+        bootstrap = chosen.gather(1, torch.arange(trace, device=chosen.device).unsqueeze(0) + offset.long())  # [B, T]
         if not cfg["value_rescaling"]:
             return (total + discount * bootstrap) * mask[:, window]
         # h^-1 (exact, eps = 0 included), then h(x) = sign(x) (sqrt(|x| + 1) - 1) + eps x
@@ -366,7 +367,7 @@ class TwinLearner:
         if not np.all(batch["obs_mask"]):
             raise ValueError("the twin unrolls nn.LSTM over every row: batch['obs_mask'] must be all true "
                              "(this benchmark's windows have no padding)")
-        t = {key: torch.from_numpy(np.ascontiguousarray(batch[key])) for key in
+        t = {key: torch.from_numpy(np.ascontiguousarray(batch[key])).to(self.device) for key in
              ("obs", "action", "reward", "prev_action", "prev_reward", "terminated", "mask", "state_h", "state_c",
               "weights")}
         inputs = [t[key] for key in ("obs", "prev_action", "prev_reward")]
@@ -389,7 +390,7 @@ class TwinLearner:
         loss = (t["weights"].float() * ((0.5 * td.square()).sum(dim=1) / valid)).mean()
         masked = td.detach().abs()  # zero where masked
         priorities = cfg["eta"] * masked.max(dim=1).values + (1.0 - cfg["eta"]) * masked.sum(dim=1) / valid
-        return loss, {"priorities": priorities.numpy()}
+        return loss, {"priorities": priorities.cpu().numpy()}  # back to the host, as the replay needs them
 
     def train(self, batch: dict) -> dict:
         import torch
@@ -425,12 +426,19 @@ def twin_replay(spec: dict, capacity: int):
 def torch_child(job: dict) -> dict:
     import torch
 
-    a, b, out = (torch.randn(SGEMM_N, SGEMM_N) for _ in range(3))
+    device = job.get("twin_device", "cpu")
+    a, b, out = (torch.randn(SGEMM_N, SGEMM_N, device=device) for _ in range(3))
     torch.manual_seed(0)
     spec = job["spec"]
     replay = twin_replay(spec, 2 * spec["learner"]["batch_size"] * spec["length"])
-    return dict(time_updates(TwinLearner(spec), replay, spec, job, job["warmup"], lambda: torch.mm(a, b, out=out)),
-                threads=f"torch {torch.get_num_threads()} (interop {torch.get_num_interop_threads()})")
+
+    def gemm() -> None:
+        torch.mm(a, b, out=out)
+        if device != "cpu":
+            torch.cuda.synchronize()
+
+    return dict(time_updates(TwinLearner(spec, device), replay, spec, job, job["warmup"], gemm),
+                threads=f"torch {torch.get_num_threads()} (interop {torch.get_num_interop_threads()}) on {device}")
 
 
 # --- equivalence check: Keras weights copied into the twin, loss / gradients / priorities compared
@@ -585,7 +593,8 @@ def measure_size(key: str, args) -> dict:
         row["gflop"], row["row_mflop"] = update_gflop(keras_result["spec"])
         print(f"{size['name']}: PyTorch twin ...", flush=True)
         policy = {"OMP_WAIT_POLICY": args.omp_wait_policy.upper()} if args.omp_wait_policy else None
-        row["torch"] = run_child(dict(job, kind="torch", spec=keras_result["spec"]), policy)
+        row["torch"] = run_child(dict(job, kind="torch", spec=keras_result["spec"], twin_device=args.twin_device),
+                                 policy)
     return row
 
 
@@ -721,6 +730,8 @@ def main(argv=None) -> dict:
     p.add_argument("--backend", choices=("tensorflow", "jax"), default=os.environ.get("KERAS_BACKEND", "tensorflow"),
                    help="Keras' backend for r2d2kit's children (default: KERAS_BACKEND, else tensorflow); on jax "
                         "--threads limits only the twin (XLA sizes its own CPU thread pool)")
+    p.add_argument("--twin-device", choices=("cpu", "cuda"), default="cpu",
+                   help="where the PyTorch twin trains (r2d2kit's learner takes the GPU its backend sees)")
     args = p.parse_args(argv)
     for name, least in (("threads", 1), ("warmup", 0), ("updates", 1)):
         if getattr(args, name) is not None and getattr(args, name) < least:
