@@ -2,6 +2,7 @@
 
     python benchmarks/bench_actors.py --quick      # smoke run: about 2 minutes (full: about 6)
     python benchmarks/bench_actors.py --only step --backends keras,numpy
+    KERAS_BACKEND=jax python benchmarks/bench_actors.py --only step    # the Keras step compiled by jax.jit
     python benchmarks/bench_actors.py --only broadcast --reps 500 --mb 40 --markdown
     python benchmarks/bench_actors.py --only actors --train --actors 1,2,4,8,12 --steps 20000 --rounds 1
 
@@ -49,9 +50,10 @@ def step_profile(backend: str, vector_steps: int, config: Path) -> dict:
 
     limit_threads(1)
     import gymnasium as gym
-    import tensorflow as tf
+    import keras
 
     from r2d2kit.agent.r2d2.policies import EpsilonGreedyPolicy
+    from r2d2kit.models.backend import compile_function
     from r2d2kit.models.cores import state_fields
     from r2d2kit.models.process_setup import setup_process
     from r2d2kit.replay import SequenceBuilder
@@ -78,14 +80,14 @@ def step_profile(backend: str, vector_steps: int, config: Path) -> dict:
         if i >= warmup:
             whole[i - warmup] = time.perf_counter() - began
     envs.close()
-    empty = tf.function(lambda: tf.constant(0.0))
+    empty = compile_function(lambda: keras.ops.zeros(()), [])  # the backend's fixed cost of one compiled call
     a = np.random.default_rng(0).standard_normal((512, 512), dtype=np.float32)
     weights = sum(int(np.prod(v.shape)) for v in network.variables)
     seconds = {name: np.asarray(values) for name, values in times.items()}
     # VmHWM, not ru_maxrss: a spawned process's ru_maxrss starts from its parent's peak
     return dict(backend=actor.backend, network=seconds["q_values"], env=seconds["step"],
                 state=seconds["get_state"] + seconds["reset"], whole=whole,
-                empty_tf_function_s=harness.median_s(empty, 2000, warmup=50),
+                empty_compiled_call_s=harness.median_s(empty, 2000, warmup=50),
                 sgemm_flops=2 * 512 ** 3 / harness.median_s(lambda: a @ a, 50, warmup=50),
                 forward_flops=2 * num_envs * weights, rss_mb=harness.process_peak_rss_mb(os.getpid()))
 
@@ -372,8 +374,9 @@ def print_step_part(srows: list[dict], setup: dict, cfg: dict, markdown: bool) -
                      f"{r['envs'] / float(np.mean(r['whole'])):,.0f}", f"{r['rss_mb']:,.0f} MB"])
     print(table(header, body, markdown, left=2) + "\n")
     floor = srows[0]
-    print(f"- floors: an empty tf.function call costs {fmt_seconds(floor['empty_tf_function_s'])} here (no compiled "
-          f"Keras call can cost less); the forward's arithmetic ({floor['forward_flops'] / 1e3:,.0f} kFLOP) at numpy's "
+    print(f"- floors: an empty compiled call ({os.environ.get('KERAS_BACKEND', 'tensorflow')}) costs "
+          f"{fmt_seconds(floor['empty_compiled_call_s'])} here (no compiled Keras call can cost less); the forward's "
+          f"arithmetic ({floor['forward_flops'] / 1e3:,.0f} kFLOP) at numpy's "
           f"sgemm rate here ({floor['sgemm_flops'] / 1e9:.0f} GFLOP/s, 512x512) takes "
           f"{fmt_seconds(floor['forward_flops'] / floor['sgemm_flops'])}: the rest of a call is per-operation overhead")
     if len({r["backend"] for r in srows}) == 2:
