@@ -127,15 +127,18 @@ def zero_state(spec: tuple[StateField, ...], batch: int) -> tuple[np.ndarray, ..
     return tuple(np.zeros((batch,) + field.shape, dtype=field.dtype) for field in spec)
 
 
-def reset_state(state: tuple[np.ndarray, ...], mask: npt.ArrayLike, num_envs: int) -> None:
-    """Zero, in place, the rows of every state tensor ``[num_envs, ...]`` whose env is in ``mask`` (one flag per
-    env): what a policy does when those envs start a new episode."""
+def reset_state(state: tuple[np.ndarray, ...], mask: npt.ArrayLike, num_envs: int) -> tuple[np.ndarray, ...]:
+    """``state`` with the rows of every tensor ``[num_envs, ...]`` whose env is in ``mask`` (one flag per env)
+    zeroed: what a policy does when those envs start a new episode. New arrays only when a row changes (a
+    compiled step's outputs may be read-only views), else ``state`` itself."""
     mask = np.asarray(mask, bool)
     if mask.shape != (num_envs,):
         raise ValueError(f"reset: mask of shape {mask.shape}, expected ({num_envs},) (one flag per env)")
-    if mask.any():
-        for part in state:
-            part[mask] = 0.0
+    if not mask.any():
+        return state
+    keep = ~mask
+    return tuple(np.where(keep.reshape((num_envs,) + (1,) * (part.ndim - 1)), part, part.dtype.type(0))
+                 for part in state)
 
 
 def state_fields(spec: tuple[StateField, ...]) -> dict[str, tuple[tuple[int, ...], str]]:

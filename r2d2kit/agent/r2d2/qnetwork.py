@@ -355,7 +355,7 @@ class StatefulActor:
             if step is None:
                 raise RuntimeError("an actor without a numpy forward compiles its Keras step when it is made")
             q, state = step(obs, prev_action, prev_reward, self._state)
-            self._state = tuple(np.array(part) for part in state)  # writable: reset zeroes rows in place
+            self._state = tuple(np.asarray(part) for part in state)
             return np.asarray(q)
         if self.follow_weights or self._stale:
             self._numpy.refresh()
@@ -407,4 +407,4 @@ class StatefulActor:
         if mask is None:
             self._state = self.network.zero_state(self.num_envs)
             return
-        reset_state(self._state, mask, self.num_envs)
+        self._state = reset_state(self._state, mask, self.num_envs)

@@ -82,7 +82,7 @@ class SACPolicy:
                              f"expected {self._obs_shape}, {(envs, nets.action_size)}, ({envs},) for this policy of "
                              f"{envs} envs (prev_action: the previous action vectors, zeros at an episode's start)")
         mean, log_std, state = self._step(obs, prev_action, prev_reward, self._state)
-        self._state = tuple(np.array(part) for part in state)  # writable: reset zeroes rows in place
+        self._state = tuple(np.asarray(part) for part in state)
         return np.asarray(mean), np.asarray(log_std)
 
     def act(self, obs: npt.ArrayLike, prev_action: npt.ArrayLike, prev_reward: npt.ArrayLike) -> np.ndarray:
@@ -116,7 +116,7 @@ class SACPolicy:
         if mask is None:
             self._state = self.networks.zero_state(self._num_envs)
             return
-        reset_state(self._state, mask, self._num_envs)
+        self._state = reset_state(self._state, mask, self._num_envs)
 
     def load_weights(self, vector: np.ndarray) -> None:
         """Take a published weight vector (``flatten_weights(learner.actor_variables())``)."""
