@@ -85,13 +85,19 @@ def test_a_checkpoint_written_on_tensorflow_resumes_on_jax_and_back(tmp_path):
     assert [int(row.split(",")[0]) for row in metrics[1:]] == [1000, 2000, 3000]
 
 
-def test_a_run_on_jax_with_actor_processes_never_imports_tensorflow(tmp_path):
-    """TensorFlow made unimportable (as on a machine without it) in the learner and in every spawned actor:
-    a run with actor processes trains, checkpoints and evaluates on JAX."""
+def without_tensorflow(tmp_path: Path) -> dict[str, str]:
+    """The environment of a JAX process (and its spawned children) where ``import tensorflow`` fails, as on a
+    machine without it: a sitecustomize on the path blocks the import at start-up."""
     blocker = tmp_path / "no_tensorflow"
     blocker.mkdir()
     (blocker / "sitecustomize.py").write_text("import sys\nsys.modules['tensorflow'] = None  # import fails\n")
-    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", PYTHONPATH=f"{blocker}{os.pathsep}{ROOT}")
+    return dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", PYTHONPATH=f"{blocker}{os.pathsep}{ROOT}")
+
+
+def test_a_run_on_jax_with_actor_processes_never_imports_tensorflow(tmp_path):
+    """TensorFlow made unimportable (as on a machine without it) in the learner and in every spawned actor:
+    a run with actor processes trains, checkpoints and evaluates on JAX."""
+    env = without_tensorflow(tmp_path)
     run_dir = tmp_path / "run"
     train = [sys.executable, "-m", "r2d2kit.train", "cue_memory", "--run-dir", str(run_dir),
              "--set", "actors.runner=processes", "--set", "actors.num_actors=2", "--set", "run.total_env_steps=2000",
@@ -108,13 +114,10 @@ def test_a_run_on_jax_with_actor_processes_never_imports_tensorflow(tmp_path):
 
 
 def test_as_dataset_without_tensorflow_names_the_numpy_alternative(tmp_path):
-    blocker = tmp_path / "no_tensorflow"
-    blocker.mkdir()
-    (blocker / "sitecustomize.py").write_text("import sys\nsys.modules['tensorflow'] = None  # import fails\n")
     script = ("from r2d2kit.replay import ReplayBuffer\n"
               "buffer = ReplayBuffer(8, {'obs': ((2,), 'float32')})\n"
               "try:\n    buffer.as_dataset(4)\nexcept ImportError as error:\n    print(error)\n")
-    env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=f"{blocker}{os.pathsep}{ROOT}")
+    env = without_tensorflow(tmp_path)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "needs TensorFlow (pip install tensorflow)" in done.stdout
