@@ -24,9 +24,12 @@ back-off, or the run stops with :class:`~r2d2kit.runners.restarts.ActorsFailed`:
 * its constructor raised (``ActorDiedError`` with ``actor_init_failed``): a crash. Ray never restarts
   such an actor (nor any ``ActorDiedError``: dead for good); the pool creates a new one after the back-off;
 * its process died (Ray says ``ActorUnavailableError``: the same words for a SIGKILL, a segfault and
-  ``os._exit``): Ray restarts it. Counted once against the rate budget and the back-off, never as a
-  crash, as the processes runner counts a SIGKILL, since Ray does not say which it was. A process that
-  dies at every start is stopped by ``RESTART_TIMEOUT_S`` instead: no answer for that long after a failure.
+  ``os._exit``): Ray restarts it. Each death counts against the rate budget and the back-off, never as
+  a crash, as the processes runner counts a SIGKILL, since Ray does not say which it was. Deaths are
+  counted from Ray's own restart count of the actor (its GCS actor table), so a process killed again
+  while Ray is still restarting it (no request ever reaches it) is counted too; where that table cannot
+  be read, a death counts once when a request first fails. A process that dies at every start is
+  stopped by ``RESTART_TIMEOUT_S`` instead: no answer for that long after a failure.
 The driver hands every incarnation its seed with its first request and files its windows under a
 new source id (:mod:`r2d2kit.runners.pool`), so a restarted actor neither replays its predecessor's
 episodes nor has its windows joined to its predecessor's rows.
@@ -212,6 +215,7 @@ class RayActors:
         self._down_since: dict[int, float] = {}  # actor id -> when its failure was seen (until it answers)
         self._recreate: set[int] = set()  # actors whose constructor raised: Ray will not restart them
         self._unasked: set[int] = set()  # actors whose batch supervise() took: asked again by collect()
+        self._deaths_counted = dict.fromkeys(range(num_actors), 0)  # process deaths of each handle counted so far
         self._held = Experience()  # what supervise() took between two collect() calls
         for actor_id in range(num_actors):
             self._request(actor_id)
@@ -297,6 +301,7 @@ class RayActors:
                 self._failed(actor_id, error)
                 continue
             if self._down_since.pop(actor_id, None) is not None:
+                self._count_unseen_deaths(actor_id, "its process died again while Ray restarted it")
                 self.log(f"Ray actor {actor_id} is back")
             if steps:
                 self.restart_policy.progress(actor_id)
@@ -315,9 +320,10 @@ class RayActors:
     def _failed(self, actor_id: int, error: Exception) -> None:
         """A request failed: judge it (:func:`classify_failure`), count a new failure with the restart policy
         (which may stop the run) and ask again after its back-off; a request that reached a process Ray is
-        still restarting is the death's first sign when none was seen (a kill between two requests: counted
-        once, and the restarted process gets a new incarnation, so replay never joins its rows to its
-        predecessor's), else no new failure: ask again shortly, for at most ``RESTART_TIMEOUT_S``."""
+        still restarting is the death's first sign when none was seen (a kill between two requests: counted,
+        and the restarted process gets a new incarnation, so replay never joins its rows to its
+        predecessor's), else no new failure but the deaths Ray's table shows beyond those counted (a kill of
+        the restarting process): ask again shortly, for at most ``RESTART_TIMEOUT_S``."""
         how, crashed, new = classify_failure(error, self._ray.exceptions)
         now = time.monotonic()
         if not new and actor_id in self._down_since:  # its death was counted when first seen
@@ -325,21 +331,43 @@ class RayActors:
             if now - down_since > RESTART_TIMEOUT_S:
                 raise ActorsFailed(f"Ray actor {actor_id} did not answer within {RESTART_TIMEOUT_S:.0f} s of failing "
                                    f"(its process dies at every start, or Ray cannot start it): {how}") from None
+            self._count_unseen_deaths(actor_id, "its process died again while Ray restarted it")
             self._retry_at[actor_id] = now + RETRY_S
             return
+        if not crashed:  # a process death: first the deaths only Ray's table has seen (killed while restarting)
+            self._count_unseen_deaths(actor_id, "its process died while Ray restarted it", proven=1)
         restart = self.restart_policy.failed(actor_id, how, crashed)  # raises ActorsFailed: the run stops
         self._down_since.setdefault(actor_id, now)
         _, self._seeds[actor_id] = self.incarnations.start(actor_id, restart=True)
         if isinstance(error, self._ray.exceptions.ActorDiedError):  # dead for good (its constructor raised)
             self._recreate.add(actor_id)
+            self._deaths_counted[actor_id] = 0  # the new handle's restarts count from zero
             what = "a new actor is created"
         elif crashed:
             what = "it starts a fresh incarnation"
         else:
+            self._deaths_counted[actor_id] += 1
             what = "Ray restarts its process"
         self.log(f"Ray actor {actor_id} failed ({how}); {what} and is asked again in {restart.delay_s:g} s "
                  f"({restart.budget})")
         self._retry_at[actor_id] = now + restart.delay_s
+
+    def _count_unseen_deaths(self, actor_id: int, how: str, proven: int = 0) -> None:
+        """Count with the restart policy the deaths of ``actor_id``'s process that Ray restarted but no request
+        showed (Ray's restart count beyond those counted and the ``proven`` one a failed request is about to
+        count), each with a log line.
+
+        Raises:
+            ActorsFailed: the policy stops the run.
+        """
+        restarted = ray_restart_count(self._ray, self._actors[actor_id])
+        if restarted is None:
+            return
+        for _ in range(restarted - self._deaths_counted[actor_id] - proven):
+            restart = self.restart_policy.failed(actor_id, how, crashed=False)
+            self._deaths_counted[actor_id] += 1
+            self.log(f"Ray actor {actor_id} failed ({how}; Ray has restarted it {restarted} time(s)); Ray restarts "
+                     f"its process ({restart.budget})")
 
     def publish(self, variables: Sequence[keras.Variable], updates: int) -> None:
         """One ``ray.put`` of the weights every ``publish_every`` updates; actors fetch it on their next batch."""
@@ -391,6 +419,21 @@ def _keeping_signal_handlers() -> Iterator[None]:
         for number, handler in handlers.items():
             if handler is not None:
                 signal.signal(number, handler)
+
+
+def ray_restart_count(ray: Any, handle: Any) -> int | None:
+    """How many times Ray has restarted the actor behind ``handle`` (its GCS actor table's ``NumRestarts``),
+    or None where that cannot be read.
+
+    Why: a process killed while Ray is still restarting it answers no request, so the pool's requests alone
+    see two quick deaths as one. Ray's public state API needs the dashboard, which the pool does not start;
+    the table is read through ``ray._private.state`` and any failure to read it falls back to the requests.
+    """
+    try:
+        table = ray._private.state.actors(handle._actor_id.hex())
+        return int(table["NumRestarts"])
+    except Exception:  # noqa: BLE001  (a private table: any change in it only loses the exact count)
+        return None
 
 
 def classify_failure(error: Exception, exceptions: Any) -> tuple[str, bool, bool]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -45,11 +46,13 @@ def test_sequences_arrive_from_every_ray_actor_and_weights_advance(local_ray, tm
 
 
 class KillActorOnce(Callback):
-    """SIGKILL Ray actor 1's process after the 30th update; end the run once the restarted actor has delivered
-    again and the learner has gone 50 updates on (under load Ray's restart can outlast a fixed step budget)."""
+    """SIGKILL Ray actor 1's process after the 30th update (and, with ``again``, the process Ray starts in its
+    place as soon as Ray's actor table names it); end the run once the restarted actor has delivered again and
+    the learner has gone 50 updates on (under load Ray's restart can outlast a fixed step budget)."""
 
-    def __init__(self, trainer_box: list) -> None:
+    def __init__(self, trainer_box: list, again: bool = False) -> None:
         self.box = trainer_box
+        self.again = again
         self.killed_at: dict | None = None
         self.restarted_at: dict | None = None
 
@@ -59,6 +62,8 @@ class KillActorOnce(Callback):
             pid = pool.actor_pids()[1]
             self.killed_at = {"updates": metrics["updates"], "windows": pool.windows_per_actor.get(1, 0), "pid": pid}
             os.kill(pid, signal.SIGKILL)
+            if self.again:
+                os.kill(next_process_of(pool._actors[1], pid), signal.SIGKILL)
             return None
         if self.killed_at is None or pool.restarts == 0:
             return None
@@ -70,17 +75,33 @@ class KillActorOnce(Callback):
         return None
 
 
-def test_a_killed_ray_actor_is_restarted_and_training_continues(local_ray, tmp_path):
+@pytest.mark.parametrize("killed_while_restarting", [False, True])
+def test_a_killed_ray_actor_is_restarted_and_training_continues(local_ray, tmp_path, killed_while_restarting):
+    """A SIGKILL of the actor's process (and, in the second case, of the process Ray starts in its place, before
+    it answers any request): each kill counted once, the restarted actor delivers again, the learner goes on."""
     box: list = []
-    killer = KillActorOnce(box)
+    killer = KillActorOnce(box, killed_while_restarting)
     trainer = Trainer(load_config(ROOT / "configs" / "cue_memory.yaml", TINY + ["run.total_env_steps=40000"]),
                       tmp_path, callbacks=[killer])
     box.append(trainer)
     summary = trainer.fit()
     assert killer.killed_at is not None, "the run ended before the kill"
     pool = trainer.actors
-    assert summary["actor_restarts"] >= 1 and pool.restarts >= 1
+    assert summary["actor_restarts"] == pool.restarts == 1 + killed_while_restarting
     assert summary["updates"] > killer.killed_at["updates"] + 50  # the learner went on
     assert killer.restarted_at is not None
     assert pool.windows_per_actor[1] > killer.restarted_at["windows"]  # the restarted actor delivers again
     assert summary["stopped_by"] == "callback KillActorOnce.on_learner_step", summary["stopped_by"]
+
+
+def next_process_of(handle, dead_pid: int, timeout_s: float = 60.0) -> int:
+    """The pid of the process Ray starts for ``handle``'s actor after ``dead_pid`` died (from Ray's actor table)."""
+    from ray._private import state
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        pid = state.actors(handle._actor_id.hex())["Pid"]
+        if pid and pid != dead_pid:
+            return pid
+        time.sleep(0.02)
+    raise AssertionError(f"Ray started no process in place of {dead_pid} within {timeout_s:g} s")

@@ -2,7 +2,8 @@
 
 Each fake actor answers requests from a script of outcomes: a batch, its code raising (``RayTaskError``),
 its process dying (``ActorUnavailableError``, the same words for a SIGKILL and a segfault), a request that
-reached a process Ray is restarting, or its constructor raising (``ActorDiedError``, dead for good)."""
+reached a process Ray is restarting, or its constructor raising (``ActorDiedError``, dead for good). Ray's
+restart count of each actor (its GCS table) counts every process death, including those no request saw."""
 
 from __future__ import annotations
 
@@ -51,6 +52,13 @@ INIT_FAILS = ActorDiedError("The actor died because of an error raised in its cr
                             "\n  File ...\nImportError: no module named 'gym_broken'", actor_init_failed=True)
 
 
+class UnseenDeath:
+    """A kill of the process Ray is restarting: Ray's table counts one more restart; the request reads ``then``."""
+
+    def __init__(self, then: object) -> None:
+        self.then = then
+
+
 class FakeRay(types.ModuleType):
     """What RayActors calls; ``scripts[actor_id]`` is the outcomes of that actor's requests, in order (then batches)."""
 
@@ -65,6 +73,12 @@ class FakeRay(types.ModuleType):
         self.killed: list[tuple[int, bool]] = []
         self.refs = itertools.count()
         self.outcomes: dict[int, object] = {}
+        self.restart_counts: dict[str, int] = {}  # Ray's GCS table: handle id -> NumRestarts
+        self.handles = itertools.count()
+        self._private = types.SimpleNamespace(state=types.SimpleNamespace(actors=self.actor_table))
+
+    def actor_table(self, actor_id: str) -> dict:
+        return {"NumRestarts": self.restart_counts.get(actor_id, 0)}
 
     def is_initialized(self) -> bool:
         return True  # the pool neither starts nor shuts down Ray
@@ -101,12 +115,21 @@ class FakeRay(types.ModuleType):
 class FakeHandle:
     def __init__(self, ray: FakeRay, actor_id: int) -> None:
         self.ray, self.actor_id = ray, actor_id
+        key = f"handle-{next(ray.handles)}"  # a new handle (an actor created again) has its own restart count
+        self._actor_id = types.SimpleNamespace(hex=lambda: key)
         self.collect = types.SimpleNamespace(remote=self.request)
 
     def request(self, weights, version, steps, seed):
         ref = next(self.ray.refs)
         self.ray.requests.append((self.actor_id, seed))
-        self.ray.outcomes[ref] = next(self.ray.scripts[self.actor_id], BATCH)
+        outcome = next(self.ray.scripts[self.actor_id], BATCH)
+        key = self._actor_id.hex()
+        if isinstance(outcome, UnseenDeath):
+            self.ray.restart_counts[key] = self.ray.restart_counts.get(key, 0) + 1
+            outcome = outcome.then
+        if outcome is DIES:
+            self.ray.restart_counts[key] = self.ray.restart_counts.get(key, 0) + 1
+        self.ray.outcomes[ref] = outcome
         return ref
 
 
@@ -162,6 +185,26 @@ def test_process_deaths_count_once_each_never_as_a_crash_and_a_restarting_proces
     pool, ray, log = pool_on(monkeypatch, {0: [], 1: [DIES] * 20}, max_restarts=5)
     with pytest.raises(ActorsFailed, match=r"restart budget is spent: 5 restarts within the last 60 s"):
         collect_until_stopped(pool, rounds=30)
+
+
+@pytest.mark.parametrize("table", [True, False])
+def test_a_process_killed_again_while_ray_restarts_it_is_counted_from_rays_restart_table(monkeypatch, table):
+    """No request reaches a process killed while Ray is still restarting it: the pool counts that death from
+    Ray's own restart count, whether a later request still finds it restarting or finds it back; without the
+    table (unreadable) each failure seen counts once."""
+    script = [DIES, UnseenDeath(RESTARTING), RESTARTING, UnseenDeath(BATCH), BATCH, DIES]
+    pool, ray, log = pool_on(monkeypatch, {0: [], 1: script})
+    if not table:
+        del ray._private
+    collect_until_stopped(pool, rounds=30)
+    died_again = [line for line in log if "its process died again while Ray restarted it" in line]
+    if table:
+        assert pool.restarts == 4 and len(died_again) == 2
+        assert "Ray has restarted it 2 time(s)" in died_again[0] and "Ray has restarted it 3 time(s)" in died_again[1]
+        assert "restart 2 of 10 within 60 s" in died_again[0]
+    else:
+        assert pool.restarts == 2 and died_again == []
+    assert [line for line in log if line == "Ray actor 1 is back"] == ["Ray actor 1 is back"] * 2
 
 
 def test_a_process_that_never_answers_after_a_failure_stops_the_run_after_restart_timeout(monkeypatch):
