@@ -113,12 +113,16 @@ def test_a_run_on_jax_with_actor_processes_never_imports_tensorflow(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
 
 
-def test_as_dataset_without_tensorflow_names_the_numpy_alternative(tmp_path):
-    script = ("from r2d2kit.replay import ReplayBuffer\n"
+def test_as_dataset_without_tensorflow_names_the_numpy_alternative_which_works(tmp_path):
+    script = ("import numpy as np\n"
+              "from r2d2kit.replay import ReplayBuffer\n"
               "buffer = ReplayBuffer(8, {'obs': ((2,), 'float32')})\n"
-              "try:\n    buffer.as_dataset(4)\nexcept ImportError as error:\n    print(error)\n")
+              "try:\n    buffer.as_dataset(4)\nexcept ImportError as error:\n    print(error)\n"
+              "buffer.add_batch(obs=np.ones((3, 2), np.float32))\n"
+              "with buffer.batches(4, prefetch=2) as batches:\n    print('batch', next(batches)['obs'].shape)\n")
     env = without_tensorflow(tmp_path)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "needs TensorFlow (pip install tensorflow)" in done.stdout
-    assert "buffer.sample(batch_size, beta)" in done.stdout
+    assert "iterate buffer.batches(batch_size, beta)" in done.stdout
+    assert "batch (4, 2)" in done.stdout  # the iterator works where TensorFlow cannot be imported

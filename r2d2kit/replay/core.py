@@ -3,13 +3,13 @@
 A kind (transitions, HER transitions, R2D2 windows, HER windows) brings its storage, its writer
 (``add`` / ``add_batch`` / ``add_sequences``), ``sample`` and ``batch_spec``; the core owns the rest:
 
-* the lock: every verb is atomic, so a ``tf.data`` pipeline may sample in its own thread while the
+* the lock: every verb is atomic, so ``batches`` or a ``tf.data`` pipeline may sample in its own thread while the
   training loop adds items and updates priorities;
 * the random generator and the sampler (:mod:`r2d2kit.replay.samplers`), hence ``max_priority``
   and ``update_priorities``;
 * sample memory: fresh arrays per ``sample``, or the caller's ``out=`` (:mod:`r2d2kit.replay.batch_pool`);
 * pickle-free ``save`` / ``load`` of one ``.npz`` (the kind adds its arrays through two hooks);
-* ``as_dataset``.
+* ``batches`` (numpy, any backend) and ``as_dataset`` (``tf.data``).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from r2d2kit._validation import Seed, as_generator, check_float, check_positive_int
+from r2d2kit.replay.batch_iterator import BatchIterator
 from r2d2kit.replay.batch_pool import allocate_batch, check_batch_out
 from r2d2kit.replay.persistence import (
     ArraySpec,
@@ -241,6 +242,21 @@ class BufferCore:
         """Inverse of ``_saved_state`` on a fresh buffer whose sampler is already restored."""
         raise NotImplementedError
 
+    # ------------------------------------------------------------- iterators
+    def batches(self, batch_size: int, beta: Beta = DEFAULT_BETA, prefetch: int = 2, reuse_memory: bool = False,
+                empty_wait: float = 60.0) -> BatchIterator:
+        """An endless iterator of ``sample(batch_size, beta)`` batches as numpy arrays, on any Keras backend.
+
+        The backend-free twin of :meth:`as_dataset`: the same batches in the same order, ``prefetch`` of them
+        drawn ahead in a background thread (0: each drawn in ``next()``, after the newest priority updates).
+        ``beta`` may be a float or a callable ``beta(sample_count)``; ``reuse_memory`` samples into a pool of
+        reused arrays (a batch is written again only once nothing references it); ``empty_wait``: how long
+        an iterator waits for the first item. Close it, or use it in a ``with`` block, to stop its thread:
+        see :class:`~r2d2kit.replay.batch_iterator.BatchIterator`.
+        """
+        return BatchIterator(self, batch_size, beta=beta, prefetch=prefetch, reuse_memory=reuse_memory,
+                             empty_wait=empty_wait)
+
     # ----------------------------------------------------------------- tf.data
     def as_dataset(self, batch_size: int, beta: Beta = DEFAULT_BETA, prefetch: int = 2, reuse_memory: bool = False,
                    empty_wait: float = 60.0) -> tf.data.Dataset:
@@ -257,8 +273,8 @@ class BufferCore:
             if error.name != "tensorflow":
                 raise
             raise ImportError("as_dataset builds a tf.data pipeline, which needs TensorFlow (pip install tensorflow); "
-                              "without it (e.g. Keras on JAX) draw each batch with buffer.sample(batch_size, beta) "
-                              "in the training loop") from None
+                              "without it (e.g. Keras on JAX) iterate buffer.batches(batch_size, beta), the same "
+                              "batches as numpy arrays") from None
         return buffer_dataset(self, batch_size, beta=beta, prefetch=prefetch, reuse_memory=reuse_memory,
                               empty_wait=empty_wait)
 

@@ -3,7 +3,8 @@
 Two pieces let any Keras/TensorFlow training loop use an r2d2kit buffer:
 
 * :func:`buffer_dataset` (``buffer.as_dataset``): an endless dataset of sampled batches with a
-  fixed element spec and prefetch. Prefetched batches were sampled before the newest priority
+  fixed element spec and prefetch (the batches of :func:`~r2d2kit.replay.batch_iterator.sampled_batches`,
+  which ``buffer.batches`` iterates without TensorFlow). Prefetched batches were sampled before the newest priority
   updates; with ``prefetch=2`` that is at most two steps of staleness, which PER tolerates.
   Each batch is sampled into fresh arrays; with ``reuse_memory=True`` into a
   :class:`~r2d2kit.replay.BatchPool` of ``prefetch + 3`` batches instead, which TensorFlow wraps
@@ -15,18 +16,15 @@ Two pieces let any Keras/TensorFlow training loop use an r2d2kit buffer:
 
 from __future__ import annotations
 
-import time
-import warnings
 import weakref
 from collections.abc import Callable, Iterator
-from typing import cast
 
 import numpy as np
 import tensorflow as tf
 
 from r2d2kit._validation import check_float, check_positive_int
-from r2d2kit.replay.batch_pool import BatchPool
-from r2d2kit.replay.protocol import DEFAULT_BETA, ReusableBuffer, SampledBuffer
+from r2d2kit.replay.batch_iterator import beta_function, check_reuse_memory, sampled_batches
+from r2d2kit.replay.protocol import DEFAULT_BETA, SampledBuffer
 from r2d2kit.replay.schedules import Beta
 
 
@@ -36,9 +34,6 @@ def element_spec(buffer: SampledBuffer, batch_size: int) -> dict[str, tf.TensorS
         name: tf.TensorSpec(shape, tf.as_dtype(dtype), name=name)
         for name, (shape, dtype) in buffer.batch_spec(batch_size).items()
     }
-
-
-EMPTY_WARNING_SECONDS = 5.0  # an iterator waiting this long for a first item says so once
 
 
 def buffer_dataset(buffer: SampledBuffer, batch_size: int, beta: Beta = DEFAULT_BETA, prefetch: int = 2,
@@ -76,41 +71,17 @@ def buffer_dataset(buffer: SampledBuffer, batch_size: int, beta: Beta = DEFAULT_
     batch_size = check_positive_int("batch_size", batch_size)
     prefetch = check_positive_int("prefetch", prefetch, minimum=0)
     empty_wait = check_float("empty_wait", empty_wait, 0.0)
-    if callable(beta):
-        beta_at: Callable[[int], float] = beta
-    else:
-        fixed = check_float("beta", beta, 0.0, 1.0)
-        beta_at = lambda _count: fixed  # noqa: E731
-
+    beta_at = beta_function(beta)
+    check_reuse_memory(buffer, reuse_memory)
     signature = element_spec(buffer, batch_size)
-    signature_shapes = {name: (tuple(spec.shape), spec.dtype.as_numpy_dtype) for name, spec in signature.items()}
     buffer_ref = weakref.ref(buffer)
 
-    if not isinstance(reuse_memory, bool):
-        raise TypeError(f"reuse_memory must be True or False, got {reuse_memory!r}")
-    if reuse_memory and not callable(getattr(buffer, "sample_buffers", None)):
-        raise ValueError(f"reuse_memory=True needs a buffer with sample_buffers() and sample(..., out=); "
-                         f"{type(buffer).__name__} has none: pass reuse_memory=False")
-
-    def batches() -> Iterator[dict[str, np.ndarray]]:
-        pool = BatchPool(signature_shapes, prefetch + 3) if reuse_memory else None
-        count = 0
-        while True:
-            live = buffer_ref()
-            if live is None:
-                return
-            if not len(live):
-                live = _wait_for_items(buffer_ref, empty_wait)
-                if live is None:
-                    return
-            out = None if pool is None else pool.acquire()
-            # out only with reuse_memory, refused above for a buffer without sample_buffers()
-            batch = cast(ReusableBuffer, live).sample(batch_size, beta=beta_at(count), out=out) if out is not None \
-                else live.sample(batch_size, beta=beta_at(count))
-            del live, out
-            yield batch
-            del batch  # our own reference would keep its slot busy for the next acquire
-            count += 1
+    def batches() -> Iterator[dict[str, np.ndarray]]:  # a new generator (a new draw count) per iterator
+        live = buffer_ref()
+        if live is None:
+            return iter(())
+        return sampled_batches(live, batch_size, beta_at, prefetch + 3 if reuse_memory else 0, empty_wait,
+                               "as_dataset")
 
     dataset = tf.data.Dataset.from_generator(batches, output_signature=signature)
     if prefetch:
@@ -119,27 +90,6 @@ def buffer_dataset(buffer: SampledBuffer, batch_size: int, beta: Beta = DEFAULT_
     options = tf.data.Options()
     options.experimental_optimization.inject_prefetch = False
     return dataset.with_options(options)
-
-
-def _wait_for_items(buffer_ref: weakref.ref[SampledBuffer], empty_wait: float) -> SampledBuffer | None:
-    """The buffer once it holds an item (None if it was garbage-collected); a ValueError after ``empty_wait`` s."""
-    started = time.monotonic()
-    warned = False
-    while True:
-        live = buffer_ref()
-        if live is None or len(live):
-            return live
-        waited = time.monotonic() - started
-        if waited >= empty_wait:
-            raise ValueError(f"the {type(live).__name__} is still empty after {empty_wait:g} s: add items before "
-                             "iterating its dataset (or from another thread while it waits); a new iterator works "
-                             "once items are there")
-        if not warned and waited >= EMPTY_WARNING_SECONDS:
-            warnings.warn(f"as_dataset: the {type(live).__name__} is empty; waiting up to {empty_wait:g} s for items",
-                          stacklevel=2)
-            warned = True
-        del live
-        time.sleep(0.01)
 
 
 def priority_updater(buffer: SampledBuffer) -> Callable[[tf.Tensor, tf.Tensor, tf.Tensor], tf.Operation]:

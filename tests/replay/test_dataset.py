@@ -293,8 +293,8 @@ def _held_batches_survive(monkeypatch, prefetch: int, guard: bool) -> tuple[bool
     ``guard=False`` disables the pool's reference check, to show what it protects against: tf.data
     wraps the pool's aligned arrays without copying them.
     """
+    import r2d2kit.replay.batch_iterator as dataset_module
     import r2d2kit.replay.batch_pool as batch_pool
-    import r2d2kit.replay.dataset as dataset_module
 
     pools = []
 
@@ -323,7 +323,7 @@ def _held_batches_survive(monkeypatch, prefetch: int, guard: bool) -> tuple[bool
 
 
 def test_the_dataset_samples_into_fresh_arrays_unless_reuse_is_asked_for(monkeypatch):
-    import r2d2kit.replay.dataset as dataset_module
+    import r2d2kit.replay.batch_iterator as dataset_module
 
     built = []
     monkeypatch.setattr(dataset_module, "BatchPool", lambda *args: built.append(args) or None)
