@@ -9,7 +9,8 @@ Rung 0 (``dqn``) is the game's config turned into the MinAtar paper's DQN as SB3
 1-step targets without double Q or value rescaling, Huber loss, centered RMSprop, a hard target copy
 every 1,000 updates, epsilon from 1 to 0.1 over 100k env steps). Each later rung gives one of R2D2's
 pieces back, in order, until the last rung is the shipped config itself; each states the hypothesis
-it tests. Every run keeps its run directory (``--runs-dir``), and the result stores its greedy
+it tests; off-ladder variants (``VARIANTS``) change one more key on a rung where its signal points.
+Every run keeps its run directory (``--runs-dir``), and the result stores its greedy
 curve and the means of its health columns over the last fifth of the run beside the curve.
 Screening seeds are 10 and up: the reported seeds (0-2) are never screened on. A run writes a
 checkpoint (replay included) every ``--checkpoint-every`` env steps (50k), so a sweep that was killed goes
@@ -61,14 +62,30 @@ RUNGS = [
      ["model.core", "replay.burn_in"]),
     ("r2d2", "the previous action and reward as inputs: this rung is the shipped config", ["model.prev_action_reward"]),
 ]
+# off the ladder: (name, the rung it starts from, hypothesis, overrides on top): one piece changed where a rung's
+# signal points, e.g. the loss on the rung where the values diverged
+VARIANTS = [
+    ("adam_huber", "adam", "the squared TD loss, not Adam or the clipping, lets the adam rung's values diverge (Q 41 "
+     "against returns of 2): with the Huber loss it learns as the dqn rung does", ["learner.loss=huber"]),
+    ("n_step_huber", "n_step", "the squared TD loss also flattens the n_step rung (values sane, but online and "
+     "target agreeing on every greedy action): with the Huber loss it learns as the dqn rung does",
+     ["learner.loss=huber"]),
+    ("r2d2_huber", "r2d2", "the shipped config with the Huber loss instead of the squared TD error learns Asterix",
+     ["learner.loss=huber"]),
+]
 RUNG_NAMES = [name for name, _, _ in RUNGS]
+STEPS = RUNG_NAMES + [name for name, _, _, _ in VARIANTS]  # what --rungs accepts
 # health.csv columns summarised per run (their means over the last fifth of the run)
 HEALTH = ("health/q_taken", "health/action_gap", "health/greedy_disagreement", "learner/gradient_norm",
           "learner/td_p50", "learner/loss", "health/overestimation", "health/dead_relu_share", "train/episode_return")
 
 
 def rung_overrides(rung: str) -> list[str]:
-    """The DQN overrides still in force at ``rung`` (each rung drops the ones it names, cumulatively)."""
+    """The DQN overrides still in force at ``rung`` (each rung drops the ones it names, cumulatively); a variant's
+    are its rung's followed by its own (the last ``--set`` of a key wins)."""
+    for name, base, _, extra in VARIANTS:
+        if name == rung:
+            return rung_overrides(base) + extra
     dropped: set[str] = set()
     for _, _, keys in RUNGS[:RUNG_NAMES.index(rung) + 1]:
         dropped.update(keys)
@@ -129,7 +146,7 @@ def child(job: dict) -> dict:
 def report(runs: list[dict], games: list[str], markdown: bool) -> str:
     header = ["rung", "hypothesis", *(f"{game} (seeds)" for game in games), "health (last fifth; per game)"]
     rows = []
-    for name, hypothesis, _ in RUNGS:
+    for name, hypothesis in hypotheses():
         done = {game: [r for r in runs if r["game"] == game and r["rung"] == name] for game in games}
         if not any(done.values()):
             continue
@@ -140,9 +157,15 @@ def report(runs: list[dict], games: list[str], markdown: bool) -> str:
         rows.append([name, hypothesis, *(harness.fmt_mean_std([r["final"] for r in done[game]]) for game in games),
                      health])
     curves = [[r["rung"], r["game"], str(r["seed"]), "  ".join(f"{e[1]:.1f}" for e in r["evaluations"])]
-              for r in sorted(runs, key=lambda r: (r["game"], RUNG_NAMES.index(r["rung"]), r["seed"]))]
+              for r in sorted(runs, key=lambda r: (r["game"], STEPS.index(r["rung"]), r["seed"]))]
     return "\n".join([table(header, rows, markdown), "", table(["rung", "game", "seed", "greedy evaluations"], curves,
                                                                 markdown)])
+
+
+def hypotheses() -> list[tuple[str, str]]:
+    """Every rung and variant with its hypothesis, in ladder order (a variant after the rungs)."""
+    return [(name, hypothesis) for name, hypothesis, _ in RUNGS] + \
+        [(name, f"(from `{base}`) {hypothesis}") for name, base, hypothesis, _ in VARIANTS]
 
 
 def _health(column: str):
@@ -163,7 +186,8 @@ def _gap_share(run: dict) -> float:
 def parse_args(argv=None):
     p = harness.arg_parser(__doc__, "markdown", "json", "resume", "seeds")
     p.add_argument("--games", nargs="+", default=["freeway", "asterix"], choices=GAMES)
-    p.add_argument("--rungs", nargs="+", default=RUNG_NAMES, choices=RUNG_NAMES)
+    p.add_argument("--rungs", nargs="+", default=RUNG_NAMES, choices=STEPS,
+                   help="rungs (default: all, in order) or off-ladder variants (--list shows both)")
     p.add_argument("--steps", type=int, default=500_000, help="env steps per run")
     p.add_argument("--eval-every", type=int, default=50_000)
     p.add_argument("--eval-episodes", type=int, default=16)
@@ -185,7 +209,7 @@ def main(argv=None) -> dict:
     harness.serve_job(child)
     args = parse_args(argv)
     if args.list:
-        for name, hypothesis, _ in RUNGS:
+        for name, hypothesis in hypotheses():
             overrides = " --set ".join(rung_overrides(name)) or "(none: the shipped config)"
             print(f"{name}: {hypothesis}\n    --set {overrides}")
         return {}
