@@ -67,6 +67,9 @@ RUNGS = [
 VARIANTS = [
     ("adam_huber", "adam", "the squared TD loss, not Adam or the clipping, lets the adam rung's values diverge (Q 41 "
      "against returns of 2): with the Huber loss it learns as the dqn rung does", ["learner.loss=huber"]),
+    ("adam_rmsprop", "adam", "Adam (epsilon 1e-6: full-size steps on gradients of any scale), not the squared TD loss, "
+     "stalls the adam rung: with DQN's RMSprop and the squared loss it learns as the dqn rung does",
+     ["learner.optimizer=rmsprop"]),
     ("n_step_huber", "n_step", "the squared TD loss also flattens the n_step rung (values sane, but online and "
      "target agreeing on every greedy action): with the Huber loss it learns as the dqn rung does",
      ["learner.loss=huber"]),
