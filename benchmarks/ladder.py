@@ -70,6 +70,8 @@ VARIANTS = [
     ("adam_rmsprop", "adam", "Adam (epsilon 1e-6: full-size steps on gradients of any scale), not the squared TD loss, "
      "stalls the adam rung: with DQN's RMSprop and the squared loss it learns as the dqn rung does",
      ["learner.optimizer=rmsprop"]),
+    ("r2d2_rmsprop", "r2d2", "the shipped config with DQN's RMSprop instead of Adam (the optimiser alone restored "
+     "the dqn rung's values and return on Asterix) learns Asterix and Freeway", ["learner.optimizer=rmsprop"]),
     ("n_step_huber", "n_step", "the squared TD loss also flattens the n_step rung (values sane, but online and "
      "target agreeing on every greedy action): with the Huber loss it learns as the dqn rung does",
      ["learner.loss=huber"]),
