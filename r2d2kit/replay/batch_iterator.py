@@ -17,7 +17,7 @@ import warnings
 import weakref
 from collections.abc import Callable, Generator, Iterator
 from types import TracebackType
-from typing import cast
+from typing import NamedTuple, cast
 
 import numpy as np
 
@@ -47,6 +47,32 @@ def check_reuse_memory(buffer: SampledBuffer, reuse_memory: bool) -> None:
     if reuse_memory and not callable(getattr(buffer, "sample_buffers", None)):
         raise ValueError(f"reuse_memory=True needs a buffer with sample_buffers() and sample(..., out=); "
                          f"{type(buffer).__name__} has none: pass reuse_memory=False")
+
+
+class SamplingOptions(NamedTuple):
+    """The checked arguments of ``buffer.batches`` and ``buffer.as_dataset``, which take the same ones."""
+
+    batch_size: int
+    beta_at: Callable[[int], float]
+    prefetch: int
+    reuse_slots: int  # 0: fresh arrays per batch; else the BatchPool's slots
+    empty_wait: float
+
+
+def check_sampling_options(buffer: SampledBuffer, batch_size: int, beta: Beta, prefetch: int, reuse_memory: bool,
+                           empty_wait: float) -> SamplingOptions:
+    """Check every argument before anything is sampled; a named error for the first bad one.
+
+    With ``reuse_memory`` the pool has ``prefetch + 3`` slots: the batches prefetched, the one the prefetcher
+    holds while its queue is full, the one in the consumer's hands, and the one being drawn (a batch is
+    recycled only once nothing references it).
+    """
+    batch_size = check_positive_int("batch_size", batch_size)
+    prefetch = check_positive_int("prefetch", prefetch, minimum=0)
+    empty_wait = check_float("empty_wait", empty_wait, 0.0)
+    beta_at = beta_function(beta)
+    check_reuse_memory(buffer, reuse_memory)
+    return SamplingOptions(batch_size, beta_at, prefetch, prefetch + 3 if reuse_memory else 0, empty_wait)
 
 
 def sampled_batches(buffer: SampledBuffer, batch_size: int, beta_at: Callable[[int], float], reuse_slots: int,
@@ -123,16 +149,11 @@ class BatchIterator(Iterator[dict[str, np.ndarray]]):
 
     def __init__(self, buffer: SampledBuffer, batch_size: int, beta: Beta = DEFAULT_BETA, prefetch: int = 2,
                  reuse_memory: bool = False, empty_wait: float = 60.0) -> None:
-        batch_size = check_positive_int("batch_size", batch_size)
-        self.prefetch = check_positive_int("prefetch", prefetch, minimum=0)
-        empty_wait = check_float("empty_wait", empty_wait, 0.0)
-        check_reuse_memory(buffer, reuse_memory)
-        # slots: the batches queued, the one the thread holds while the queue is full, yours, and the one
-        # being drawn (the same count as_dataset needs: a batch is recycled once nothing references it)
-        slots = self.prefetch + 3 if reuse_memory else 0
+        options = check_sampling_options(buffer, batch_size, beta, prefetch, reuse_memory, empty_wait)
+        self.prefetch = options.prefetch
         self._closed = threading.Event()
-        self._source = sampled_batches(buffer, batch_size, beta_function(beta), slots, empty_wait, "batches",
-                                       self._closed)
+        self._source = sampled_batches(buffer, options.batch_size, options.beta_at, options.reuse_slots,
+                                       options.empty_wait, "batches", self._closed)
         self._done = False
         self._queue: queue.Queue[tuple[str, object]] = queue.Queue(maxsize=max(self.prefetch, 1))
         self._thread: threading.Thread | None = None

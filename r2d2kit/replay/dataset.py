@@ -22,8 +22,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import tensorflow as tf
 
-from r2d2kit._validation import check_float, check_positive_int
-from r2d2kit.replay.batch_iterator import beta_function, check_reuse_memory, sampled_batches
+from r2d2kit.replay.batch_iterator import check_sampling_options, sampled_batches
 from r2d2kit.replay.protocol import DEFAULT_BETA, SampledBuffer
 from r2d2kit.replay.schedules import Beta
 
@@ -68,24 +67,20 @@ def buffer_dataset(buffer: SampledBuffer, batch_size: int, beta: Beta = DEFAULT_
           arrays without a copy; a slot is written again only once no tensor references it, so
           a batch you keep stays intact (it just costs a new slot).
     """
-    batch_size = check_positive_int("batch_size", batch_size)
-    prefetch = check_positive_int("prefetch", prefetch, minimum=0)
-    empty_wait = check_float("empty_wait", empty_wait, 0.0)
-    beta_at = beta_function(beta)
-    check_reuse_memory(buffer, reuse_memory)
-    signature = element_spec(buffer, batch_size)
+    sampling = check_sampling_options(buffer, batch_size, beta, prefetch, reuse_memory, empty_wait)
+    signature = element_spec(buffer, sampling.batch_size)
     buffer_ref = weakref.ref(buffer)
 
     def batches() -> Iterator[dict[str, np.ndarray]]:  # a new generator (a new draw count) per iterator
         live = buffer_ref()
         if live is None:
             return iter(())
-        return sampled_batches(live, batch_size, beta_at, prefetch + 3 if reuse_memory else 0, empty_wait,
+        return sampled_batches(live, sampling.batch_size, sampling.beta_at, sampling.reuse_slots, sampling.empty_wait,
                                "as_dataset")
 
     dataset = tf.data.Dataset.from_generator(batches, output_signature=signature)
-    if prefetch:
-        return dataset.prefetch(prefetch)
+    if sampling.prefetch:
+        return dataset.prefetch(sampling.prefetch)
     # tf.data would otherwise inject a prefetch of its own and sample ahead of priority updates
     options = tf.data.Options()
     options.experimental_optimization.inject_prefetch = False

@@ -1,4 +1,4 @@
-"""Shared checks for ``as_dataset``: draw batches safely, and compare them with ``sample`` calls.
+"""Shared checks for ``as_dataset`` and ``batches``: draw batches safely, and compare them with ``sample`` calls.
 
 No iterator outlives its caller, not even through a failure's traceback: a prefetching
 ``from_generator`` iterator still alive at interpreter exit can hang the process
@@ -44,3 +44,22 @@ def assert_dataset_matches_sample(buffer: Any, copy: Any, batch_size: int, beta:
         for key in want:
             np.testing.assert_array_equal(got[key], want[key], err_msg=key)
     return spec
+
+
+def samples_of_a_copy(buffer: Any, path: Any, batch_size: int, beta: Any, count: int) -> list[dict[str, np.ndarray]]:
+    """What ``count`` ``sample`` calls give on a saved-and-loaded twin of ``buffer`` (same items, priorities and
+    random state), ``beta`` a float or a schedule evaluated at each draw's count."""
+    buffer.save(path)
+    copy = type(buffer).load(path)
+    beta_at = beta if callable(beta) else (lambda _count: beta)
+    return [copy.sample(batch_size, beta=beta_at(draw_count)) for draw_count in range(count)]
+
+
+def assert_same_batches(drawn: list[dict[str, np.ndarray]], expected: list[dict[str, np.ndarray]]) -> None:
+    """Batch for batch: the same fields, values and dtypes."""
+    assert len(drawn) == len(expected)
+    for count, (got, want) in enumerate(zip(drawn, expected)):
+        assert set(got) == set(want)
+        for key in want:
+            np.testing.assert_array_equal(got[key], want[key], err_msg=f"draw {count}, {key!r}")
+            assert got[key].dtype == want[key].dtype, key

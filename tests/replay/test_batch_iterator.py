@@ -24,6 +24,7 @@ import weakref
 import numpy as np
 import pytest
 import reference
+from dataset_checks import assert_same_batches, samples_of_a_copy
 
 from r2d2kit.replay import LinearSchedule, ReplayBuffer
 from r2d2kit.replay.batch_iterator import BatchIterator
@@ -62,19 +63,10 @@ def test_batches_equal_sample_calls_on_a_saved_copy(sampler, beta, prefetch, reu
     buffer = filled(sampler, seed=3)
     for _ in range(3):  # move the random state away from the seed
         buffer.sample(5, beta=0.4)
-    buffer.save(tmp_path / "buffer.npz")
-    copy = ReplayBuffer.load(tmp_path / "buffer.npz")  # same items, priorities and random state
-    beta_at = beta if callable(beta) else (lambda _count: beta)
-    expected = [copy.sample(6, beta=beta_at(count)) for count in range(8)]
-
+    expected = samples_of_a_copy(buffer, tmp_path / "buffer.npz", 6, beta, 8)
     with buffer.batches(6, beta=beta, prefetch=prefetch, reuse_memory=reuse_memory) as batches:
         drawn = [{key: value.copy() for key, value in next(batches).items()} for _ in range(8)]
-
-    for count, (got, want) in enumerate(zip(drawn, expected)):
-        assert set(got) == set(want)
-        for key in want:
-            np.testing.assert_array_equal(got[key], want[key], err_msg=f"draw {count}, {key!r}")
-            assert got[key].dtype == want[key].dtype, key
+    assert_same_batches(drawn, expected)
 
 
 def test_prefetch_zero_samples_only_in_next_and_sees_the_newest_priorities():

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 import reference
 import tensorflow as tf
-from dataset_checks import draw, to_numpy
+from dataset_checks import assert_same_batches, draw, samples_of_a_copy, to_numpy
 
 from r2d2kit.replay import (
     LinearSchedule,
@@ -115,18 +115,8 @@ def test_batches_equal_sample_calls_on_a_saved_copy(sampler, beta, prefetch, tmp
     for _ in range(3):  # move the random state away from the seed
         buffer.sample(5, beta=0.4)
     path = tmp_path / "buffer.npz"
-    buffer.save(path)
-    copy = ReplayBuffer.load(path)  # same items, priorities and random state
-
-    beta_at = beta if callable(beta) else (lambda _count: beta)
-    expected = [copy.sample(6, beta=beta_at(count)) for count in range(8)]
-    drawn = draw(buffer.as_dataset(6, beta=beta, prefetch=prefetch), 8)
-
-    for count, (got, want) in enumerate(zip(drawn, expected)):
-        assert set(got) == set(want)
-        for key in want:
-            np.testing.assert_array_equal(got[key], want[key], err_msg=f"draw {count}, {key!r}")
-            assert got[key].dtype == want[key].dtype, key
+    expected = samples_of_a_copy(buffer, path, 6, beta, 8)
+    assert_same_batches(draw(buffer.as_dataset(6, beta=beta, prefetch=prefetch), 8), expected)
 
 
 # ------------------------------------------------------------------------------------ beta(count)
