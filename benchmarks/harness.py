@@ -80,7 +80,7 @@ FLAGS = {  # the flags several scripts share: arg_parser(doc, *names)
     "png": dict(metavar="PATH", help="PNG of the curves"),
     "seeds": dict(nargs="+", type=int, default=None, help="default 0 1 2 (--quick: 0)"),
     "set": dict(action="append", default=[], metavar="SECTION.KEY=VALUE",
-                help="override an R2D2 config value (YAML), e.g. learner.learning_rate=5e-4; repeatable"),
+                help="override a config value (YAML), e.g. learner.learning_rate=5e-4; repeatable"),
     "torch-threads": dict(type=int, default=1, help="torch CPU threads of the peer (default 1: with 2, its OpenMP "
                           "threads spin against other work on a 2-core machine)"),
 }

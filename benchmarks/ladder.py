@@ -83,7 +83,8 @@ VARIANTS = [
      ["learner.optimizer=rmsprop", "learner.value_rescaling=false"]),
     ("r2d2_slow_adam", "r2d2", "Adam's steps (about the full rate on every weight, whatever the gradient's scale) are "
      "several times the steps RMSprop takes on the dqn rung's gradients: the shipped config at a fifth of the rate "
-     "(5e-5 falling to 5e-6) learns Asterix", ["learner.learning_rate=0.00005", "learner.final_learning_rate=0.000005"]),
+     "(5e-5 falling to 5e-6) learns Asterix",
+     ["learner.learning_rate=0.00005", "learner.final_learning_rate=0.000005"]),
 ]
 RUNG_NAMES = [name for name, _, _ in RUNGS]
 STEPS = RUNG_NAMES + [name for name, _, _, _ in VARIANTS]  # what --rungs accepts

@@ -1,4 +1,4 @@
-"""Train R2D2 from a YAML config: ``python -m r2d2kit.train configs/cartpole_pomdp.yaml``.
+"""Train an agent from a YAML config (``agent: r2d2``, the default, or ``sac``): ``python -m r2d2kit.train CONFIG``.
 
     python -m r2d2kit.train CONFIG [--set section.key=value ...] [--run-dir DIR] [--name NAME]
     python -m r2d2kit.train --resume RUN_DIR [--set run.total_env_steps=200000]
