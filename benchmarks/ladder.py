@@ -85,6 +85,10 @@ VARIANTS = [
      "several times the steps RMSprop takes on the dqn rung's gradients: the shipped config at a fifth of the rate "
      "(5e-5 falling to 5e-6) learns Asterix",
      ["learner.learning_rate=0.00005", "learner.final_learning_rate=0.000005"]),
+    ("double_q_rmsprop", "double_q", "with the optimiser that learns Asterix (RMSprop, as adam_rmsprop), double-Q "
+     "targets learn as the 1-step targets do", ["learner.optimizer=rmsprop"]),
+    ("n_step_rmsprop", "n_step", "with RMSprop, 3-step returns of epsilon-greedy actors (their deaths inside the "
+     "3 steps folded into the target) learn Asterix as 1-step returns do", ["learner.optimizer=rmsprop"]),
 ]
 RUNG_NAMES = [name for name, _, _ in RUNGS]
 STEPS = RUNG_NAMES + [name for name, _, _, _ in VARIANTS]  # what --rungs accepts
