@@ -89,6 +89,14 @@ VARIANTS = [
      "targets learn as the 1-step targets do", ["learner.optimizer=rmsprop"]),
     ("n_step_rmsprop", "n_step", "with RMSprop, 3-step returns of epsilon-greedy actors (their deaths inside the "
      "3 steps folded into the target) learn Asterix as 1-step returns do", ["learner.optimizer=rmsprop"]),
+    ("dueling_rmsprop_plain", "dueling", "with RMSprop and no value rescaling (double Q and 3-step returns learn "
+     "Asterix with them), the dueling head of 128 units learns as the linear head does",
+     ["learner.optimizer=rmsprop", "learner.value_rescaling=false"]),
+    ("windows_rmsprop_plain", "windows", "with RMSprop and no value rescaling, windows of 10 rows at 0.1 updates per "
+     "env step learn Asterix as single transitions do (r2d2_rmsprop_plain churns at 11% greedy disagreement)",
+     ["learner.optimizer=rmsprop", "learner.value_rescaling=false"]),
+    ("apex_rmsprop_plain", "apex", "with RMSprop and no value rescaling, Ape-X's fixed per-env epsilons explore "
+     "Asterix as well as epsilon 1 -> 0.1", ["learner.optimizer=rmsprop", "learner.value_rescaling=false"]),
 ]
 RUNG_NAMES = [name for name, _, _ in RUNGS]
 STEPS = RUNG_NAMES + [name for name, _, _, _ in VARIANTS]  # what --rungs accepts
