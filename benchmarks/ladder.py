@@ -239,7 +239,7 @@ def main(argv=None) -> dict:
             print(f"{name}: {hypothesis}\n    --set {overrides}")
         return {}
     began, load_start = harness.start(DISTS)
-    results = Results(args.json, lambda r: (r["game"], r["rung"], r["seed"]), args.resume,
+    results = Results(args.json, lambda r: (r["game"], r["rung"], r["seed"]), args.resume or args.table,
                       lambda: dict(machine=harness.machine_line(DISTS), dqn=DQN))
     todo = [dict(game=game, rung=rung, seed=seed, steps=args.steps, eval_every=args.eval_every,
                  eval_episodes=args.eval_episodes, overrides=rung_overrides(rung))
