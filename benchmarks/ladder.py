@@ -64,6 +64,7 @@ RUNGS = [
 ]
 # off the ladder: (name, the rung it starts from, hypothesis, overrides on top): one piece changed where a rung's
 # signal points, e.g. the loss on the rung where the values diverged
+RMSPROP_PLAIN = ["learner.optimizer=rmsprop", "learner.value_rescaling=false"]  # DQN's optimiser, gradients unshrunk
 VARIANTS = [
     ("adam_huber", "adam", "the squared TD loss, not Adam or the clipping, lets the adam rung's values diverge (Q 41 "
      "against returns of 2): with the Huber loss it learns as the dqn rung does", ["learner.loss=huber"]),
@@ -80,7 +81,7 @@ VARIANTS = [
     ("r2d2_rmsprop_plain", "r2d2", "value rescaling shrinks the gradients to where RMSprop's epsilon damps them "
      "(r2d2_rmsprop: gradient norms 0.015 on Asterix and 0.0024 on Freeway, DQN's 0.26 and 0.06; Freeway's actors "
      "never cross): without rescaling, the shipped config with RMSprop learns as the dqn rung does",
-     ["learner.optimizer=rmsprop", "learner.value_rescaling=false"]),
+     RMSPROP_PLAIN),
     ("r2d2_slow_adam", "r2d2", "Adam's steps (about the full rate on every weight, whatever the gradient's scale) are "
      "several times the steps RMSprop takes on the dqn rung's gradients: the shipped config at a fifth of the rate "
      "(5e-5 falling to 5e-6) learns Asterix",
@@ -91,12 +92,12 @@ VARIANTS = [
      "3 steps folded into the target) learn Asterix as 1-step returns do", ["learner.optimizer=rmsprop"]),
     ("dueling_rmsprop_plain", "dueling", "with RMSprop and no value rescaling (double Q and 3-step returns learn "
      "Asterix with them), the dueling head of 128 units learns as the linear head does",
-     ["learner.optimizer=rmsprop", "learner.value_rescaling=false"]),
+     RMSPROP_PLAIN),
     ("windows_rmsprop_plain", "windows", "with RMSprop and no value rescaling, windows of 10 rows at 0.1 updates per "
      "env step learn Asterix as single transitions do (r2d2_rmsprop_plain churns at 11% greedy disagreement)",
-     ["learner.optimizer=rmsprop", "learner.value_rescaling=false"]),
+     RMSPROP_PLAIN),
     ("apex_rmsprop_plain", "apex", "with RMSprop and no value rescaling, Ape-X's fixed per-env epsilons explore "
-     "Asterix as well as epsilon 1 -> 0.1", ["learner.optimizer=rmsprop", "learner.value_rescaling=false"]),
+     "Asterix as well as epsilon 1 -> 0.1", RMSPROP_PLAIN),
 ]
 RUNG_NAMES = [name for name, _, _ in RUNGS]
 STEPS = RUNG_NAMES + [name for name, _, _, _ in VARIANTS]  # what --rungs accepts

@@ -1,10 +1,9 @@
 """Gymnasium spaces -> what an agent stores and acts on: compact integer codes in replay, one-hots in the network.
 
-An agent's networks read one observation array; R2D2 picks one of ``A`` actions, SAC one flat vector. This
-module turns the
-other spaces gymnasium envs use (POPGym's ``Discrete`` cards, ``MultiDiscrete`` boards, ``Tuple``
-and ``Dict`` of them) into that shape, in one place that the model builder, the actors, the replay
-and evaluation all share (``r2d2kit.training.builders.make_env`` applies :func:`wrap_spaces`)::
+An agent's networks read one observation array; R2D2 picks one of ``A`` actions, SAC one flat vector.
+This module turns the other spaces gymnasium envs use (POPGym's ``Discrete`` cards, ``MultiDiscrete``
+boards, ``Tuple`` and ``Dict`` of them) into that shape, in one place that the model builder, the
+actors, the replay and evaluation all share (``r2d2kit.training.builders.make_env`` applies :func:`wrap_spaces`)::
 
     observation space             stored (replay, actors, shared memory)    the network sees (encoder input)
     Box (any shape, any dtype)    as it is: images stay images              as it is

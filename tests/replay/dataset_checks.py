@@ -38,11 +38,7 @@ def assert_dataset_matches_sample(buffer: Any, copy: Any, batch_size: int, beta:
     spec = dataset.element_spec
     assert {name: (tuple(s.shape), s.dtype.as_numpy_dtype) for name, s in spec.items()} == \
         {name: (shape, dtype.type) for name, (shape, dtype) in buffer.batch_spec(batch_size).items()}
-    for got in draw(dataset, draws):
-        want = copy.sample(batch_size, beta=beta)
-        assert set(got) == set(want)
-        for key in want:
-            np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+    assert_same_batches(draw(dataset, draws), [copy.sample(batch_size, beta=beta) for _ in range(draws)])
     return spec
 
 
