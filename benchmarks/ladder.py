@@ -96,6 +96,14 @@ VARIANTS = [
     ("windows_rmsprop_plain", "windows", "with RMSprop and no value rescaling, windows of 10 rows at 0.1 updates per "
      "env step learn Asterix as single transitions do (r2d2_rmsprop_plain churns at 11% greedy disagreement)",
      RMSPROP_PLAIN),
+    ("windows_often", "windows", "the windows' 10x fewer updates, not their 10-row windows, stall "
+     "windows_rmsprop_plain (its greedy disagreement 0, Q below the returns): 4 windows of 10 rows (40 rows) at one "
+     "update per env step with the target copied every 1000 updates, as the dueling rung's rhythm, learn Asterix",
+     RMSPROP_PLAIN + ["learner.batch_size=4", "run.updates_per_env_step=1.0", "learner.target_update_period=1000"]),
+    ("dueling_rare", "dueling", "(the converse of windows_often) single transitions updated as the windows are, "
+     "10x less often on 10x the rows (320) with the target copied every 500 updates, stall Asterix as "
+     "windows_rmsprop_plain does",
+     RMSPROP_PLAIN + ["learner.batch_size=320", "run.updates_per_env_step=0.1", "learner.target_update_period=500"]),
     ("apex_rmsprop_plain", "apex", "with RMSprop and no value rescaling, Ape-X's fixed per-env epsilons explore "
      "Asterix as well as epsilon 1 -> 0.1", RMSPROP_PLAIN),
 ]
