@@ -4,8 +4,9 @@
     python benchmarks/soak.py --minutes 20 --runner ray
     python benchmarks/soak.py --minutes 1 --learner-kill-at 0 --kill-every 10 20   # the test suite's short run
     python benchmarks/soak.py --minutes 10 --disk-full --json soak.json
+    python benchmarks/soak.py --minutes 10 --config sac/pendulum_novel --keep   # recurrent SAC's pools
 
-Runs ``python -m r2d2kit.train configs/cue_memory.yaml`` (2 actors, ``--runner``) and, for
+Runs ``python -m r2d2kit.train configs/cue_memory.yaml`` (or ``--config``; 2 actors, ``--runner``) and, for
 ``--minutes`` of chaos counted from the run's first logged interval (1,000 env steps):
 
 * SIGKILLs a random actor every 15-40 s (``--kill-every``), as the OOM killer or a preempted node would,
@@ -172,8 +173,8 @@ class Soak:
                 "checkpoints.save_replay=true"]
         if a.runner == "ray":
             sets += ["actors.ray_num_cpus=2"]
-        target = ["--resume", str(self.run_dir)] if resume else [str(REPO / "configs" / "cue_memory.yaml"),
-                                                                 "--run-dir", str(self.run_dir)]
+        config = str(Path(a.config).resolve()) if Path(a.config).is_file() else a.config  # the learner runs in REPO
+        target = ["--resume", str(self.run_dir)] if resume else [config, "--run-dir", str(self.run_dir)]
         argv = target + [item for s in sets for item in ("--set", s)]
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
         if a.disk_full:
@@ -513,6 +514,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=10.0, help="minutes of chaos (default 10)")
     parser.add_argument("--runner", choices=("processes", "ray"), default="processes")
+    parser.add_argument("--config", default="cue_memory",
+                        help="the config trained under chaos: a shipped name or a YAML path (default cue_memory)")
     parser.add_argument("--kill-every", type=float, nargs=2, default=(15.0, 40.0), metavar=("MIN_S", "MAX_S"),
                         help="seconds between actor SIGKILLs, drawn uniformly (default 15 40)")
     parser.add_argument("--learner-kill-at", type=float, default=0.15,
