@@ -104,6 +104,14 @@ VARIANTS = [
      "10x less often on 10x the rows (320) with the target copied every 500 updates, stall Asterix as "
      "windows_rmsprop_plain does",
      RMSPROP_PLAIN + ["learner.batch_size=320", "run.updates_per_env_step=0.1", "learner.target_update_period=500"]),
+    ("n_step_dueling_linear", "n_step", "(dueling_rmsprop_plain stalls: Q flat at 0.65, disagreement 0) the dueling "
+     "sum V + A - mean(A) itself, on linear streams, stalls the n_step_rmsprop rung",
+     ["learner.optimizer=rmsprop", "model.dueling=true", "model.head_units=0"]),
+    ("n_step_head", "n_step", "(the converse) the head's hidden layer of 128 units, without the dueling sum, stalls "
+     "the n_step_rmsprop rung", ["learner.optimizer=rmsprop", "model.dueling=false", "model.head_units=128"]),
+    ("r2d2_linear", "r2d2", "(a candidate fix from the top) the shipped config with RMSprop, no value rescaling and "
+     "a linear Q head (no dueling, no head layer: the dqn rung's head) learns Asterix",
+     RMSPROP_PLAIN + ["model.dueling=false", "model.head_units=0"]),
     ("apex_rmsprop_plain", "apex", "with RMSprop and no value rescaling, Ape-X's fixed per-env epsilons explore "
      "Asterix as well as epsilon 1 -> 0.1", RMSPROP_PLAIN),
 ]
