@@ -78,6 +78,9 @@ def video_env_factory(config: TrainConfig) -> tuple[Callable[[], Any], float]:
 
     from r2d2kit.training.builders import make_env
 
+    # frames drawn off screen need no display: without this, pygame probes Wayland on a headless machine and
+    # prints "XDG_RUNTIME_DIR is invalid" (gymnasium's classic-control envs, e.g. Pendulum); a user's choice stays
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     env_id = config.env.id
     render_config = dataclasses.replace(config, env=dataclasses.replace(
         config.env, kwargs={**config.env.kwargs, "render_mode": "rgb_array"}))

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -165,3 +168,22 @@ def test_a_damaged_file_playing_does_not_read_is_no_obstacle_and_damaged_weights
     assert main([str(copy), "--episodes", "2"]) == 2
     error = capsys.readouterr().err
     assert "online.weights.h5 is corrupted" in error and "--checkpoint NAME" in error and "--best" in error
+
+
+def test_frames_drawn_off_screen_print_no_display_noise():
+    """pygame (classic-control frames) probes a display unless told not to; on a headless machine it printed
+    "XDG_RUNTIME_DIR is invalid" into every ``--video`` run."""
+    pytest.importorskip("pygame")
+    code = ("from r2d2kit.evaluate import video_env_factory\n"
+            "from r2d2kit.training.config import load_config\n"
+            "make_env, fps = video_env_factory(load_config('sac/pendulum_novel'))\n"
+            "env = make_env()\n"
+            "env.reset(seed=0)\n"
+            "print(env.render().shape)\n")
+    env = {key: value for key, value in os.environ.items() if key not in ("SDL_VIDEODRIVER", "XDG_RUNTIME_DIR",
+                                                                         "DISPLAY", "WAYLAND_DISPLAY")}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("(500, 500, 3)")
+    assert "XDG_RUNTIME_DIR" not in done.stderr, done.stderr
