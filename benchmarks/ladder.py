@@ -112,8 +112,11 @@ VARIANTS = [
     ("r2d2_linear", "r2d2", "(a candidate fix from the top) the shipped config with RMSprop, no value rescaling and "
      "a linear Q head (no dueling, no head layer: the dqn rung's head) learns Asterix",
      RMSPROP_PLAIN + ["model.dueling=false", "model.head_units=0"]),
+    ("actors_rmsprop_plain", "actors", "(the top churns: r2d2_rmsprop_plain and r2d2_linear at 10-11% greedy "
+     "disagreement, where windows_rmsprop_plain stalls at 0) with RMSprop and no value rescaling, 8 envs in 2 actor "
+     "processes with asynchronous weights do not bring the churn", RMSPROP_PLAIN),
     ("apex_rmsprop_plain", "apex", "with RMSprop and no value rescaling, Ape-X's fixed per-env epsilons explore "
-     "Asterix as well as epsilon 1 -> 0.1", RMSPROP_PLAIN),
+     "Asterix as well as epsilon 1 -> 0.1 (and bring no churn: else the LSTM's part is ruled out)", RMSPROP_PLAIN),
 ]
 RUNG_NAMES = [name for name, _, _ in RUNGS]
 STEPS = RUNG_NAMES + [name for name, _, _, _ in VARIANTS]  # what --rungs accepts
