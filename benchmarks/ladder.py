@@ -112,6 +112,9 @@ VARIANTS = [
     ("r2d2_linear", "r2d2", "(a candidate fix from the top) the shipped config with RMSprop, no value rescaling and "
      "a linear Q head (no dueling, no head layer: the dqn rung's head) learns Asterix",
      RMSPROP_PLAIN + ["model.dueling=false", "model.head_units=0"]),
+    ("windows_linear", "windows", "(dueling_rmsprop_plain lean: the head costs) with RMSprop, no value rescaling and "
+     "the dqn rung's linear head, windows of 10 rows at 0.1 updates per env step learn Asterix as n_step_rmsprop does",
+     RMSPROP_PLAIN + ["model.dueling=false", "model.head_units=0"]),
     ("actors_rmsprop_plain", "actors", "(the top churns: r2d2_rmsprop_plain and r2d2_linear at 10-11% greedy "
      "disagreement, where windows_rmsprop_plain stalls at 0) with RMSprop and no value rescaling, 8 envs in 2 actor "
      "processes with asynchronous weights do not bring the churn", RMSPROP_PLAIN),
