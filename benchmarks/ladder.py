@@ -115,6 +115,11 @@ VARIANTS = [
     ("windows_linear", "windows", "(dueling_rmsprop_plain lean: the head costs) with RMSprop, no value rescaling and "
      "the dqn rung's linear head, windows of 10 rows at 0.1 updates per env step learn Asterix as n_step_rmsprop does",
      RMSPROP_PLAIN + ["model.dueling=false", "model.head_units=0"]),
+    ("windows_often_linear", "windows", "(windows_linear stalls on Freeway, 0.1, and Asterix, 0.7) the windows' "
+     "rhythm, not their 10-row windows: with a linear head, 4 windows of 10 rows at one update per env step and "
+     "the target every 1000 updates learn as the n_step_rmsprop and dqn rungs do",
+     RMSPROP_PLAIN + ["model.dueling=false", "model.head_units=0", "learner.batch_size=4",
+                      "run.updates_per_env_step=1.0", "learner.target_update_period=1000"]),
     ("actors_rmsprop_plain", "actors", "(the top churns: r2d2_rmsprop_plain and r2d2_linear at 10-11% greedy "
      "disagreement, where windows_rmsprop_plain stalls at 0) with RMSprop and no value rescaling, 8 envs in 2 actor "
      "processes with asynchronous weights do not bring the churn", RMSPROP_PLAIN),
