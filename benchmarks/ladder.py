@@ -120,6 +120,11 @@ VARIANTS = [
      "the target every 1000 updates learn as the n_step_rmsprop and dqn rungs do",
      RMSPROP_PLAIN + ["model.dueling=false", "model.head_units=0", "learner.batch_size=4",
                       "run.updates_per_env_step=1.0", "learner.target_update_period=1000"]),
+    ("r2d2_often_linear", "r2d2", "(a candidate shared setting: windows learn at DQN's rhythm with a linear head, "
+     "windows_often_linear) the shipped config with RMSprop, no value rescaling, a linear head and one update of 4 "
+     "windows per env step, the target every 1000 updates, learns Asterix and Freeway",
+     RMSPROP_PLAIN + ["model.dueling=false", "model.head_units=0", "learner.batch_size=4",
+                      "run.updates_per_env_step=1.0", "learner.target_update_period=1000"]),
     ("actors_rmsprop_plain", "actors", "(the top churns: r2d2_rmsprop_plain and r2d2_linear at 10-11% greedy "
      "disagreement, where windows_rmsprop_plain stalls at 0) with RMSprop and no value rescaling, 8 envs in 2 actor "
      "processes with asynchronous weights do not bring the churn", RMSPROP_PLAIN),
