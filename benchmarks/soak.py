@@ -529,6 +529,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the work directory (kept anyway on a failure)")
     parser.add_argument("--json", metavar="PATH", help="also write the results here")
     args = parser.parse_args(argv)
+    from r2d2kit.training.config import ConfigError, load_config
+    try:  # a config the learner would refuse is named here, not found out as "no actors started"
+        load_config(args.config)
+    except ConfigError as error:
+        parser.error(f"--config {args.config!r}: {error}")
     print(f"command: python benchmarks/soak.py {' '.join(argv)}; load average {os.getloadavg()[0]:.2f} on "
           f"{len(os.sched_getaffinity(0))} cores", flush=True)
     soak = Soak(args)

@@ -28,3 +28,12 @@ def test_a_minute_of_actor_kills_stops_nothing_leaks_nothing_and_loses_no_metric
     assert soak["actor_kills"] >= 2 and soak["kills_counted"] == soak["actor_kills"]
     assert soak["summary_actor_restarts"] == soak["actor_kills"] and soak["stopped_by"] == "SIGTERM"
     assert soak["metrics_rows"] >= 1 and result.returncode == 0
+
+
+def test_a_config_the_learner_would_refuse_is_named_before_any_learner_starts(tmp_path):
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "soak.py"), "--config", "no_such_config",
+                             "--work-dir", str(tmp_path / "work")], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2
+    assert "--config 'no_such_config': no config file at 'no_such_config'" in result.stderr
+    assert "python -m r2d2kit.train --list" in result.stderr
+    assert not (tmp_path / "work").exists()  # nothing started, nothing written
