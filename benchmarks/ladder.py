@@ -65,6 +65,9 @@ RUNGS = [
 # off the ladder: (name, the rung it starts from, hypothesis, overrides on top): one piece changed where a rung's
 # signal points, e.g. the loss on the rung where the values diverged
 RMSPROP_PLAIN = ["learner.optimizer=rmsprop", "learner.value_rescaling=false"]  # DQN's optimiser, gradients unshrunk
+LINEAR_HEAD = ["model.dueling=false", "model.head_units=0"]  # the dqn rung's head
+# DQN's rhythm for 10-row windows: one update of 4 windows (40 rows) per env step, the target every 1000 updates
+DQN_RHYTHM = ["learner.batch_size=4", "run.updates_per_env_step=1.0", "learner.target_update_period=1000"]
 VARIANTS = [
     ("adam_huber", "adam", "the squared TD loss, not Adam or the clipping, lets the adam rung's values diverge (Q 41 "
      "against returns of 2): with the Huber loss it learns as the dqn rung does", ["learner.loss=huber"]),
@@ -99,7 +102,7 @@ VARIANTS = [
     ("windows_often", "windows", "the windows' 10x fewer updates, not their 10-row windows, stall "
      "windows_rmsprop_plain (its greedy disagreement 0, Q below the returns): 4 windows of 10 rows (40 rows) at one "
      "update per env step with the target copied every 1000 updates, as the dueling rung's rhythm, learn Asterix",
-     RMSPROP_PLAIN + ["learner.batch_size=4", "run.updates_per_env_step=1.0", "learner.target_update_period=1000"]),
+     RMSPROP_PLAIN + DQN_RHYTHM),
     ("dueling_rare", "dueling", "(the converse of windows_often) single transitions updated as the windows are, "
      "10x less often on 10x the rows (320) with the target copied every 500 updates, stall Asterix as "
      "windows_rmsprop_plain does",
@@ -111,20 +114,18 @@ VARIANTS = [
      "the n_step_rmsprop rung", ["learner.optimizer=rmsprop", "model.dueling=false", "model.head_units=128"]),
     ("r2d2_linear", "r2d2", "(a candidate fix from the top) the shipped config with RMSprop, no value rescaling and "
      "a linear Q head (no dueling, no head layer: the dqn rung's head) learns Asterix",
-     RMSPROP_PLAIN + ["model.dueling=false", "model.head_units=0"]),
+     RMSPROP_PLAIN + LINEAR_HEAD),
     ("windows_linear", "windows", "(dueling_rmsprop_plain lean: the head costs) with RMSprop, no value rescaling and "
      "the dqn rung's linear head, windows of 10 rows at 0.1 updates per env step learn Asterix as n_step_rmsprop does",
-     RMSPROP_PLAIN + ["model.dueling=false", "model.head_units=0"]),
+     RMSPROP_PLAIN + LINEAR_HEAD),
     ("windows_often_linear", "windows", "(windows_linear stalls on Freeway, 0.1, and Asterix, 0.7) the windows' "
      "rhythm, not their 10-row windows: with a linear head, 4 windows of 10 rows at one update per env step and "
      "the target every 1000 updates learn as the n_step_rmsprop and dqn rungs do",
-     RMSPROP_PLAIN + ["model.dueling=false", "model.head_units=0", "learner.batch_size=4",
-                      "run.updates_per_env_step=1.0", "learner.target_update_period=1000"]),
+     RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM),
     ("r2d2_often_linear", "r2d2", "(a candidate shared setting: windows learn at DQN's rhythm with a linear head, "
      "windows_often_linear) the shipped config with RMSprop, no value rescaling, a linear head and one update of 4 "
      "windows per env step, the target every 1000 updates, learns Asterix and Freeway",
-     RMSPROP_PLAIN + ["model.dueling=false", "model.head_units=0", "learner.batch_size=4",
-                      "run.updates_per_env_step=1.0", "learner.target_update_period=1000"]),
+     RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM),
     ("actors_rmsprop_plain", "actors", "(the top churns: r2d2_rmsprop_plain and r2d2_linear at 10-11% greedy "
      "disagreement, where windows_rmsprop_plain stalls at 0) with RMSprop and no value rescaling, 8 envs in 2 actor "
      "processes with asynchronous weights do not bring the churn", RMSPROP_PLAIN),
