@@ -53,6 +53,7 @@ class Tuning:
     """One worker's job, checked: the study and what every trial shares."""
 
     study: optuna.Study
+    url: str  # where the study is stored
     space: SearchSpace
     base: dict  # the config after --set, as TrainConfig.to_dict() writes it
     config: TrainConfig
@@ -123,7 +124,8 @@ def prepare(args: argparse.Namespace) -> Tuning:
     print(f"sampler: TPE, seed {args.seed}, random for the study's first {args.startup_trials} trials; pruner: median, "
           f"after {args.prune_after_trials} finished trials and {prune_after_steps} env steps of a trial")
     print(space.describe(base), flush=True)
-    return Tuning(study=study, space=space, base=base, config=config, out=out, trials=args.trials, last=args.last)
+    return Tuning(study=study, url=url, space=space, base=base, config=config, out=out, trials=args.trials,
+                  last=args.last)
 
 
 def tune(tuning: Tuning) -> int:
@@ -180,7 +182,9 @@ class _Stop:
 def _one_trial(tuning: Tuning, state: _Stop, bar: tqdm) -> str:
     """Ask the study for a trial, run it and tell the study how it ended; its state's name. A trial is never left
     running in the study: whatever escapes (a second Ctrl-C, a bug) marks it failed on the way out."""
-    trial = tuning.study.ask()
+    from r2d2kit.tuning.study import ask
+
+    trial = ask(tuning.study, tuning.url)
     try:
         return _run(tuning, trial, state, bar)
     except BaseException as error:

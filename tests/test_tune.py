@@ -224,6 +224,38 @@ def test_the_tuner_process_never_imports_tensorflow(tmp_path):
 
 
 # --------------------------------------------------------------------------- end to end
+QUEUE_POPPER = """
+import sys, time
+import optuna
+from r2d2kit.tuning.study import ask
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+url, start = sys.argv[1], float(sys.argv[2])
+study = optuna.load_study(study_name="queue", storage=url)
+while time.time() < start:
+    pass
+print(" ".join(str(ask(study, url).number) for _ in range(10)))
+"""
+
+
+def test_workers_on_one_sqlite_file_never_take_the_same_queued_trial(tmp_path):
+    # without the lock, two processes released at one instant were both handed trial 0
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    study = optuna.create_study(study_name="queue", storage=url)
+    for x in range(20):
+        study.enqueue_trial({"x": x})
+    start = time.time() + 5.0  # both processes are loaded by then, and ask at the same moment
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    poppers = [subprocess.Popen([sys.executable, "-c", QUEUE_POPPER, url, str(start)], env=env, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
+    outputs = [process.communicate(timeout=120) for process in poppers]
+    assert [process.returncode for process in poppers] == [0, 0], [err[-2000:] for _, err in outputs]
+    taken = [int(number) for out, _ in outputs for number in out.split()]
+    assert sorted(taken) == list(range(20)), taken
+    queued = {t.number: t.system_attrs["fixed_params"]["x"] for t in optuna.load_study(study_name="queue",
+                                                                                          storage=url).trials}
+    assert queued == {x: x for x in range(20)}  # no trial was added beyond the queue
+
+
 @pytest.mark.slow
 def test_workers_share_a_study_resume_adds_trials_and_a_bad_trial_is_pruned(tmp_path, capsys):
     assert main(tune_args(tmp_path, "--trials", "0")) == 0
