@@ -5,6 +5,7 @@ and HalfCheetah-P-v5.
     python benchmarks/bench_continuous.py --json benchmarks/results/continuous.json --markdown
     python benchmarks/bench_continuous.py --json out.json --resume            # skip the runs out.json already holds
     python benchmarks/bench_continuous.py --tasks halfcheetah_p --series sac sac_zero_state --seeds 10 11
+    python benchmarks/bench_continuous.py --tasks halfcheetah_p --series sac --runs-dir runs/bench --resume  # goes on
     python benchmarks/bench_continuous.py --series sac --config pendulum_novel=my.yaml --set learner.tau=0.01
     python benchmarks/bench_continuous.py --quick --tasks pendulum_novel      # smoke run: every series, seed 0
 
@@ -162,13 +163,33 @@ def resolve_config(path: str) -> Path | None:
     return None
 
 
-def sac_overrides(job: dict, run_dir: Path) -> list[str]:
-    """The ``--set`` overrides of an r2d2kit run: budget, seed, evaluation, quiet logging, one final checkpoint, the
-    user's ``--set``, then the series' own (last, so that sac_zero_state stays what it says)."""
+def sac_overrides(job: dict, runs_dir: Path) -> list[str]:
+    """The ``--set`` overrides of an r2d2kit run: budget, seed, evaluation, quiet logging, checkpoints (with
+    ``--runs-dir`` every ``--checkpoint-every`` env steps, replay included, so that a killed sweep goes on; else one
+    at the end), the user's ``--set``, then the series' own (last, so that sac_zero_state stays what it says)."""
+    every = job["checkpoint_every"] if job["runs_dir"] else 0
     return [f"run.seed={job['seed']}", f"run.total_env_steps={job['steps']}", f"run.eval_every={job['eval_every']}",
             f"run.eval_episodes={job['eval_episodes']}", "logging.progress=false", "logging.tensorboard=false",
-            f"logging.run_dir={run_dir.parent}", "checkpoints.every_env_steps=0", "checkpoints.keep=1",
+            f"logging.run_dir={runs_dir}", f"checkpoints.every_env_steps={every}", "checkpoints.keep=1",
+            f"checkpoints.save_replay={'true' if every else 'false'}",
             *job["overrides"], *(ZERO_STATE if job["series"] == "sac_zero_state" else ())]
+
+
+def learning_settings(config: dict) -> dict:
+    """A run's config as ``config.yaml`` holds it, less what does not change learning (logging, checkpoints)."""
+    return {section: values for section, values in config.items() if section not in ("logging", "checkpoints")}
+
+
+def unfinished_run(run_dir: Path, config: dict) -> bool:
+    """Whether ``run_dir`` holds a run of this very ``config`` (``to_dict()``) that stopped before its budget and
+    left a checkpoint: a sweep killed mid-run (Ctrl-C, SIGTERM, the machine going away) goes on from there."""
+    if not any((run_dir / "checkpoints").glob("ckpt-*")) or not (run_dir / "config.yaml").is_file():
+        return False
+    summary = run_dir / "summary.json"
+    if summary.is_file() and json.loads(summary.read_text()).get("stopped_by") == "run.total_env_steps":
+        return False
+    stored = yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
+    return learning_settings(stored) == learning_settings(config)
 
 
 def per_task(items: list[str] | None, cast: Callable[[str], Any], defaults: dict[str, Any], flag: str,
@@ -266,18 +287,26 @@ def mean_curve(curves: list[list]) -> dict[int, float]:
 # --- one run (child process)
 @contextlib.contextmanager
 def run_directory(job: dict) -> Iterator[Path]:
-    """The r2d2kit run's directory: ``--runs-dir``/TASK-SERIES-seedN (a new suffix when one holds a run already),
-    else a temporary one, deleted once its ``metrics.csv`` and ``summary.json`` were read."""
-    from r2d2kit.training.run_directory import holds_run
-
+    """The r2d2kit runs' parent directory: ``--runs-dir``, else a temporary one, deleted once the run's
+    ``metrics.csv`` and ``summary.json`` were read."""
     if job["runs_dir"]:
-        run_dir = Path(job["runs_dir"]) / f"{job['task']}-{job['series']}-seed{job['seed']}"
-        if holds_run(run_dir):
-            run_dir = run_dir.with_name(f"{run_dir.name}-{time.strftime('%Y%m%d-%H%M%S')}")
-        yield run_dir
+        yield Path(job["runs_dir"])
         return
     with tempfile.TemporaryDirectory(prefix="bench-continuous-") as scratch:
-        yield Path(scratch) / "run"
+        yield Path(scratch)
+
+
+def run_path(runs_dir: Path, job: dict, config: dict) -> tuple[Path, bool]:
+    """``runs_dir``/TASK-SERIES-seedN and whether the run resumes there: an unfinished run of the same config goes
+    on; any other run there is kept and this one gets a new suffix."""
+    from r2d2kit.training.run_directory import holds_run
+
+    run_dir = runs_dir / f"{job['task']}-{job['series']}-seed{job['seed']}"
+    if not holds_run(run_dir):
+        return run_dir, False
+    if unfinished_run(run_dir, config):
+        return run_dir, True
+    return run_dir.with_name(f"{run_dir.name}-{time.strftime('%Y%m%d-%H%M%S')}"), False
 
 
 def run_sac(job: dict) -> dict:
@@ -289,18 +318,25 @@ def run_sac(job: dict) -> dict:
 
     line = (f"  {job['series']} {job['task']} seed {job['seed']} " "{steps:>7,} env steps: eval {mean:8.1f} +- "
             "{std:6.1f}, training episodes {train_return:8.1f}, {updates:,} updates, {seconds:.0f} s")
-    with run_directory(job) as run_dir:
-        config = load_config(job["config"], sac_overrides(job, run_dir))
+    with run_directory(job) as runs_dir:
+        config = load_config(job["config"], sac_overrides(job, runs_dir))
+        run_dir, resume = run_path(runs_dir, job, config.to_dict())
         began = time.perf_counter()
-        Trainer(config, run_dir, callbacks=[harness.evaluation_callback(line)]).fit()
+        trainer = Trainer(config, run_dir, callbacks=[harness.evaluation_callback(line)], resume=resume)
+        trained_before = float(trainer.counters["train_seconds"])  # a resumed run's training before this segment
+        if resume:
+            print(f"  resuming {run_dir} from {trainer.resumed_from.name} ({trainer.counters['env_steps']:,} env "
+                  "steps)", flush=True)
+        trainer.fit()
         fit_seconds = time.perf_counter() - began
         curve = read_curve(run_dir / "metrics.csv")
         summary = json.loads((run_dir / "summary.json").read_text())
         kept = str(run_dir) if job["runs_dir"] else None
     train_seconds = float(summary["train_seconds"])
     return dict(curve=curve, env_steps=int(summary["env_steps"]), updates=int(summary["updates"]),
-                train_seconds=train_seconds, eval_seconds=fit_seconds - train_seconds, run_dir=kept,
-                stopped_by=summary.get("stopped_by"), config=dict(config.to_dict(), path=job["config"]))
+                train_seconds=train_seconds, eval_seconds=fit_seconds - (train_seconds - trained_before),
+                run_dir=kept, resumed=resume, stopped_by=summary.get("stopped_by"),
+                config=dict(config.to_dict(), path=job["config"]))
 
 
 def make_env(env_id: str):
@@ -497,7 +533,11 @@ def parse_args(argv: list[str] | None = None):
                    f"--quick {QUICK['eval_episodes']})")
     p.add_argument("--config", nargs="+", metavar="TASK=PATH", help="r2d2kit config of the sac series (default "
                    + ", ".join(f"{t}={s.config}" for t, s in TASKS.items()) + ")")
-    p.add_argument("--runs-dir", default=None, help="keep each r2d2kit run directory in DIR/TASK-SERIES-seedN")
+    p.add_argument("--runs-dir", default=None, help="keep each r2d2kit run directory in DIR/TASK-SERIES-seedN; a run "
+                   "stopped there before its budget (same config) goes on from its newest checkpoint")
+    p.add_argument("--checkpoint-every", type=positive_int, default=10_000, metavar="N",
+                   help="with --runs-dir, env steps between an r2d2kit run's checkpoints (replay included; default "
+                        "10,000): what a killed sweep loses at most")
     args = p.parse_args(argv)
     try:
         check_args(args)
@@ -559,12 +599,13 @@ def settings_digest(run: dict, args) -> str:
     return digest(peer_settings(run["series"], run["task"], args.quick))
 
 
-EXTRA_KEYS = ("torch_threads", "runs_dir", "config", "peer")  # job_extras' keys: not stored with the run
+# job_extras' keys: not stored with the run
+EXTRA_KEYS = ("torch_threads", "runs_dir", "checkpoint_every", "config", "peer")
 
 
 def job_extras(run: dict, args) -> dict:
     """What the child needs beyond the run's identity: the config, or the peer's settings, and the machine's."""
-    extras = dict(torch_threads=args.torch_threads, runs_dir=args.runs_dir)
+    extras = dict(torch_threads=args.torch_threads, runs_dir=args.runs_dir, checkpoint_every=args.checkpoint_every)
     if run["series"] in SAC_SERIES:
         return dict(extras, config=args.config[run["task"]])
     return dict(extras, peer=peer_settings(run["series"], run["task"], args.quick))
