@@ -47,7 +47,7 @@ from r2d2kit.runners.shm import (
     stack_records,
     window_layout,
 )
-from r2d2kit.runners.weights import flatten_weights
+from r2d2kit.runners.weights import flatten_weights, weight_lag
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
@@ -422,9 +422,7 @@ class ProcessActors:
     @property
     def weight_lag(self) -> float:
         """Updates the most out-of-date live actor's weights are behind the newest (publishes x ``publish_every``)."""
-        if not self.weight_versions_seen:
-            return float("nan")
-        return float((self._version - min(self.weight_versions_seen.values())) * self.publish_every)
+        return weight_lag(self._version, self.weight_versions_seen, self.publish_every)
 
     @property
     def weights_version(self) -> int:

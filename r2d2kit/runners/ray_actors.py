@@ -53,7 +53,7 @@ from r2d2kit.runners.acting import THREAD_VARIABLES, ActingLoop, limit_threads
 from r2d2kit.runners.callbacks import Callback
 from r2d2kit.runners.pool import Experience, Incarnations
 from r2d2kit.runners.restarts import ActorsFailed, RestartPolicy
-from r2d2kit.runners.weights import flatten_weights
+from r2d2kit.runners.weights import flatten_weights, weight_lag
 
 if TYPE_CHECKING:
     import gymnasium as gym
@@ -379,9 +379,7 @@ class RayActors:
     @property
     def weight_lag(self) -> float:
         """Updates the most out-of-date live actor's weights are behind the newest (publishes x ``publish_every``)."""
-        if not self.weight_versions_seen:
-            return float("nan")
-        return float((self._version - min(self.weight_versions_seen.values())) * self.publish_every)
+        return weight_lag(self._version, self.weight_versions_seen, self.publish_every)
 
     @property
     def weights_version(self) -> int:

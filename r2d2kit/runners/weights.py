@@ -6,7 +6,7 @@ through the object store; a policy loads it with :func:`load_flat_weights` (its 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -35,3 +35,11 @@ def load_flat_weights(variables: Iterable[keras.Variable], vector: np.ndarray) -
         size = int(np.prod(variable.shape))
         variable.assign(vector[offset:offset + size].reshape(variable.shape))
         offset += size
+
+
+def weight_lag(version: int, versions_seen: Mapping[int, int], publish_every: int) -> float:
+    """Updates the most out-of-date actor's weights are behind the newest broadcast: ``version`` less the oldest
+    version an actor acted with, in publishes of ``publish_every`` updates; NaN before any actor reported one."""
+    if not versions_seen:
+        return float("nan")
+    return float((version - min(versions_seen.values())) * publish_every)
