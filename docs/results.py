@@ -45,6 +45,8 @@ def _runs(runs: list[dict], **match: object) -> list[dict]:
 
 def _seeds(runs: list[dict]) -> str:
     seeds = [run["seed"] for run in runs]
+    if len(seeds) == 1:
+        return f"seed {seeds[0]}"
     return f"seeds {seeds[0]}-{seeds[-1]}" if seeds == list(range(seeds[0], seeds[-1] + 1)) else \
         "seeds " + ", ".join(map(str, seeds))
 
@@ -175,6 +177,63 @@ def continuous_result(task: str) -> str:
             "docs/performance.md)")
 
 
+# --------------------------------------------------------------------------- the DQN-to-R2D2 ladder (ladder.json)
+LADDER_GAMES = ("freeway", "asterix")
+LADDER_STEPS = (150_000, 300_000, 500_000)  # where every rung's curve is read: the budgets the screens ran to
+LADDER_HEALTH = (("health/greedy_disagreement", "disagreement", "{:.3f}"), ("learner/gradient_norm", "gradient norm",
+                                                                           "{:.3g}"),
+                 ("health/q_taken", "Q", "{:.2f}"), ("health/overestimation", "overestimation", "{:.2f}"))
+
+
+def _ladder_hypotheses() -> list[tuple[str, str]]:
+    """Every rung and variant with its hypothesis, as benchmarks/ladder.py defines them (one source)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import ladder
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    return ladder.hypotheses()
+
+
+def _return_at(run: dict, steps: int) -> float | None:
+    """A run's greedy mean at the evaluation for ``steps`` (actor processes may overshoot it by a batch)."""
+    return next((e[1] for e in run["evaluations"] if steps <= e[0] < steps + run["eval_every"] // 2), None)
+
+
+def _ladder_cell(runs: list[dict], steps: tuple[int, ...]) -> str:
+    """The seed-mean return at each of ``steps`` ('-' past a run's budget), and the seeds."""
+    if not runs:
+        return "-"
+    means = []
+    for at in steps:
+        values = [_return_at(run, at) for run in runs]
+        means.append("-" if None in values else f"{np.mean(values):.1f}")
+    return " / ".join(means) + f" ({_seeds(runs)})"
+
+
+def _ladder_health(runs: list[dict]) -> str:
+    return ", ".join(f"{label} " + fmt.format(np.mean([r["health"].get(key, np.nan) for r in runs]))
+                     for key, label, fmt in LADDER_HEALTH)
+
+
+def ladder_table() -> str:
+    """Each rung and variant that ran: its hypothesis, its seed-mean greedy return on Freeway and Asterix at 150k,
+    300k and 500k env steps, and the health columns that moved (means over the last fifth of the run)."""
+    runs = load("ladder")
+    at = " / ".join(_k(s) for s in LADDER_STEPS)
+    lines = ["| rung | hypothesis | " + " | ".join(f"{GAMES[g]} at {at}" for g in LADDER_GAMES)
+             + " | health, last fifth of the run (" + "; ".join(GAMES[g] for g in LADDER_GAMES) + ") |",
+             "|---|---|" + "---|" * len(LADDER_GAMES) + "---|"]
+    for name, hypothesis in _ladder_hypotheses():
+        done = {game: _runs(runs, rung=name, game=game) for game in LADDER_GAMES}
+        if not any(done.values()):
+            continue
+        health = "; ".join(_ladder_health(done[g]) if done[g] else "-" for g in LADDER_GAMES)
+        lines.append(f"| `{name}` | {hypothesis} | "
+                     + " | ".join(_ladder_cell(done[g], LADDER_STEPS) for g in LADDER_GAMES) + f" | {health} |")
+    return "\n".join(lines) + "\n"
+
+
 # --------------------------------------------------------------------------- the summary other pages give
 def summary() -> str:
     """One paragraph for the README and docs/training.md, linking to the tables."""
@@ -200,7 +259,8 @@ def summary() -> str:
 
 
 BLOCKS: dict[str, Callable[[], str]] = {"minatar": minatar_table, "minigrid": minigrid_table, "summary": summary,
-                                        "pendulum_novel": lambda: continuous_table("pendulum_novel")}
+                                        "pendulum_novel": lambda: continuous_table("pendulum_novel"),
+                                        "ladder": ladder_table}
 PAGES = ["README.md", "docs/performance.md", "docs/training.md"]
 
 
