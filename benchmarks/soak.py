@@ -2,7 +2,7 @@
 
     python benchmarks/soak.py --minutes 60                          # actor processes (the lead's long run)
     python benchmarks/soak.py --minutes 20 --runner ray
-    python benchmarks/soak.py --minutes 1 --learner-kill-at 0 --kill-every 10 20   # the test suite's short run
+    python benchmarks/soak.py --minutes 0.7 --learner-kill-at 0 --kill-every 8 12   # the test suite's short run
     python benchmarks/soak.py --minutes 10 --disk-full --json soak.json
     python benchmarks/soak.py --minutes 10 --config sac/pendulum_novel --keep   # recurrent SAC's pools
 
