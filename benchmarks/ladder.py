@@ -126,6 +126,14 @@ VARIANTS = [
      "windows_often_linear) the shipped config with RMSprop, no value rescaling, a linear head and one update of 4 "
      "windows per env step, the target every 1000 updates, learns Asterix and Freeway",
      RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM),
+    ("apex_often_linear", "apex", "(r2d2_often_linear flat on Asterix: 0.4-0.6 through 200k, its actors' return "
+     "flat at 0.5) R2D2's actors (8 envs in 2 processes, Ape-X's per-env epsilons) and the rate decay, on the "
+     "feed-forward windows at DQN's rhythm with a linear head, learn Asterix as windows_often_linear does: if not, "
+     "the actors are the cost; if so, the LSTM is", RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM),
+    ("windows_often_lstm", "windows", "(the converse of apex_often_linear) an LSTM core with stored state and 5 "
+     "burn-in rows, on windows_often_linear (one env in the learner's process, epsilon 1 -> 0.1), learns Asterix "
+     "as the feed-forward network does", RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + ["model.core=lstm",
+                                                                                    "replay.burn_in=5"]),
     ("actors_rmsprop_plain", "actors", "(the top churns: r2d2_rmsprop_plain and r2d2_linear at 10-11% greedy "
      "disagreement, where windows_rmsprop_plain stalls at 0) with RMSprop and no value rescaling, 8 envs in 2 actor "
      "processes with asynchronous weights do not bring the churn", RMSPROP_PLAIN),
