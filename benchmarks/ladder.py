@@ -130,6 +130,9 @@ VARIANTS = [
      "flat at 0.5) R2D2's actors (8 envs in 2 processes, Ape-X's per-env epsilons) and the rate decay, on the "
      "feed-forward windows at DQN's rhythm with a linear head, learn Asterix as windows_often_linear does: if not, "
      "the actors are the cost; if so, the LSTM is", RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM),
+    ("actors_often_linear", "actors", "(apex_often_linear stalls Asterix: 0.7 0.4 0.4 at 50k-150k, where "
+     "windows_often_linear learns) 8 envs in 2 actor processes and the rate decay, with epsilon 1 -> 0.1, learn "
+     "Asterix at DQN's rhythm: if so, Ape-X's per-env epsilons are the cost", RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM),
     ("windows_often_lstm", "windows", "(the converse of apex_often_linear) an LSTM core with stored state and 5 "
      "burn-in rows, on windows_often_linear (one env in the learner's process, epsilon 1 -> 0.1), learns Asterix "
      "as the feed-forward network does", RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + ["model.core=lstm",
