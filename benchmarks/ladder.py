@@ -133,6 +133,10 @@ VARIANTS = [
     ("actors_often_linear", "actors", "(apex_often_linear stalls Asterix: 0.7 0.4 0.4 at 50k-150k, where "
      "windows_often_linear learns) 8 envs in 2 actor processes and the rate decay, with epsilon 1 -> 0.1, learn "
      "Asterix at DQN's rhythm: if so, Ape-X's per-env epsilons are the cost", RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM),
+    ("rate_decay_often_linear", "rate_decay", "(actors_often_linear holds Asterix near 1 too: 0.6 at 300k) the rate "
+     "falling to a tenth by 500k, with one env in the learner's process, learns Asterix at DQN's rhythm as "
+     "windows_often_linear does: if so, the actor processes (8 envs, weights about 660 updates behind, epsilon "
+     "annealed per actor over twice the env steps) are the cost", RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM),
     ("windows_often_lstm", "windows", "(the converse of apex_often_linear) an LSTM core with stored state and 5 "
      "burn-in rows, on windows_often_linear (one env in the learner's process, epsilon 1 -> 0.1), learns Asterix "
      "as the feed-forward network does", RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + ["model.core=lstm",
