@@ -133,10 +133,14 @@ VARIANTS = [
     ("actors_often_linear", "actors", "(apex_often_linear stalls Asterix: 0.7 0.4 0.4 at 50k-150k, where "
      "windows_often_linear learns) 8 envs in 2 actor processes and the rate decay, with epsilon 1 -> 0.1, learn "
      "Asterix at DQN's rhythm: if so, Ape-X's per-env epsilons are the cost", RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM),
-    ("rate_decay_often_linear", "rate_decay", "(actors_often_linear holds Asterix near 1 too: 0.6 at 300k) the rate "
-     "falling to a tenth by 500k, with one env in the learner's process, learns Asterix at DQN's rhythm as "
-     "windows_often_linear does: if so, the actor processes (8 envs, weights about 660 updates behind, epsilon "
-     "annealed per actor over twice the env steps) are the cost", RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM),
+    ("rate_decay_often_linear", "rate_decay", "(r2d2_often_linear, apex_often_linear and actors_often_linear kept the "
+     "shipped rate schedule, counted in updates: 50,000 updates, which at one update per env step bring the rate to "
+     "a tenth by 55k env steps instead of 500k) the rate decay alone, on windows_often_linear, holds Asterix back: "
+     "the schedule, not the actors, is the cost", RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM),
+    ("r2d2_often_linear_decay", "r2d2", "(the candidate again, its rate schedule in env steps) r2d2_often_linear with "
+     "the rate falling to a tenth over 495,000 updates, i.e. by 500k env steps at one update per env step as the "
+     "shipped configs intend, learns Asterix and Freeway",
+     RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + ["learner.learning_rate_decay_updates=495000"]),
     ("windows_often_lstm", "windows", "(the converse of apex_often_linear) an LSTM core with stored state and 5 "
      "burn-in rows, on windows_often_linear (one env in the learner's process, epsilon 1 -> 0.1), learns Asterix "
      "as the feed-forward network does", RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + ["model.core=lstm",
