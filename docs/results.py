@@ -180,9 +180,12 @@ def continuous_result(task: str) -> str:
 # --------------------------------------------------------------------------- the DQN-to-R2D2 ladder (ladder.json)
 LADDER_GAMES = ("freeway", "asterix")
 LADDER_STEPS = (150_000, 300_000, 500_000)  # where every rung's curve is read: the budgets the screens ran to
-LADDER_HEALTH = (("health/greedy_disagreement", "disagreement", "{:.3f}"), ("learner/gradient_norm", "gradient norm",
-                                                                           "{:.3g}"),
-                 ("health/q_taken", "Q", "{:.2f}"), ("health/overestimation", "overestimation", "{:.2f}"))
+LADDER_HEALTH = (  # (health.csv column, label, format)
+    ("health/greedy_disagreement", "disagreement", "{:.3f}"),
+    ("learner/gradient_norm", "gradient norm", "{:.3g}"),
+    ("health/q_taken", "Q", "{:.2f}"),
+    ("health/overestimation", "overestimation", "{:.2f}"),
+)
 
 
 def _ladder_hypotheses() -> list[tuple[str, str]]:
