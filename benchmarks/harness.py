@@ -46,6 +46,11 @@ def machine_line(dists: Sequence[str]) -> str:
             versions.append(f"{dist} {version(dist)}")
         except PackageNotFoundError:
             versions.append(f"{dist} not installed")
+            continue
+        if dist == "keras":
+            # the backend decides the initial weights a seed draws and the update's speed: runs on two backends
+            # are not one series
+            versions[-1] += f" on {os.environ.get('KERAS_BACKEND', 'tensorflow')}"
     return (f"machine: {cpu}, {cores()} cores ({platform.machine()}, {platform.system()}); "
             f"python {platform.python_version()}, {', '.join(versions)}")
 
