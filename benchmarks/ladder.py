@@ -145,6 +145,12 @@ VARIANTS = [
      "burn-in rows, on windows_often_linear (one env in the learner's process, epsilon 1 -> 0.1), learns Asterix "
      "as the feed-forward network does", RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + ["model.core=lstm",
                                                                                     "replay.burn_in=5"]),
+    ("windows_often_wide", "windows", "(windows_often_linear and r2d2_often_linear_decay churn: online and target "
+     "disagree on the greedy action on 17-35% of rows where single transitions disagree on 1-3%) 4 windows per "
+     "update are 4 independent places against DQN's 32: 32 windows of 10 rows at one update per env step churn as "
+     "single transitions do and learn Asterix",
+     RMSPROP_PLAIN + LINEAR_HEAD + ["learner.batch_size=32", "run.updates_per_env_step=1.0",
+                                    "learner.target_update_period=1000"]),
     ("actors_rmsprop_plain", "actors", "(the top churns: r2d2_rmsprop_plain and r2d2_linear at 10-11% greedy "
      "disagreement, where windows_rmsprop_plain stalls at 0) with RMSprop and no value rescaling, 8 envs in 2 actor "
      "processes with asynchronous weights do not bring the churn", RMSPROP_PLAIN),
