@@ -54,6 +54,9 @@ def test_readme_main_config_runs_a_tiny_budget_with_actor_processes(tmp_path):
     assert "windows of 38 rows (10 burn-in + 20 trained + 8 n-step)" in startup
     assert "env: CartPoleNoVel-v1, observation (2,) float32, 2 actions" in startup
     assert "learning: 0.25 updates per env step of 64 windows after 500 warm-up steps, to 2,000 env steps" in startup
+    # the decay is counted in updates: 500 warm-up steps + 9,750 updates / 0.25 updates per env step
+    assert ("learning rate: 0.001 falling linearly to 0.0001 over 9,750 updates, i.e. by env step 39,500"
+            in startup)
     assert all(line in result.stdout for line in startup.splitlines()[:5])  # printed as saved
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["runner"] == "processes" and summary["env_steps"] >= 2000 and summary["updates"] > 0

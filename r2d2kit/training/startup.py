@@ -7,11 +7,12 @@ memory, how many actors and envs act, and the update ratio.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from r2d2kit.models.backend import describe_device
 
 if TYPE_CHECKING:
+    from r2d2kit.training.config import TrainConfig
     from r2d2kit.training.trainer import Trainer
 
 
@@ -36,5 +37,26 @@ def startup_summary(trainer: Trainer) -> str:
         f"{agent.describe_exploration(actors, trainer.counters['env_steps'])}",
         f"learning: {cfg.run.updates_per_env_step:g} updates per env step of {cfg.learner.batch_size} windows after "
         f"{cfg.run.warmup_steps:,} warm-up steps, to {cfg.run.total_env_steps:,} env steps; Keras on "
-        f"{describe_device()}",
+        f"{describe_device()}{rate_schedule(cfg)}",
     ])
+
+
+@runtime_checkable
+class DecayingRate(Protocol):
+    """A learner section whose learning rate decays linearly over a count of updates (R2D2's)."""
+
+    learning_rate: float
+    final_learning_rate: float
+    learning_rate_decay_updates: int
+
+
+def rate_schedule(cfg: TrainConfig) -> str:
+    """Where a learning-rate decay ends, in env steps: it is counted in updates, so a changed
+    ``run.updates_per_env_step`` moves it (at 10x the updates the rate reaches its end 10x sooner)."""
+    learner = cfg.learner
+    if not isinstance(learner, DecayingRate) or not learner.learning_rate_decay_updates:
+        return ""
+    decay = learner.learning_rate_decay_updates
+    end = cfg.run.warmup_steps + decay / cfg.run.updates_per_env_step
+    return (f"\nlearning rate: {learner.learning_rate:g} falling linearly to {learner.final_learning_rate:g} "
+            f"over {decay:,} updates, i.e. by env step {end:,.0f} (warm-up + updates / run.updates_per_env_step)")

@@ -36,7 +36,7 @@ class R2D2Config:
     # --- optimiser
     optimizer: str = "adam"  # adam (R2D2's) | rmsprop (centered, rho 0.95: the MinAtar paper's DQN)
     learning_rate: float = 1e-4  # the optimiser's learning rate (the start of the decay when one is set)
-    learning_rate_decay_updates: int = 0  # > 0: decay linearly to final_learning_rate over this many updates
+    learning_rate_decay_updates: int = 0  # > 0: linear decay to final_learning_rate over N updates (not env steps)
     final_learning_rate: float = 0.0  # learning rate reached at the end of the decay
     adam_epsilon: float = 1e-3  # Adam epsilon
     rmsprop_epsilon: float = 1e-4  # inside the root, as Keras adds it: 1e-4 matches torch's 0.01 outside (MinAtar's)
