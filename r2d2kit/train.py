@@ -33,9 +33,11 @@ def describe(config: TrainConfig) -> str:
     paper = type(config.learner)()
     name = {"r2d2": "R2D2", "sac": "SAC"}.get(config.agent, config.agent)
     lines = [f"{name} hyper-parameters (paper default in brackets where overridden):"]
-    for f in dataclasses.fields(config.learner):
+    fields = dataclasses.fields(config.learner)
+    width = max(len(f.name) for f in fields)  # one column of values, however long the longest name
+    for f in fields:
         value, default = getattr(config.learner, f.name), getattr(paper, f.name)
-        lines.append(f"  {f.name:22s} {value}" + ("" if value == default else f"   [{default}]"))
+        lines.append(f"  {f.name:{width}s} {value}" + ("" if value == default else f"   [{default}]"))
     return "\n".join(lines)
 
 

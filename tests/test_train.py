@@ -30,7 +30,8 @@ def test_train_cue_memory_tiny_budget(tmp_path):
     summary = json.loads((run / "summary.json").read_text())
     assert summary["env_steps"] == 3000 and summary["updates"] > 0
     assert summary["best_eval"] >= 0.9, rows  # CueMemory is solved within a few thousand steps
-    assert "learning_rate          0.001   [0.0001]" in result.stdout  # overrides are shown beside the paper's
+    # overrides are shown beside the paper's, values in one column after the longest name
+    assert f"  {'learning_rate':{len('learning_rate_decay_updates')}s} 0.001   [0.0001]\n" in result.stdout
 
 
 def test_bad_config_exits_2_with_the_message(tmp_path):
