@@ -27,7 +27,7 @@ def startup_summary(trainer: Trainer) -> str:
     action = spaces.action_space
     actions = (f"{action.n} actions" if hasattr(action, "n") else
                f"actions {list(fields.action_shape)} in [{action.low.min():g}, {action.high.max():g}]")
-    return "\n".join([
+    lines = [
         f"env: {cfg.env.id}, observation {fields.obs_shape} {fields.obs_dtype}, {actions}",
         f"agent {cfg.agent}: {agent.describe_networks()}",
         f"replay: {type(replay).__name__} of {cfg.replay.capacity:,} steps in {replay.nbytes / 2 ** 20:,.1f} MiB, "
@@ -37,8 +37,12 @@ def startup_summary(trainer: Trainer) -> str:
         f"{agent.describe_exploration(actors, trainer.counters['env_steps'])}",
         f"learning: {cfg.run.updates_per_env_step:g} updates per env step of {cfg.learner.batch_size} windows after "
         f"{cfg.run.warmup_steps:,} warm-up steps, to {cfg.run.total_env_steps:,} env steps; Keras on "
-        f"{describe_device()}{rate_schedule(cfg)}",
-    ])
+        f"{describe_device()}",
+    ]
+    schedule = rate_schedule(cfg)
+    if schedule:
+        lines.append(schedule)
+    return "\n".join(lines)
 
 
 @runtime_checkable
@@ -51,12 +55,12 @@ class DecayingRate(Protocol):
 
 
 def rate_schedule(cfg: TrainConfig) -> str:
-    """Where a learning-rate decay ends, in env steps: it is counted in updates, so a changed
-    ``run.updates_per_env_step`` moves it (at 10x the updates the rate reaches its end 10x sooner)."""
+    """One line on where a learning-rate decay ends, in env steps ("" without a decay): it is counted in updates,
+    so a changed ``run.updates_per_env_step`` moves it (at 10x the updates the rate reaches its end 10x sooner)."""
     learner = cfg.learner
     if not isinstance(learner, DecayingRate) or not learner.learning_rate_decay_updates:
         return ""
     decay = learner.learning_rate_decay_updates
     end = cfg.run.warmup_steps + decay / cfg.run.updates_per_env_step
-    return (f"\nlearning rate: {learner.learning_rate:g} falling linearly to {learner.final_learning_rate:g} "
+    return (f"learning rate: {learner.learning_rate:g} falling linearly to {learner.final_learning_rate:g} "
             f"over {decay:,} updates, i.e. by env step {end:,.0f} (warm-up + updates / run.updates_per_env_step)")
