@@ -10,10 +10,15 @@ angular velocity (the RL zoo's name).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import warnings
+from collections.abc import Iterator, Sequence
 
 import gymnasium as gym
 import numpy as np
+
+# gymnasium's half_cheetah.xml sets the compiler attribute MuJoCo 3.3+ deprecates; the user cannot act on it
+KNOWN_ASSET_WARNINGS = ("compiler attribute 'settotalmass' is deprecated",)
 
 
 class MaskObservation(gym.ObservationWrapper):
@@ -47,6 +52,28 @@ def make_pendulum_no_velocity(**kwargs) -> gym.Env:
     return MaskObservation(PendulumEnv(**kwargs), keep=(0, 1))
 
 
+def mujoco_warning(message: str) -> None:
+    """Hand a MuJoCo warning to Python's ``warnings`` (filterable, once per process by default), bar the known
+    deprecations of gymnasium's own assets."""
+    if not any(known in message for known in KNOWN_ASSET_WARNINGS):
+        warnings.warn(f"MuJoCo: {message}", RuntimeWarning, stacklevel=2)
+
+
+@contextlib.contextmanager
+def mujoco_warnings_to_python() -> Iterator[None]:
+    """Route MuJoCo's warnings through :func:`mujoco_warning` while building a model. Unrouted, MuJoCo prints
+    each one and appends it to ``MUJOCO_LOG.TXT`` in the working directory: every env build of every actor
+    process, a file the user never asked for."""
+    import mujoco
+
+    previous = mujoco.get_mju_user_warning()
+    mujoco.set_mju_user_warning(mujoco_warning)
+    try:
+        yield
+    finally:
+        mujoco.set_mju_user_warning(previous)
+
+
 def make_half_cheetah_positions(**kwargs) -> gym.Env:
     """HalfCheetah-v5 observing the positions only (``qpos``, without the x position unless
     ``exclude_current_positions_from_observation=False``), none of the velocities ``qvel``."""
@@ -55,6 +82,7 @@ def make_half_cheetah_positions(**kwargs) -> gym.Env:
     except ImportError as error:  # mujoco or imageio missing (gymnasium's MuJoCo envs import both)
         raise ImportError(f"HalfCheetah-P-v5 needs gymnasium's MuJoCo envs (the 'mujoco' and 'imageio' packages): "
                           f"pip install 'r2d2kit[mujoco]' ({error})") from None
-    env = HalfCheetahEnv(**kwargs)
+    with mujoco_warnings_to_python():
+        env = HalfCheetahEnv(**kwargs)
     positions = env.data.qpos.size - (1 if kwargs.get("exclude_current_positions_from_observation", True) else 0)
     return MaskObservation(env, keep=range(positions))  # the v5 observation is qpos (maybe less x), then qvel

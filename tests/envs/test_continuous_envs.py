@@ -3,6 +3,8 @@ exactly its velocities (checked against the unwrapped env's state), ContinuousCu
 
 from __future__ import annotations
 
+import warnings
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -59,6 +61,25 @@ def test_half_cheetah_positions_keeps_x_when_the_full_env_shows_it(tmp_path, mon
     env = gym.make("HalfCheetah-P-v5", exclude_current_positions_from_observation=False)
     obs, _ = env.reset(seed=2)
     np.testing.assert_allclose(obs, env.unwrapped.data.qpos, rtol=1e-12)
+
+
+def test_half_cheetah_positions_builds_without_mujoco_log_noise(tmp_path, monkeypatch, capfd) -> None:
+    """gymnasium's asset triggers MuJoCo's settotalmass deprecation: neither printed nor logged to a file."""
+    monkeypatch.chdir(tmp_path)
+    mujoco = pytest.importorskip("mujoco")
+    pytest.importorskip("imageio")
+    from r2d2kit.envs.pomdp import mujoco_warning
+
+    previous = mujoco.get_mju_user_warning()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a routed warning would raise here
+        gym.make("HalfCheetah-P-v5").reset(seed=0)
+    assert not (tmp_path / "MUJOCO_LOG.TXT").exists()
+    printed = capfd.readouterr()
+    assert "settotalmass" not in printed.out + printed.err
+    assert mujoco.get_mju_user_warning() is previous  # MuJoCo's own handler is back after the build
+    with pytest.warns(RuntimeWarning, match="MuJoCo: Nan, Inf or huge value in QACC"):
+        mujoco_warning("Nan, Inf or huge value in QACC at DOF 0.")  # any other warning reaches Python
 
 
 def test_continuous_cue_pays_minus_the_squared_error_to_the_first_observation_cue() -> None:
