@@ -91,9 +91,6 @@ class LearnerSection(Protocol):
     priority_exponent: float  # alpha of the prioritized replay
     max_gradient_norm: float  # updates whose gradient norm exceeds it are clipped (counted as clipped_share)
 
-    def describe(self) -> str:
-        """One line per hyper-parameter, for the start-of-run printout."""
-
 
 # what every Learner.train_from returns (numpy), beside its own named metrics: the trainer's statistics,
 # the health check and the replay's priorities read these and nothing agent-specific

@@ -76,9 +76,5 @@ class R2D2Config:
             raise ValueError(f"R2D2Config.target_update_tau must be in (0, 1] (1 copies the online weights, "
                              f"smaller values average them in), got {self.target_update_tau!r}")
 
-    def describe(self) -> str:
-        """One line per field, for the start-of-run printout."""
-        return "\n".join(f"  {f.name:22s} {getattr(self, f.name)}" for f in dataclasses.fields(self))
-
 
 FLOAT_FIELDS = tuple(f.name for f in dataclasses.fields(R2D2Config) if f.type in ("float", float))

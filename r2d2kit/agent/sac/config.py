@@ -10,7 +10,6 @@ replay's :class:`~r2d2kit.agent.seam.WindowLayout`, not a field here.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -92,7 +91,3 @@ class SACConfig:
             scale = [float(s) for s in action_scale]
             return -float(len(scale)) + float(sum(math.log(s) for s in scale))
         return float(self.target_entropy)
-
-    def describe(self) -> str:
-        """One line per field, for the start-of-run printout."""
-        return "\n".join(f"  {f.name:22s} {getattr(self, f.name)}" for f in dataclasses.fields(self))
