@@ -151,6 +151,11 @@ VARIANTS = [
      "single transitions do and learn Asterix",
      RMSPROP_PLAIN + LINEAR_HEAD + ["learner.batch_size=32", "run.updates_per_env_step=1.0",
                                     "learner.target_update_period=1000"]),
+    ("n_step_narrow", "n_step", "(windows_often_linear stalls Asterix at 500k, 1.2, churning on 28% of rows with "
+     "gradient norms 7x the dqn rung's: the mean over 4 windows of 10 correlated rows averages 4 places, not 40) "
+     "the number of independent places per update, not the 10-row windows: n_step_rmsprop with 4 transitions per "
+     "update stalls and churns on Asterix as windows_often_linear does", ["learner.optimizer=rmsprop",
+                                                                          "learner.batch_size=4"]),
     ("actors_rmsprop_plain", "actors", "(the top churns: r2d2_rmsprop_plain and r2d2_linear at 10-11% greedy "
      "disagreement, where windows_rmsprop_plain stalls at 0) with RMSprop and no value rescaling, 8 envs in 2 actor "
      "processes with asynchronous weights do not bring the churn", RMSPROP_PLAIN),
