@@ -141,6 +141,12 @@ VARIANTS = [
      "the rate falling to a tenth over 495,000 updates, i.e. by 500k env steps at one update per env step as the "
      "shipped configs intend, learns Asterix and Freeway",
      RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + ["learner.learning_rate_decay_updates=495000"]),
+    ("r2d2_often_linear_decay_n1", "r2d2", "(double_q_rmsprop learns Asterix, 26.1 at 500k, where n_step_rmsprop "
+     "stalls at 1.8: the 3-step returns are the cost) the candidate with 1-step returns learns Asterix and Freeway",
+     RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + ["learner.learning_rate_decay_updates=495000", "replay.n_step=1"]),
+    ("windows_often_linear_n1", "windows", "(the 3-step returns stall Asterix on single transitions) with 1-step "
+     "returns, the feed-forward windows at DQN's rhythm learn Asterix as double_q_rmsprop does: if not, the windows "
+     "cost Asterix on their own too", RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + ["replay.n_step=1"]),
     ("windows_often_lstm", "windows", "(the converse of apex_often_linear) an LSTM core with stored state and 5 "
      "burn-in rows, on windows_often_linear (one env in the learner's process, epsilon 1 -> 0.1), learns Asterix "
      "as the feed-forward network does", RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + ["model.core=lstm",
