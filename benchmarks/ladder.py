@@ -68,6 +68,8 @@ RMSPROP_PLAIN = ["learner.optimizer=rmsprop", "learner.value_rescaling=false"]  
 LINEAR_HEAD = ["model.dueling=false", "model.head_units=0"]  # the dqn rung's head
 # DQN's rhythm for 10-row windows: one update of 4 windows (40 rows) per env step, the target every 1000 updates
 DQN_RHYTHM = ["learner.batch_size=4", "run.updates_per_env_step=1.0", "learner.target_update_period=1000"]
+# the candidate shared setting on the r2d2 rung: the rate to a tenth over 495,000 updates (by 500k env steps)
+CANDIDATE = RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + ["learner.learning_rate_decay_updates=495000"]
 VARIANTS = [
     ("adam_huber", "adam", "the squared TD loss, not Adam or the clipping, lets the adam rung's values diverge (Q 41 "
      "against returns of 2): with the Huber loss it learns as the dqn rung does", ["learner.loss=huber"]),
@@ -140,10 +142,10 @@ VARIANTS = [
     ("r2d2_often_linear_decay", "r2d2", "(the candidate again, its rate schedule in env steps) r2d2_often_linear with "
      "the rate falling to a tenth over 495,000 updates, i.e. by 500k env steps at one update per env step as the "
      "shipped configs intend, learns Asterix and Freeway",
-     RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + ["learner.learning_rate_decay_updates=495000"]),
+     CANDIDATE),
     ("r2d2_often_linear_decay_n1", "r2d2", "(double_q_rmsprop learns Asterix, 26.1 at 500k, where n_step_rmsprop "
      "stalls at 1.8: the 3-step returns are the cost) the candidate with 1-step returns learns Asterix and Freeway",
-     RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + ["learner.learning_rate_decay_updates=495000", "replay.n_step=1"]),
+     CANDIDATE + ["replay.n_step=1"]),
     ("windows_often_linear_n1", "windows", "(the 3-step returns stall Asterix on single transitions) with 1-step "
      "returns, the feed-forward windows at DQN's rhythm learn Asterix as double_q_rmsprop does: if not, the windows "
      "cost Asterix on their own too", RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + ["replay.n_step=1"]),

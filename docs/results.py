@@ -14,6 +14,7 @@ tests/test_docs.py fails while any of them differs from what the JSON gives.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sys
@@ -263,8 +264,7 @@ def summary() -> str:
 
 
 BLOCKS: dict[str, Callable[[], str]] = {"minatar": minatar_table, "minigrid": minigrid_table, "summary": summary,
-                                        "pendulum_novel": lambda: continuous_table("pendulum_novel"),
-                                        "halfcheetah_p": lambda: continuous_table("halfcheetah_p"),
+                                        **{task: functools.partial(continuous_table, task) for task in CONTINUOUS},
                                         "ladder": ladder_table}
 PAGES = ["README.md", "docs/performance.md", "docs/training.md"]
 
