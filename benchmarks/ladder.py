@@ -153,6 +153,14 @@ VARIANTS = [
      "burn-in rows, on windows_often_linear (one env in the learner's process, epsilon 1 -> 0.1), learns Asterix "
      "as the feed-forward network does", RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + ["model.core=lstm",
                                                                                     "replay.burn_in=5"]),
+    ("windows_often_lstm_n1", "windows", "(windows_often_linear_n1 learns Asterix, 10.6 at 300k, where the candidate "
+     "with 1-step returns stalls at 0.6 with 43% of its ReLUs dead) an LSTM core with stored state and 5 burn-in rows "
+     "on the feed-forward windows at DQN's rhythm with 1-step returns learns Asterix as they do: if not, the LSTM is "
+     "the cost", RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + ["model.core=lstm", "replay.burn_in=5", "replay.n_step=1"]),
+    ("apex_often_linear_decay_n1", "apex", "(the converse of windows_often_lstm_n1) R2D2's actors (8 envs in 2 "
+     "processes, Ape-X's per-env epsilons) and the rate to a tenth by 500k, on the feed-forward windows at DQN's rhythm "
+     "with 1-step returns, learn Asterix as windows_often_linear_n1 does: if not, the actors are the cost",
+     RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + ["learner.learning_rate_decay_updates=495000", "replay.n_step=1"]),
     ("windows_often_wide", "windows", "(windows_often_linear and r2d2_often_linear_decay churn: online and target "
      "disagree on the greedy action on 17-35% of rows where single transitions disagree on 1-3%) 4 windows per "
      "update are 4 independent places against DQN's 32: 32 windows of 10 rows at one update per env step churn as "
