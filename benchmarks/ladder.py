@@ -158,20 +158,9 @@ VARIANTS = [
      "on the feed-forward windows at DQN's rhythm with 1-step returns learns Asterix as they do: if not, the LSTM is "
      "the cost", RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + ["model.core=lstm", "replay.burn_in=5", "replay.n_step=1"]),
     ("apex_often_linear_decay_n1", "apex", "(the converse of windows_often_lstm_n1) R2D2's actors (8 envs in 2 "
-     "processes, Ape-X's per-env epsilons) and the rate to a tenth by 500k, on the feed-forward windows at DQN's rhythm "
-     "with 1-step returns, learn Asterix as windows_often_linear_n1 does: if not, the actors are the cost",
+     "processes, Ape-X's per-env epsilons) and the rate to a tenth by 500k, on the feed-forward windows at DQN's "
+     "rhythm with 1-step returns, learn Asterix as windows_often_linear_n1 does: if not, the actors are the cost",
      RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + ["learner.learning_rate_decay_updates=495000", "replay.n_step=1"]),
-    ("windows_often_wide", "windows", "(windows_often_linear and r2d2_often_linear_decay churn: online and target "
-     "disagree on the greedy action on 17-35% of rows where single transitions disagree on 1-3%) 4 windows per "
-     "update are 4 independent places against DQN's 32: 32 windows of 10 rows at one update per env step churn as "
-     "single transitions do and learn Asterix",
-     RMSPROP_PLAIN + LINEAR_HEAD + ["learner.batch_size=32", "run.updates_per_env_step=1.0",
-                                    "learner.target_update_period=1000"]),
-    ("n_step_narrow", "n_step", "(windows_often_linear stalls Asterix at 500k, 1.2, churning on 28% of rows with "
-     "gradient norms 7x the dqn rung's: the mean over 4 windows of 10 correlated rows averages 4 places, not 40) "
-     "the number of independent places per update, not the 10-row windows: n_step_rmsprop with 4 transitions per "
-     "update stalls and churns on Asterix as windows_often_linear does", ["learner.optimizer=rmsprop",
-                                                                          "learner.batch_size=4"]),
     ("actors_rmsprop_plain", "actors", "(the top churns: r2d2_rmsprop_plain and r2d2_linear at 10-11% greedy "
      "disagreement, where windows_rmsprop_plain stalls at 0) with RMSprop and no value rescaling, 8 envs in 2 actor "
      "processes with asynchronous weights do not bring the churn", RMSPROP_PLAIN),
@@ -181,8 +170,9 @@ VARIANTS = [
 RUNG_NAMES = [name for name, _, _ in RUNGS]
 STEPS = RUNG_NAMES + [name for name, _, _, _ in VARIANTS]  # what --rungs accepts
 # health.csv columns summarised per run (their means over the last fifth of the run)
-HEALTH = ("health/q_taken", "health/action_gap", "health/greedy_disagreement", "learner/gradient_norm",
-          "learner/td_p50", "learner/loss", "health/overestimation", "health/dead_relu_share", "train/episode_return")
+HEALTH = ("health/q_taken", "health/action_gap", "health/greedy_disagreement", "health/target_age",
+          "learner/gradient_norm", "learner/td_p50", "learner/loss", "health/overestimation", "health/dead_relu_share",
+          "train/episode_return")
 
 
 def rung_overrides(rung: str) -> list[str]:
@@ -197,12 +187,18 @@ def rung_overrides(rung: str) -> list[str]:
     return [item for item in DQN if item.split("=", 1)[0] not in dropped]
 
 
-def health_summary(path: Path) -> dict[str, float]:
-    """Means of the :data:`HEALTH` columns over the last fifth of ``health.csv``'s rows (NaN where absent)."""
+def health_summary(path: Path, target_update_period: int) -> dict[str, float]:
+    """Means of the :data:`HEALTH` columns over the last fifth of ``health.csv``'s rows (NaN where absent).
+
+    Runs logged before ``health/target_age`` existed get it from their ``updates`` column: the greedy disagreement
+    is 0 right after a target copy, so a run that always logs at the same age reads high or low by construction."""
     if not path.exists():
         return {}
     with open(path) as handle:
         rows = list(csv.DictReader(handle))
+    for row in rows:
+        if row.get("health/target_age") in (None, "") and row.get("updates"):
+            row["health/target_age"] = str(int(float(row["updates"])) % target_update_period)
     tail = rows[len(rows) - max(1, len(rows) // 5):]
     out = {}
     for column in HEALTH:
@@ -237,9 +233,10 @@ def run(job: dict) -> dict:
         [evaluations], run_dir, resume=resume)
     resumed_at = evaluations.rows[0][0] if evaluations.rows else math.inf  # rows past the checkpoint were redone
     evaluations.rows = [row for row in earlier if row[0] < resumed_at] + evaluations.rows
+    config_dict = trainer.config.to_dict()
+    health = health_summary(run_dir / "health.csv", config_dict["learner"]["target_update_period"])
     return dict(evaluations=evaluations.rows, env_steps=int(summary["env_steps"]), updates=int(summary["updates"]),
-                train_seconds=float(summary["train_seconds"]), health=health_summary(run_dir / "health.csv"),
-                run_dir=str(run_dir), config=trainer.config.to_dict())
+                train_seconds=float(summary["train_seconds"]), health=health, run_dir=str(run_dir), config=config_dict)
 
 
 def child(job: dict) -> dict:

@@ -184,6 +184,7 @@ LADDER_GAMES = ("freeway", "asterix")
 LADDER_STEPS = (150_000, 300_000, 500_000)  # where every rung's curve is read: the budgets the screens ran to
 LADDER_HEALTH = (  # (health.csv column, label, format)
     ("health/greedy_disagreement", "disagreement", "{:.3f}"),
+    ("health/target_age", "at target age", "{:.0f}"),  # disagreement is 0 right after a copy: read it at its age
     ("learner/gradient_norm", "gradient norm", "{:.3g}"),
     ("health/q_taken", "Q", "{:.2f}"),
     ("health/overestimation", "overestimation", "{:.2f}"),
@@ -217,8 +218,9 @@ def _ladder_cell(runs: list[dict], steps: tuple[int, ...]) -> str:
 
 
 def _ladder_health(runs: list[dict]) -> str:
-    return ", ".join(f"{label} " + fmt.format(np.mean([r["health"].get(key, np.nan) for r in runs]))
-                     for key, label, fmt in LADDER_HEALTH)
+    """The :data:`LADDER_HEALTH` means ('-' for a value a run's health.csv did not keep)."""
+    means = [(label, fmt, np.mean([r["health"].get(key, np.nan) for r in runs])) for key, label, fmt in LADDER_HEALTH]
+    return ", ".join(f"{label} " + ("-" if np.isnan(mean) else fmt.format(mean)) for label, fmt, mean in means)
 
 
 def ladder_table() -> str:

@@ -202,6 +202,25 @@ def test_action_gap_and_greedy_disagreement_match_a_numpy_unroll(stale_setup):
     assert HealthCheck(learner, context_rows=4).measure_batch(replay, batch)["health/greedy_disagreement"] == 0.0
 
 
+def test_target_age_counts_updates_since_the_last_copy():
+    """Disagreement depends on how long ago the target was copied: the age logged beside it is that count."""
+    net = network(0)
+    replay = fill_replay(net, steps=30)
+    learner = R2D2Learner(net, R2D2Config(batch_size=4, gamma=GAMMA, target_update_period=3), LAYOUT)
+    health = HealthCheck(learner, context_rows=4)
+
+    def same_weights() -> bool:
+        return all(np.array_equal(t.numpy(), o.numpy()) for t, o in zip(learner.target.variables, net.variables))
+
+    ages, copied = [], []
+    for _ in range(7):
+        learner.train(replay.sample(4, beta=0.6))
+        ages.append(health.measure(replay)["health/target_age"])
+        copied.append(same_weights())
+    assert ages == [1.0, 2.0, 0.0, 1.0, 2.0, 0.0, 1.0]
+    assert copied == [age == 0.0 for age in ages]  # age 0 is exactly the update that copied the weights
+
+
 def test_fresh_states_give_zero_delta_q():
     """Stored states computed with the learner's own weights from the episode start: nothing is stale."""
     net = network(0)

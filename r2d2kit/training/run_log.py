@@ -30,7 +30,7 @@ HEALTH_FIELDS = ("env_steps", "updates", "actors/env_steps_per_s", "learner/upda
                  "health/priority_spread", "health/delta_q_start", "health/delta_q_after_burn_in",
                  "health/context_share", "health/q_taken", "health/return_obtained", "health/overestimation",
                  "health/return_known_share", "health/action_gap", "health/greedy_disagreement",
-                 "health/dead_relu_share", "health/gate_saturation", "health/cost_share")
+                 "health/target_age", "health/dead_relu_share", "health/gate_saturation", "health/cost_share")
 
 
 class ScalarWriter(Protocol):

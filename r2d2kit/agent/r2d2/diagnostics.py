@@ -5,8 +5,8 @@ What every agent's update computes (TD errors, the gradient norm, importance wei
 part is here. :class:`HealthCheck` draws one extra batch per log interval and measures, without updating:
   the R2D2 paper's stale-state discrepancy delta-Q, the online Q of taken actions against the
   discounted return actually obtained, the action gap and how often the online and target
-  networks disagree on the greedy action (policy churn), dead ReLU units, LSTM/GRU gate saturation and
-  how far prioritisation concentrates the draws.
+  networks disagree on the greedy action (policy churn, beside the target's age in updates), dead ReLU units,
+  LSTM/GRU gate saturation and how far prioritisation concentrates the draws.
 
 ``docs/training.md`` ("Reading a run") explains each value and what a bad one looks like.
 """
@@ -190,6 +190,8 @@ class HealthCheck:
         if trained.any():
             values["health/action_gap"] = float(out["action_gap"][trained].mean())
             values["health/greedy_disagreement"] = float(out["disagree"][trained].mean())
+        # the disagreement grows from 0 as the online network moves away from its last copy: read it at its age
+        values["health/target_age"] = float(self.learner.updates % self.learner.config.target_update_period)
         values.update(self._delta_q(batch, context, out))
         values.update(self._overestimation(replay, batch, out["q_taken"]))
         return values
