@@ -161,6 +161,15 @@ VARIANTS = [
      "processes, Ape-X's per-env epsilons) and the rate to a tenth by 500k, on the feed-forward windows at DQN's "
      "rhythm with 1-step returns, learn Asterix as windows_often_linear_n1 does: if not, the actors are the cost",
      RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + ["learner.learning_rate_decay_updates=495000", "replay.n_step=1"]),
+    ("actors_often_linear_decay_n1", "actors", "(apex_often_linear_decay_n1 stalls Asterix: 0.9 at 300k, where "
+     "windows_often_linear_n1 reaches 10.6) 8 envs in 2 actor processes with the rate to a tenth by 500k, each "
+     "actor's epsilon falling from 1 to 0.1 over the run's first 100k env steps (50k per actor), learn Asterix with "
+     "1-step returns: if so, Ape-X's per-env epsilons are the cost; if not, the actor processes or the rate decay are",
+     RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + ["learner.learning_rate_decay_updates=495000", "replay.n_step=1",
+                                                "actors.epsilon_decay_steps=50000"]),
+    ("rate_decay_often_linear_n1", "rate_decay", "(the rate decay alone) windows_often_linear_n1 with the rate to a "
+     "tenth by 500k learns Asterix as it does with a constant rate",
+     RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + ["learner.learning_rate_decay_updates=495000", "replay.n_step=1"]),
     ("actors_rmsprop_plain", "actors", "(the top churns: r2d2_rmsprop_plain and r2d2_linear at 10-11% greedy "
      "disagreement, where windows_rmsprop_plain stalls at 0) with RMSprop and no value rescaling, 8 envs in 2 actor "
      "processes with asynchronous weights do not bring the churn", RMSPROP_PLAIN),
