@@ -157,6 +157,12 @@ VARIANTS = [
      "with 1-step returns stalls at 0.6 with 43% of its ReLUs dead) an LSTM core with stored state and 5 burn-in rows "
      "on the feed-forward windows at DQN's rhythm with 1-step returns learns Asterix as they do: if not, the LSTM is "
      "the cost", RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + ["model.core=lstm", "replay.burn_in=5", "replay.n_step=1"]),
+    ("windows_often_lstm_zero_n1", "windows", "(windows_often_lstm_n1 stalls, 0.8 at 300k, with delta-Q after "
+     "burn-in at 37-52% of the largest |Q|, where the shipped Asterix runs read 1.5-2%: at one update per env step a "
+     "stored state is 10x more updates old) the LSTM from a zero state with the same 5 burn-in rows learns Asterix as "
+     "the feed-forward windows do: if so, stale stored states are the LSTM's cost at DQN's rhythm",
+     RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + ["model.core=lstm", "replay.burn_in=5", "replay.n_step=1",
+                                                "replay.initial_state=zero"]),
     ("apex_often_linear_decay_n1", "apex", "(the converse of windows_often_lstm_n1) R2D2's actors (8 envs in 2 "
      "processes, Ape-X's per-env epsilons) and the rate to a tenth by 500k, on the feed-forward windows at DQN's "
      "rhythm with 1-step returns, learn Asterix as windows_often_linear_n1 does: if not, the actors are the cost",
