@@ -176,6 +176,14 @@ VARIANTS = [
     ("rate_decay_often_linear_n1", "rate_decay", "(the rate decay alone) windows_often_linear_n1 with the rate to a "
      "tenth by 500k learns Asterix as it does with a constant rate",
      RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + ["learner.learning_rate_decay_updates=495000", "replay.n_step=1"]),
+    ("r2d2_n1", "r2d2", "(3-step returns stall Asterix on single transitions and on windows: double_q_rmsprop 26.1 "
+     "against n_step_rmsprop 1.8, windows_often_linear_n1 9.2 against windows_often_linear 1.2; at one update per env "
+     "step the LSTM's stored states go stale, delta-Q after burn-in 0.57 of max |Q|) the shipped config, at its own "
+     "rhythm (0.1 updates per env step: delta-Q after burn-in 1.5-2% on Asterix), with 1-step returns learns Asterix",
+     ["replay.n_step=1"]),
+    ("r2d2_linear_n1", "r2d2", "(with DQN's optimiser and head) the shipped config with RMSprop, no value rescaling, a "
+     "linear head and 1-step returns, at its own rhythm, learns Asterix",
+     RMSPROP_PLAIN + LINEAR_HEAD + ["replay.n_step=1"]),
     ("actors_rmsprop_plain", "actors", "(the top churns: r2d2_rmsprop_plain and r2d2_linear at 10-11% greedy "
      "disagreement, where windows_rmsprop_plain stalls at 0) with RMSprop and no value rescaling, 8 envs in 2 actor "
      "processes with asynchronous weights do not bring the churn", RMSPROP_PLAIN),
