@@ -163,6 +163,13 @@ VARIANTS = [
      "the feed-forward windows do: if so, stale stored states are the LSTM's cost at DQN's rhythm",
      RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + ["model.core=lstm", "replay.burn_in=5", "replay.n_step=1",
                                                 "replay.initial_state=zero"]),
+    ("windows_often_lstm_eps_n1", "windows", "(windows_often_lstm_n1 and windows_often_lstm_zero_n1 keep their encoder "
+     "at its initialisation: their gradients into its dense layer have an RMS of 2-5e-5, the feed-forward windows' "
+     "2-5e-3, and centered RMSprop divides by the root of the squared-gradient variance plus 1e-4, i.e. by at least "
+     "0.01) the LSTM with rmsprop_epsilon 1e-8 (at least 1e-4 after the root) learns Asterix as the feed-forward "
+     "windows do: if so, the optimiser's epsilon, sized for the feed-forward network's gradients, is the LSTM's cost",
+     RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + ["model.core=lstm", "replay.burn_in=5", "replay.n_step=1",
+                                                "learner.rmsprop_epsilon=1e-8"]),
     ("apex_often_linear_decay_n1", "apex", "(the converse of windows_often_lstm_n1) R2D2's actors (8 envs in 2 "
      "processes, Ape-X's per-env epsilons) and the rate to a tenth by 500k, on the feed-forward windows at DQN's "
      "rhythm with 1-step returns, learn Asterix as windows_often_linear_n1 does: if not, the actors are the cost",
