@@ -181,9 +181,9 @@ VARIANTS = [
      RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + ["learner.learning_rate_decay_updates=495000", "replay.n_step=1",
                                                 "actors.epsilon_decay_steps=50000"]),
     ("actors_one_env_n1", "actors", "(actors_often_linear_decay_n1 climbs to 3.6 at 500k where "
-     "rate_decay_often_linear_n1 reaches 15.6: the actor processes cost Asterix) one actor process with one env, else as "
-     "actors_often_linear_decay_n1: if it learns as rate_decay_often_linear_n1 does, the 8 envs are the cost; if not, "
-     "the process boundary (weights hundreds of updates behind) is",
+     "rate_decay_often_linear_n1 reaches 15.6: the actor processes cost Asterix) one actor process with one env, "
+     "else as actors_often_linear_decay_n1: if it learns as rate_decay_often_linear_n1 does, the 8 envs are the cost; "
+     "if not, the process boundary (weights hundreds of updates behind) is",
      RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + ["learner.learning_rate_decay_updates=495000", "replay.n_step=1",
                                                 "actors.num_actors=1", "env.num_envs=1"]),
     ("rate_decay_often_linear_n1", "rate_decay", "(the rate decay alone) windows_often_linear_n1 with the rate to a "
