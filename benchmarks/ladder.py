@@ -68,8 +68,11 @@ RMSPROP_PLAIN = ["learner.optimizer=rmsprop", "learner.value_rescaling=false"]  
 LINEAR_HEAD = ["model.dueling=false", "model.head_units=0"]  # the dqn rung's head
 # DQN's rhythm for 10-row windows: one update of 4 windows (40 rows) per env step, the target every 1000 updates
 DQN_RHYTHM = ["learner.batch_size=4", "run.updates_per_env_step=1.0", "learner.target_update_period=1000"]
-# the candidate shared setting on the r2d2 rung: the rate to a tenth over 495,000 updates (by 500k env steps)
-CANDIDATE = RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + ["learner.learning_rate_decay_updates=495000"]
+# the rate to a tenth over 495,000 updates: by 500k env steps at one update per env step (after the 5k warm-up)
+RATE_TO_500K = ["learner.learning_rate_decay_updates=495000"]
+LSTM_BURN_IN = ["model.core=lstm", "replay.burn_in=5"]  # the shipped core and burn-in, on a feed-forward rung
+# the candidate shared setting on the r2d2 rung
+CANDIDATE = RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + RATE_TO_500K
 VARIANTS = [
     ("adam_huber", "adam", "the squared TD loss, not Adam or the clipping, lets the adam rung's values diverge (Q 41 "
      "against returns of 2): with the Huber loss it learns as the dqn rung does", ["learner.loss=huber"]),
@@ -151,44 +154,40 @@ VARIANTS = [
      "cost Asterix on their own too", RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + ["replay.n_step=1"]),
     ("windows_often_lstm", "windows", "(the converse of apex_often_linear) an LSTM core with stored state and 5 "
      "burn-in rows, on windows_often_linear (one env in the learner's process, epsilon 1 -> 0.1), learns Asterix "
-     "as the feed-forward network does", RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + ["model.core=lstm",
-                                                                                    "replay.burn_in=5"]),
+     "as the feed-forward network does", RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + LSTM_BURN_IN),
     ("windows_often_lstm_n1", "windows", "(windows_often_linear_n1 learns Asterix, 10.6 at 300k, where the candidate "
      "with 1-step returns stalls at 0.6 with 43% of its ReLUs dead) an LSTM core with stored state and 5 burn-in rows "
      "on the feed-forward windows at DQN's rhythm with 1-step returns learns Asterix as they do: if not, the LSTM is "
-     "the cost", RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + ["model.core=lstm", "replay.burn_in=5", "replay.n_step=1"]),
+     "the cost", RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + LSTM_BURN_IN + ["replay.n_step=1"]),
     ("windows_often_lstm_zero_n1", "windows", "(windows_often_lstm_n1 stalls, 0.8 at 300k, with delta-Q after "
      "burn-in at 37-52% of the largest |Q|, where the shipped Asterix runs read 1.5-2%: at one update per env step a "
      "stored state is 10x more updates old) the LSTM from a zero state with the same 5 burn-in rows learns Asterix as "
      "the feed-forward windows do: if so, stale stored states are the LSTM's cost at DQN's rhythm",
-     RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + ["model.core=lstm", "replay.burn_in=5", "replay.n_step=1",
-                                                "replay.initial_state=zero"]),
+     RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + LSTM_BURN_IN + ["replay.n_step=1", "replay.initial_state=zero"]),
     ("windows_often_lstm_eps_n1", "windows", "(windows_often_lstm_n1 and windows_often_lstm_zero_n1 keep their encoder "
      "at its initialisation: their gradients into its dense layer have an RMS of 2-5e-5, the feed-forward windows' "
      "2-5e-3, and centered RMSprop divides by the root of the squared-gradient variance plus 1e-4, i.e. by at least "
      "0.01) the LSTM with rmsprop_epsilon 1e-8 (at least 1e-4 after the root) learns Asterix as the feed-forward "
      "windows do: if so, the optimiser's epsilon, sized for the feed-forward network's gradients, is the LSTM's cost",
-     RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + ["model.core=lstm", "replay.burn_in=5", "replay.n_step=1",
-                                                "learner.rmsprop_epsilon=1e-8"]),
+     RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + LSTM_BURN_IN + ["replay.n_step=1", "learner.rmsprop_epsilon=1e-8"]),
     ("apex_often_linear_decay_n1", "apex", "(the converse of windows_often_lstm_n1) R2D2's actors (8 envs in 2 "
      "processes, Ape-X's per-env epsilons) and the rate to a tenth by 500k, on the feed-forward windows at DQN's "
      "rhythm with 1-step returns, learn Asterix as windows_often_linear_n1 does: if not, the actors are the cost",
-     RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + ["learner.learning_rate_decay_updates=495000", "replay.n_step=1"]),
+     RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + RATE_TO_500K + ["replay.n_step=1"]),
     ("actors_often_linear_decay_n1", "actors", "(apex_often_linear_decay_n1 stalls Asterix: 0.9 at 300k, where "
      "windows_often_linear_n1 reaches 10.6) 8 envs in 2 actor processes with the rate to a tenth by 500k, each "
      "actor's epsilon falling from 1 to 0.1 over the run's first 100k env steps (50k per actor), learn Asterix with "
      "1-step returns: if so, Ape-X's per-env epsilons are the cost; if not, the actor processes or the rate decay are",
-     RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + ["learner.learning_rate_decay_updates=495000", "replay.n_step=1",
-                                                "actors.epsilon_decay_steps=50000"]),
+     RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + RATE_TO_500K + ["replay.n_step=1", "actors.epsilon_decay_steps=50000"]),
     ("actors_one_env_n1", "actors", "(actors_often_linear_decay_n1 climbs to 3.6 at 500k where "
      "rate_decay_often_linear_n1 reaches 15.6: the actor processes cost Asterix) one actor process with one env, "
      "else as actors_often_linear_decay_n1: if it learns as rate_decay_often_linear_n1 does, the 8 envs are the cost; "
      "if not, the process boundary (weights hundreds of updates behind) is",
-     RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + ["learner.learning_rate_decay_updates=495000", "replay.n_step=1",
-                                                "actors.num_actors=1", "env.num_envs=1"]),
+     RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + RATE_TO_500K + ["replay.n_step=1", "actors.num_actors=1",
+                                                               "env.num_envs=1"]),
     ("rate_decay_often_linear_n1", "rate_decay", "(the rate decay alone) windows_often_linear_n1 with the rate to a "
      "tenth by 500k learns Asterix as it does with a constant rate",
-     RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + ["learner.learning_rate_decay_updates=495000", "replay.n_step=1"]),
+     RMSPROP_PLAIN + LINEAR_HEAD + DQN_RHYTHM + RATE_TO_500K + ["replay.n_step=1"]),
     ("r2d2_n1", "r2d2", "(3-step returns stall Asterix on single transitions and on windows: double_q_rmsprop 26.1 "
      "against n_step_rmsprop 1.8, windows_often_linear_n1 9.2 against windows_often_linear 1.2; at one update per env "
      "step the LSTM's stored states go stale, delta-Q after burn-in 0.57 of max |Q|) the shipped config, at its own "

@@ -38,6 +38,7 @@ def layer_activity(run_dir: Path, observations: np.ndarray | None, steps: int) -
     import keras
 
     from r2d2kit.agent.r2d2.builder import build_q_network
+    from r2d2kit.agent.r2d2.diagnostics import is_relu  # the health check's own test of a ReLU layer
     from r2d2kit.training.builders import probe_spaces
     from r2d2kit.training.checkpoint import load_policy_weights
     from r2d2kit.training.config import load_config
@@ -48,8 +49,7 @@ def layer_activity(run_dir: Path, observations: np.ndarray | None, steps: int) -
     network = build_q_network(config, probe_spaces(config))
     load_policy_weights(network.model, run_dir / "weights.weights.h5")
     encoder = network.encoder
-    relus = [layer for layer in encoder.layers
-             if isinstance(layer, keras.layers.ReLU) or getattr(layer, "activation", None) is keras.activations.relu]
+    relus = [layer for layer in encoder.layers if is_relu(layer)]
     probe = keras.Model(encoder.inputs, [layer.output for layer in relus])
     outputs = probe(observations.astype(np.float32)[:, None])  # [N, T=1, ...]: each observation a one-row window
     outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]

@@ -29,7 +29,9 @@ from r2d2kit.replay.window_record import NETWORK_ROWS
 SATURATION_MARGIN = 0.01  # a gate is saturated when its output is within 1% of its range's edge
 
 
-def _is_relu(layer: keras.layers.Layer) -> bool:
+def is_relu(layer: keras.layers.Layer) -> bool:
+    """Whether ``layer`` outputs a ReLU (a ``ReLU`` layer or any layer with ``activation="relu"``): the units
+    ``health/dead_relu_share`` and ``benchmarks/unit_activity.py`` count."""
     return isinstance(layer, keras.layers.ReLU) or getattr(layer, "activation", None) is keras.activations.relu
 
 
@@ -56,7 +58,7 @@ class HealthCheck:
         self._rng = np.random.default_rng(seed)
         network = learner.online
         encoder = network.encoder
-        relu_layers = [layer for layer in encoder.layers if _is_relu(layer)]
+        relu_layers = [layer for layer in encoder.layers if is_relu(layer)]
         self._encoder_units = (keras.Model(encoder.inputs, [layer.output for layer in relu_layers],
                                            name="health_encoder") if relu_layers else None)
         self._rnn = (keras.layers.RNN(network.cell, return_sequences=True, name="health_core")
@@ -124,7 +126,7 @@ class HealthCheck:
             x = network.core_norm(hidden) if network.core_norm is not None else hidden
             for layer in stream[:-1]:
                 x = layer(x)
-                if _is_relu(layer):
+                if is_relu(layer):
                     unit_activity.append(self._ever_active(x, present))
         if not unit_activity:
             return keras.ops.convert_to_tensor(math.nan, "float32")
@@ -191,7 +193,7 @@ class HealthCheck:
             values["health/action_gap"] = float(out["action_gap"][trained].mean())
             values["health/greedy_disagreement"] = float(out["disagree"][trained].mean())
         # the disagreement grows from 0 as the online network moves away from its last copy: read it at its age
-        values["health/target_age"] = float(self.learner.updates % self.learner.config.target_update_period)
+        values["health/target_age"] = float(self.learner.target_age)
         values.update(self._delta_q(batch, context, out))
         values.update(self._overestimation(replay, batch, out["q_taken"]))
         return values

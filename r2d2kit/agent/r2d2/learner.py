@@ -164,6 +164,11 @@ class R2D2Learner:
 
     # ------------------------------------------------------------------ the seam
     @property
+    def target_age(self) -> int:
+        """Updates since the target network last took the online weights (0: the update that copied them)."""
+        return self.updates % self.config.target_update_period
+
+    @property
     def logged_metrics(self) -> tuple[str, ...]:
         """The scalars of :meth:`train_from` logged as ``learner/<name>`` means."""
         return ("loss", "q_mean", "priority_mean")
@@ -225,7 +230,7 @@ class R2D2Learner:
         out = self._compiled.update(self.inputs(batch))
         out["priority_mean"] = np.mean(out["priorities"])
         self.updates += 1
-        if self.updates % self.config.target_update_period == 0:
+        if self.target_age == 0:
             self._compiled.sync()
         return out
 
